@@ -1,1 +1,290 @@
-//! placeholder
+//! Statically defined tracing (USDT) probes for Rust programs.
+//!
+//! A probe is a named point in a program that a tracer can attach to while
+//! the program runs. Untraced, a probe costs one load and one branch that is
+//! never taken; its arguments are not even computed. Traced, it hands typed
+//! arguments to bpftrace, perf, gdb, SystemTap, libbpf tools or `sdt`.
+//!
+//! ```
+//! sdt::provider! {
+//!     /// Probes of the order pipeline.
+//!     mod shop {
+//!         /// An order was accepted: its id, the amount in cents, the item.
+//!         fn order_placed(id: u64, cents: i64, item: &str);
+//!         /// An order could not be charged.
+//!         fn payment_failed(id: u64, code: i32);
+//!     }
+//! }
+//!
+//! fn place(id: u64, cents: i64, item: &String) {
+//!     // Typed: arguments are checked against the declaration and converted
+//!     // (here `&String` to `&str`), and computed only while traced.
+//!     shop::order_placed!(id, cents, item);
+//!
+//!     // Untyped: any provider and name, each argument's type picks its spec.
+//!     sdt::probe!(shop, order_checked, id, item.len());
+//!
+//!     // Do expensive work for a probe only while someone is tracing it.
+//!     if sdt::enabled!(shop, payment_failed) {
+//!         let code = i32::try_from(id % 7).unwrap_or(-1);
+//!         shop::payment_failed!(id, -code);
+//!     }
+//! }
+//! # place(1, 2, &String::from("tea"));
+//! ```
+//!
+//! # Finding and tracing probes
+//!
+//! ```text
+//! $ sdt list ./target/release/myprog           # or: readelf -n, bpftrace -l 'usdt:./myprog:*'
+//! $ bpftrace -p $(pidof myprog) -e 'usdt:./target/release/myprog:shop:order_placed
+//!       { printf("%d %d %s\n", arg0, arg1, str(arg2, arg3)); }'
+//! $ sdt trace -e 'usdt:./target/release/myprog:shop:order_placed { @[str(arg2, arg3)] = count(); }'
+//! ```
+//!
+//! Every probe has a semaphore, so a tracer must enable the probe for its
+//! events to happen: `sdt` and libbpf do that through the kernel
+//! (`ref_ctr_offset`), for every process that maps the file. bpftrace 0.17
+//! does it only for the process given with `-p PID` (its `-c CMD` enables
+//! nothing on this kernel); perf 6.1 does not do it.
+//!
+//! # Arguments
+//!
+//! Up to twelve argument slots, each described by a spec derived from the
+//! argument's type through the sealed [`Argument`] trait:
+//!
+//! * Integers, `bool` and `char` keep their size and signedness: an `i32`
+//!   that is `-7` is `-4@%eax` in the note and reads back as `-7`.
+//! * Raw pointers, `NonNull` and references pass their address; a `&CStr`
+//!   is read with `str(argN)`.
+//! * `&str` and `&[u8]` take **two slots, pointer then length**:
+//!   `str(argN, argN+1)` reads the text. Count them when numbering the
+//!   arguments that follow.
+//! * Floats are refused at compile time: pass `x.to_bits()` or an integer in
+//!   fixed-point units.
+//!
+//! # What the probe is, and why
+//!
+//! Each probe site is the 5-byte no-op `0f 1f 44 00 00`, described by an ELF
+//! note of the layout `<sys/sdt.h>` writes, so that every existing reader
+//! finds it:
+//!
+//! * `.note.stapsdt` holds one note per site: owner `stapsdt`, type 3, then
+//!   the site's address, the address of `.stapsdt.base`, the address of the
+//!   semaphore, and the strings provider, name and argument specs. The
+//!   note's address is the first byte of the 5-byte no-op.
+//! * `.stapsdt.base` is the one-byte section readers use to correct the
+//!   addresses of a prelinked file. It is shared with C objects built with
+//!   `<sys/sdt.h>` (same symbol, same COMDAT group). Notes are not allocated
+//!   sections, and linkers do not follow their relocations when they collect
+//!   unused sections, so every site also holds an `R_X86_64_NONE` relocation
+//!   to `.stapsdt.base`: the section lives as long as one probe does, under
+//!   `--gc-sections`, fat or thin LTO, and with bfd, gold or lld.
+//! * `.probes` holds the semaphores: one 16-bit counter per provider and
+//!   name in each linked object (executable or shared library), shared by all
+//!   of that probe's sites in every crate. It is a hidden symbol defined in
+//!   a COMDAT group named after it, so the linker keeps exactly one. A tracer
+//!   raises it while attached; the probe computes its arguments and reaches
+//!   its site only while it is non-zero.
+//!
+//! Why a 5-byte no-op: Linux 6.18 and later rewrite a traced 5-byte no-op,
+//! after its first hit, into a call to a trampoline that enters the uprobe
+//! machinery through a system call instead of a breakpoint trap. That about
+//! halves the cost of a traced hit. Placing the note at the 5-byte no-op
+//! itself (rather than at a 1-byte `nop` in front of it, as libbpf's
+//! `usdt.h` does) is what makes every tool that attaches at the note's
+//! address — bpftrace, perf, gdb, libbpf, `sdt` — get the fast path. Older
+//! kernels trap on the same instruction exactly as they do on a 1-byte
+//! `nop`.
+//!
+//! Why that is safe: the call pushes a return address below the stack
+//! pointer, into the x86-64 red zone where a leaf function may keep live
+//! data. The probe's `asm!` block is deliberately *not* `options(nostack)`,
+//! and without that option Rust guarantees the block may push to the stack,
+//! so the compiler keeps nothing live below the stack pointer across a
+//! probe site. The crate's tests trace a red-zone-heavy leaf function on the
+//! fast path and check that the same test catches a hand-written site that
+//! lacks this guarantee.
+//!
+//! On targets other than x86-64 Linux the macros compile, type-check their
+//! arguments, and do nothing: no probe is emitted and no argument is
+//! computed.
+
+#![no_std]
+#![warn(missing_docs)]
+
+mod arg;
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+mod unsupported;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod x86_64;
+
+pub use arg::Argument;
+
+/// Internals of the macros. Not public API: may change in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::arg::{PtrLen, Slot};
+
+    /// Marks the branch that calls it as rarely taken, so the compiler moves
+    /// a probe's argument computation and site out of the hot path.
+    #[cold]
+    #[inline(always)]
+    pub fn cold() {}
+
+    /// How many argument slots an `A` takes.
+    pub const fn slots<A: crate::Argument>() -> usize {
+        if A::SPEC == 0 {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Type-checks and converts a typed probe's argument, as a function
+    /// argument would be (deref coercion included), with temporaries living
+    /// to the end of the probe statement.
+    #[inline(always)]
+    pub fn typed<T: crate::Argument>(value: T) -> T {
+        value
+    }
+}
+
+/// Fires the probe `provider:name` with up to twelve argument slots.
+///
+/// ```
+/// let (id, bytes, peer) = (7u64, -3i32, "10.0.0.1");
+/// sdt::probe!(net, recv, id, bytes, peer);
+/// sdt::probe!(net, tick);
+/// ```
+///
+/// The arguments are expressions that are evaluated only while the probe is
+/// enabled, left to right, and then passed by value. Each argument's type
+/// must implement [`Argument`]; `&str` and `&[u8]` take two slots.
+///
+/// `provider` and `name` are identifiers. All sites with the same provider
+/// and name in one executable or shared library share one semaphore, so a
+/// tracer that enables the probe sees every site.
+#[macro_export]
+macro_rules! probe {
+    ($provider:ident, $name:ident $(, $arg:expr)* $(,)?) => {
+        if $crate::enabled!($provider, $name) {
+            $crate::__private::cold();
+            $crate::__sdt_site!(
+                ($provider, $name) [] [$($arg),*]
+                [a0 A0 s0 a1 A1 s1 a2 A2 s2 a3 A3 s3 a4 A4 s4 a5 A5 s5
+                 a6 A6 s6 a7 A7 s7 a8 A8 s8 a9 A9 s9 a10 A10 s10 a11 A11 s11]
+            )
+        }
+    };
+}
+
+/// Tells whether a tracer has enabled the probe `provider:name`.
+///
+/// Use it to skip work that only a probe needs:
+///
+/// ```
+/// # fn summary() -> &'static str { "3 orders" }
+/// if sdt::enabled!(shop, report) {
+///     let text = summary();
+///     sdt::probe!(shop, report, text);
+/// }
+/// ```
+///
+/// The answer comes from the probe's semaphore, a counter in memory that
+/// tracers raise: one load, no system call. `probe!` makes the same test
+/// itself, so wrapping a `probe!` in `enabled!` is only worth it for work
+/// outside the probe's arguments.
+#[macro_export]
+macro_rules! enabled {
+    ($provider:ident, $name:ident $(,)?) => {
+        $crate::__sdt_enabled!($provider, $name)
+    };
+}
+
+/// Declares typed probes.
+///
+/// ```
+/// sdt::provider! {
+///     /// Cache probes.
+///     pub mod cache {
+///         /// A lookup missed: the key and the table's size.
+///         fn miss(key: &[u8], size: usize);
+///     }
+/// }
+///
+/// let key = b"user:42".to_vec();
+/// cache::miss!(&key, 1024); // `&Vec<u8>` is converted to `&[u8]`
+/// ```
+///
+/// For each `fn name(args);` the module gets a macro `name!` that takes
+/// exactly the declared arguments. Each is converted to its declared type as
+/// a function argument would be, and like every probe argument it is
+/// evaluated only while the probe is enabled: the macro expands to a
+/// [`probe!`] whose arguments are the caller's expressions wrapped in a
+/// type-checking identity function. The provider's name is the module's.
+///
+/// The macros are visible in the declaring crate (`pub(crate)`), which is
+/// where a probe's sites are. Declared types are resolved where the probe
+/// is fired, so write types other than primitives with full paths
+/// (`&::core::ffi::CStr`).
+#[macro_export]
+macro_rules! provider {
+    (
+        $(#[$attr:meta])*
+        $vis:vis mod $provider:ident {
+            $(
+                $(#[$probe_attr:meta])*
+                fn $name:ident($($arg:ident : $ty:ty),* $(,)?);
+            )*
+        }
+    ) => {
+        $(#[$attr])*
+        $vis mod $provider {
+            $(
+                $crate::__sdt_typed_probe! {
+                    ($) $provider $name [$(#[$probe_attr])*] [$($arg: $ty),*]
+                }
+            )*
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __sdt_typed_probe {
+    (
+        ($d:tt) $provider:ident $name:ident [$($attr:tt)*] [$($arg:ident: $ty:ty),*]
+    ) => {
+        $($attr)*
+        #[allow(unused_macros)]
+        macro_rules! $name {
+            ($($d $arg:expr),* $d(,)?) => {
+                $crate::probe!(
+                    $provider, $name $(, $crate::__private::typed::<$ty>($d $arg))*
+                )
+            };
+        }
+        #[allow(unused_imports)]
+        pub(crate) use $name;
+    };
+}
+
+/// Pairs each argument expression with the identifiers its site uses: value,
+/// type parameter, spec operand. Refuses a thirteenth argument.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __sdt_site {
+    (($p:ident, $n:ident) [$($done:tt)*] [] [$($spare:ident)*]) => {
+        $crate::__sdt_emit!(($p, $n) $($done)*)
+    };
+    (
+        ($p:ident, $n:ident) [$($done:tt)*] [$next:expr $(, $rest:expr)*]
+        [$a:ident $t:ident $s:ident $($spare:ident)*]
+    ) => {
+        $crate::__sdt_site!(($p, $n) [$($done)* ($next) $a $t $s] [$($rest),*] [$($spare)*])
+    };
+    (($p:ident, $n:ident) [$($done:tt)*] [$($rest:expr),+] []) => {
+        ::core::compile_error!("a probe takes at most 12 arguments")
+    };
+}
