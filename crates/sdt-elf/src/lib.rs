@@ -1,1 +1,56 @@
-//! placeholder
+//! Discovery of USDT probes: ELF bytes in, probes out.
+//!
+//! A USDT probe is a no-op instruction in a program plus an ELF note that
+//! says where it is, what it is called and where its arguments are. This
+//! crate reads those notes and everything a tracer or a listing needs with
+//! them; it knows nothing of BPF.
+//!
+//! * [`ElfFile::open`] maps a file and [`ElfFile::probes`] (or [`parse`] on
+//!   bytes) returns its [`Probes`]: every `provider:name` in first-seen
+//!   order, each with all of its [`Site`]s, and with file offsets ready for
+//!   `perf_event_open` and the kernel's semaphore counter.
+//! * [`Site::args`] parses a site's argument specs into [`Arg`]s with a
+//!   structured [`Location`] for x86-64, i386, aarch64, riscv64, s390x and
+//!   ppc64.
+//! * [`classify`] checks that a site holds a no-op before anything attaches
+//!   there.
+//! * [`mapped_objects`] lists the ELF objects of a running process and
+//!   [`resolve`] finds a program or library by name.
+//! * [`ProbePattern`] selects probes with a `provider:name` glob.
+//!
+//! Nothing in here panics on hostile input: malformed files are errors,
+//! malformed notes are skipped and reported, malformed arguments are
+//! described as unsupported.
+//!
+//! ```no_run
+//! let file = sdt_elf::ElfFile::open("/usr/bin/python3")?;
+//! for probe in file.probes()?.iter() {
+//!     for site in probe.sites {
+//!         println!("{}:{} at {:#x}", probe.provider, probe.name, site.address);
+//!         for arg in site.args() {
+//!             println!("  {:?} {:?}", arg.size, arg.location);
+//!         }
+//!     }
+//! }
+//! # Ok::<(), sdt_elf::Error>(())
+//! ```
+
+mod arch;
+mod args;
+mod error;
+mod file;
+mod insn;
+mod pattern;
+mod probes;
+mod process;
+mod resolve;
+
+pub use arch::Arch;
+pub use args::{args, parse_operand, Arg, Args, Location, Memory, Register, Unsupported};
+pub use error::{ElfError, Error};
+pub use file::ElfFile;
+pub use insn::{classify, site_code, SiteInstruction, MAX_INSTRUCTION_LEN};
+pub use pattern::ProbePattern;
+pub use probes::{parse, NoteAddresses, Probe, Probes, Semaphore, Site, SkippedNote};
+pub use process::{mapped_objects, MappedObject};
+pub use resolve::{find_in_path, find_library, resolve, LD_SO_CACHE};

@@ -1,0 +1,81 @@
+//! Errors, each phrased to tell the user what went wrong and what to try.
+//!
+//! Errors that wrap another (an `io::Error`, an [`ElfError`]) expose it as
+//! their `source()` and leave it out of their own message, so that a
+//! reporter walking the chain (`anyhow`'s `{:#}`) prints each part once.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong in this crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file could not be opened or mapped.
+    #[error("cannot read {}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A file is not an ELF file, or its headers are broken.
+    #[error("{}", path.display())]
+    Elf {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: ElfError,
+    },
+    /// No process has this PID.
+    #[error("no process with PID {pid}")]
+    NoSuchProcess {
+        /// The PID.
+        pid: u32,
+    },
+    /// A process exists but its mappings cannot be read.
+    #[error(
+        "cannot read the mappings of process {pid} ({}); reading another user's process needs root",
+        path.display()
+    )]
+    Process {
+        /// The PID.
+        pid: u32,
+        /// The file that could not be read.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A program or library name matched nothing.
+    #[error(
+        "no program or library named `{name}` in PATH, the loader cache or the standard \
+         library directories; give its path instead"
+    )]
+    NotFound {
+        /// The name as given.
+        name: String,
+    },
+    /// A probe pattern is not a valid glob.
+    #[error("invalid probe pattern `{pattern}`")]
+    Pattern {
+        /// The pattern as given.
+        pattern: String,
+        /// Why.
+        #[source]
+        source: globset::Error,
+    },
+}
+
+/// What is wrong with bytes that should be an ELF file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ElfError {
+    /// The bytes do not start with the ELF magic number.
+    #[error("not an ELF file")]
+    NotElf,
+    /// The file is truncated or its headers are inconsistent.
+    #[error("corrupt or truncated ELF file: {0}")]
+    Corrupt(&'static str),
+}
