@@ -1,1 +1,84 @@
-//! placeholder
+//! The kernel interface of `sdt`: eBPF programs for user-space probes,
+//! without clang, LLVM or libbpf.
+//!
+//! The pieces, in the order a tracer uses them:
+//!
+//! * [`Insn`], [`Builder`]: instructions and a builder with labels; the
+//!   [`arg`] module emits the code that reads a USDT argument, and
+//!   [`x86_64`] knows where registers live in `pt_regs`.
+//! * [`Map`], [`RingBuf`]: maps, read and written from userspace; the
+//!   ring buffer that carries events out of the kernel.
+//! * [`Program::load`]: loading, with the verifier's log on rejection.
+//! * [`Features::detect`], [`UprobeAttach::attach`]: finding out what the
+//!   kernel supports and attaching to probe sites; the returned
+//!   [`Attachment`] detaches on drop.
+//! * [`disasm`]: listings in the kernel's own format, for `--dump`.
+//!
+//! All `unsafe` code is in one private module, `sys`, which wraps each
+//! system call into a function over owned or borrowed safe types. File
+//! descriptors are [`OwnedFd`](std::os::fd::OwnedFd)s and mappings are
+//! unmapped on drop, so nothing outlives the value that owns it.
+//!
+//! A minimal program that sends each probe hit's `pid_tgid` to a ring
+//! buffer:
+//!
+//! ```no_run
+//! use sdt_bpf::{
+//!     Builder, Features, Helper, Insn, JmpOp, LoadOptions, Program, Reg::*, RingBuf,
+//!     Size, UprobeAttach, UprobeSite,
+//! };
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ring = RingBuf::new(1 << 16)?;
+//! let mut b = Builder::new();
+//! let out = b.label();
+//! b.ld_map(R1, ring.map());
+//! b.push(Insn::mov64_imm(R2, 8)).push(Insn::mov64_imm(R3, 0));
+//! b.call(Helper::RingbufReserve);
+//! b.jump_imm(JmpOp::Eq, R0, 0, out);
+//! b.push(Insn::mov64_reg(R7, R0));
+//! b.call(Helper::GetCurrentPidTgid);
+//! b.push(Insn::stx(Size::DW, R7, 0, R0));
+//! b.push(Insn::mov64_reg(R1, R7)).push(Insn::mov64_imm(R2, 0));
+//! b.call(Helper::RingbufSubmit);
+//! b.bind(out);
+//! b.push(Insn::mov64_imm(R0, 0)).exit();
+//!
+//! let mechanism = Features::detect()?.best_mechanism().ok_or("no uprobe support")?;
+//! let opts = LoadOptions {
+//!     name: "hits".into(),
+//!     expected_attach_type: mechanism.expected_attach_type(),
+//! };
+//! let program = Program::load(&b.finish()?, &opts)?;
+//! let request = UprobeAttach {
+//!     path: "/usr/bin/python3".into(),
+//!     sites: vec![UprobeSite::new(0x1234)],
+//!     pid: None,
+//!     retprobe: false,
+//! };
+//! let _attached = request.attach(&program, mechanism)?;
+//! # let mut ring = ring;
+//! ring.poll(None, |record| println!("{:?}", record))?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod arg;
+mod builder;
+pub mod disasm;
+mod error;
+mod insn;
+pub mod map;
+mod program;
+mod ringbuf;
+mod sys;
+mod uprobe;
+pub mod x86_64;
+
+pub use builder::{Builder, CodegenError, Label};
+pub use error::{Error, Result};
+pub use insn::{AluOp, Helper, Insn, JmpOp, Reg, Size, PSEUDO_CALL, PSEUDO_MAP_FD};
+pub use map::{possible_cpus, Map, MapSpec, MapType, PerCpuValues};
+pub use program::{AttachType, LoadOptions, Program, ProgramInfo, VerifierLog};
+pub use ringbuf::{process_exit_fd, Poll, RingBuf};
+pub use uprobe::{Attachment, Features, Mechanism, UprobeAttach, UprobePmu, UprobeSite};

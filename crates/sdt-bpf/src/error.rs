@@ -1,0 +1,105 @@
+//! The crate's error type.
+//!
+//! Errors name the operation that failed and, where the cause is common
+//! and fixable, say what to do: missing privileges, a missing file, a
+//! semaphore conflict with another tracer, a verifier rejection (with the
+//! verifier's own words).
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::builder::CodegenError;
+use crate::program::VerifierLog;
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong talking to the kernel.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The kernel refused for lack of privilege.
+    #[error(
+        "{op}: permission denied ({source}); tracing needs root, or the \
+         capabilities CAP_BPF and CAP_PERFMON"
+    )]
+    PermissionDenied {
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+
+    /// A system call failed for another reason.
+    #[error("{op}: {source}")]
+    Syscall {
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+
+    /// The verifier rejected a program; the log says why.
+    #[error("the BPF verifier rejected program `{name}` ({source}):\n{}", log.summary())]
+    Verifier {
+        name: String,
+        #[source]
+        source: io::Error,
+        log: VerifierLog,
+    },
+
+    /// The file to probe does not exist.
+    #[error("cannot attach uprobe: {} does not exist", path.display())]
+    FileNotFound { path: PathBuf },
+
+    /// The kernel refused a semaphore (`ref_ctr_offset`) registration.
+    #[error(
+        "cannot attach uprobe to {}: the kernel refused semaphore offset {ref_ctr_offset:#x} \
+         for probe offset {offset:#x} (EINVAL); the site is probably already traced \
+         with a different semaphore offset (by another tracer, or an earlier attach \
+         of this one), or the semaphore offset is not in a writable mapping of the file",
+        path.display()
+    )]
+    RefCtrConflict {
+        path: PathBuf,
+        offset: u64,
+        ref_ctr_offset: u64,
+    },
+
+    /// The kernel lacks a feature that the request needs.
+    #[error("not supported by this kernel: {0}")]
+    Unsupported(String),
+
+    /// The request itself is malformed.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+
+    /// Generated code could not be assembled.
+    #[error("code generation: {0}")]
+    Codegen(#[from] CodegenError),
+}
+
+impl Error {
+    /// Wraps a failed system call, singling out privilege errors.
+    pub(crate) fn sys(op: &'static str, source: io::Error) -> Error {
+        match source.raw_os_error() {
+            Some(libc::EPERM | libc::EACCES) => Error::PermissionDenied { op, source },
+            _ => Error::Syscall { op, source },
+        }
+    }
+
+    /// The OS error number behind this error, if there is one.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::PermissionDenied { source, .. }
+            | Error::Syscall { source, .. }
+            | Error::Verifier { source, .. } => source.raw_os_error(),
+            Error::FileNotFound { .. } => Some(libc::ENOENT),
+            Error::RefCtrConflict { .. } => Some(libc::EINVAL),
+            _ => None,
+        }
+    }
+
+    /// Whether the error is a lack of privilege.
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(self, Error::PermissionDenied { .. })
+    }
+}

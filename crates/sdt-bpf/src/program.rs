@@ -1,0 +1,314 @@
+//! Loading programs, with the verifier's log on rejection.
+//!
+//! The first load runs without a log: logging makes verification slower
+//! and most programs pass. Only when the kernel refuses do we load again
+//! with `log_level = 1` and a buffer that grows until the whole log fits,
+//! so that the error carries the verifier's explanation.
+//!
+//! Every program is `BPF_PROG_TYPE_KPROBE`, which is also the type of
+//! uprobe programs, with license "GPL" because `probe_read_user` and
+//! `get_stackid` are GPL-only helpers.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use crate::disasm::Disassembler;
+use crate::error::{Error, Result};
+use crate::insn::{Insn, PSEUDO_CALL};
+use crate::sys;
+
+/// `BPF_PROG_TYPE_KPROBE`.
+const PROG_TYPE_KPROBE: u32 = 2;
+
+/// First log buffer size on a failed load.
+const LOG_START: usize = 1 << 20;
+/// Largest log buffer we grow to.
+const LOG_MAX: usize = 256 << 20;
+
+/// `expected_attach_type` of a program, fixed at load time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AttachType {
+    /// Through a perf event (`BPF_PERF_EVENT`); the default for kprobe programs.
+    PerfEvent,
+    /// Through a uprobe_multi link (`BPF_TRACE_UPROBE_MULTI`).
+    UprobeMulti,
+}
+
+impl AttachType {
+    fn raw(self) -> u32 {
+        match self {
+            AttachType::PerfEvent => sys::ATTACH_PERF_EVENT,
+            AttachType::UprobeMulti => sys::ATTACH_UPROBE_MULTI,
+        }
+    }
+}
+
+/// How to load a program.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Shown by `bpftool prog`; at most 15 of `[A-Za-z0-9_.]` are kept.
+    pub name: String,
+    /// Needed for uprobe_multi attachment; see
+    /// [`Mechanism::expected_attach_type`](crate::Mechanism::expected_attach_type).
+    pub expected_attach_type: Option<AttachType>,
+}
+
+/// A loaded program, unloaded when dropped and no attachment holds it.
+#[derive(Debug)]
+pub struct Program {
+    fd: OwnedFd,
+    name: String,
+    expected_attach_type: Option<AttachType>,
+}
+
+/// What the kernel reports about a loaded program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProgramInfo {
+    /// The id that `bpftool prog dump xlated id N` takes.
+    pub id: u32,
+    /// Instructions the verifier walked (0 on kernels that do not say).
+    pub verified_insns: u32,
+    /// Slots after the kernel's rewrites.
+    pub xlated_insns: u32,
+}
+
+impl Program {
+    /// Loads a uprobe program (`BPF_PROG_TYPE_KPROBE`, license GPL).
+    ///
+    /// On rejection the error is [`Error::Verifier`] with the full log.
+    pub fn load(insns: &[Insn], opts: &LoadOptions) -> Result<Program> {
+        let name = if opts.name.is_empty() {
+            "sdt"
+        } else {
+            &opts.name
+        };
+        let req = sys::ProgLoad {
+            prog_type: PROG_TYPE_KPROBE,
+            expected_attach_type: opts.expected_attach_type.map_or(0, AttachType::raw),
+            insns,
+            license: c"GPL",
+            name,
+        };
+        let fd = match sys::prog_load(&req, None) {
+            Ok(fd) => fd,
+            Err(f) if matches!(f.error.raw_os_error(), Some(libc::EPERM)) => {
+                return Err(Error::sys("loading BPF program", f.error))
+            }
+            Err(_) => load_with_log(&req)?,
+        };
+        Ok(Program {
+            fd,
+            name: name.to_owned(),
+            expected_attach_type: opts.expected_attach_type,
+        })
+    }
+
+    /// The name given at load time.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The attach type fixed at load time.
+    pub fn expected_attach_type(&self) -> Option<AttachType> {
+        self.expected_attach_type
+    }
+
+    /// The kernel's id and statistics for this program.
+    pub fn info(&self) -> Result<ProgramInfo> {
+        let i = sys::prog_info(self.fd.as_fd(), None)
+            .map_err(|e| Error::sys("reading program info", e))?;
+        Ok(ProgramInfo {
+            id: i.id,
+            verified_insns: i.verified_insns,
+            xlated_insns: i.xlated_len / 8,
+        })
+    }
+
+    /// The instructions as the kernel runs them, after its rewrites
+    /// (inlined helpers, map addresses): what `bpftool prog dump xlated`
+    /// shows. Map references read `map[id:N]`; helper calls hold kernel
+    /// address deltas (see [`xlated_text`](Program::xlated_text)).
+    pub fn xlated(&self) -> Result<Vec<Insn>> {
+        let info = self.info()?;
+        let mut insns = vec![Insn::default(); info.xlated_insns as usize];
+        sys::prog_info(self.fd.as_fd(), Some(&mut insns))
+            .map_err(|e| Error::sys("reading translated program", e))?;
+        Ok(insns)
+    }
+
+    /// A listing of [`xlated`](Program::xlated), in bpftool's format, with
+    /// helper calls named from `/proc/kallsyms` where it is readable.
+    pub fn xlated_text(&self) -> Result<String> {
+        let insns = self.xlated()?;
+        let imms: HashSet<i32> = insns
+            .iter()
+            .filter(|i| i.code == 0x85 && i.src() != PSEUDO_CALL)
+            .map(|i| i.imm)
+            .collect();
+        let names = kernel_call_names(&imms).unwrap_or_default();
+        Ok(Disassembler::new()
+            .xlated(true)
+            .call_names(names)
+            .listing(&insns))
+    }
+}
+
+impl AsFd for Program {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsRawFd for Program {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Loads again with a verifier log and turns the failure into an error
+/// that carries it.
+fn load_with_log(req: &sys::ProgLoad<'_>) -> Result<OwnedFd> {
+    let mut size = LOG_START;
+    loop {
+        let mut buf = vec![0u8; size];
+        let failure = match sys::prog_load(req, Some((&mut buf, 1))) {
+            // Passing on the second try is rare but possible (e.g. EAGAIN).
+            Ok(fd) => return Ok(fd),
+            Err(f) => f,
+        };
+        if failure.error.raw_os_error() == Some(libc::ENOSPC) && size < LOG_MAX {
+            size = (failure.log_true_size as usize + 1)
+                .max(size * 4)
+                .min(LOG_MAX);
+            continue;
+        }
+        if matches!(failure.error.raw_os_error(), Some(libc::EPERM)) {
+            return Err(Error::sys("loading BPF program", failure.error));
+        }
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        return Err(Error::Verifier {
+            name: req.name.to_owned(),
+            source: failure.error,
+            log: VerifierLog(String::from_utf8_lossy(&buf[..end]).into_owned()),
+        });
+    }
+}
+
+/// Maps helper-call immediates of a translated program to kernel symbol
+/// names: the kernel stores `function address - __bpf_call_base` there.
+fn kernel_call_names(imms: &HashSet<i32>) -> Option<HashMap<i32, String>> {
+    if imms.is_empty() {
+        return Some(HashMap::new());
+    }
+    let syms = std::fs::read_to_string("/proc/kallsyms").ok()?;
+    let entries = || {
+        syms.lines().filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = u64::from_str_radix(f.next()?, 16).ok()?;
+            let name = f.nth(1)?;
+            Some((addr, name))
+        })
+    };
+    let base = entries()
+        .find(|(_, n)| *n == "__bpf_call_base")
+        .map(|(a, _)| a)
+        .filter(|a| *a != 0)?;
+    let wanted: HashMap<u64, i32> = imms
+        .iter()
+        .map(|&imm| (base.wrapping_add(imm as i64 as u64), imm))
+        .collect();
+    Some(
+        entries()
+            .filter_map(|(a, n)| wanted.get(&a).map(|imm| (*imm, n.to_owned())))
+            .collect(),
+    )
+}
+
+/// The verifier's log of a rejected program.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifierLog(String);
+
+impl VerifierLog {
+    /// The whole log.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The last `n` non-empty lines.
+    pub fn last_lines(&self, n: usize) -> Vec<&str> {
+        let mut lines: Vec<&str> = self
+            .0
+            .lines()
+            .rev()
+            .filter(|l| !l.trim().is_empty())
+            .take(n)
+            .collect();
+        lines.reverse();
+        lines
+    }
+
+    /// The lines that explain a rejection: the tail of the log, without
+    /// the statistics the verifier appends (`processed N insns ...`).
+    pub fn summary(&self) -> String {
+        const LINES: usize = 12;
+        let mut lines: Vec<&str> = self
+            .0
+            .lines()
+            .rev()
+            .filter(|l| !l.trim().is_empty())
+            .skip_while(|l| is_statistics(l))
+            .take(LINES)
+            .collect();
+        lines.reverse();
+        if lines.is_empty() {
+            return "(the verifier wrote no log)".to_owned();
+        }
+        lines.join("\n")
+    }
+}
+
+fn is_statistics(line: &str) -> bool {
+    [
+        "processed ",
+        "verification time",
+        "stack depth",
+        "max_states_per_insn",
+    ]
+    .iter()
+    .any(|p| line.starts_with(p))
+}
+
+impl fmt::Display for VerifierLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_skips_statistics() {
+        let log = VerifierLog(
+            "0: (bf) r6 = r1\n1: (79) r0 = *(u64 *)(r6 +4)\n\
+             invalid bpf_context access off=4 size=8\n\
+             processed 2 insns (limit 1000000) max_states_per_insn 0 total_states 0\n\n"
+                .to_owned(),
+        );
+        assert!(log
+            .summary()
+            .ends_with("invalid bpf_context access off=4 size=8"));
+        assert_eq!(
+            log.last_lines(1),
+            ["processed 2 insns (limit 1000000) max_states_per_insn 0 total_states 0"]
+        );
+        assert_eq!(
+            VerifierLog::default().summary(),
+            "(the verifier wrote no log)"
+        );
+    }
+}

@@ -1,0 +1,170 @@
+//! Maps, program loading and the verifier log, against the running kernel.
+
+mod common;
+
+use common::privileged;
+use sdt_bpf::map::{UPDATE_ANY, UPDATE_NOEXIST};
+use sdt_bpf::{
+    possible_cpus, Builder, Error, Features, Helper, Insn, LoadOptions, Map, MapSpec, MapType,
+    Program, Reg::*, RingBuf, Size,
+};
+
+fn key(k: u32) -> [u8; 4] {
+    k.to_ne_bytes()
+}
+
+#[test]
+fn hash_map_round_trips_and_iterates() {
+    if !privileged("hash_map_round_trips_and_iterates") {
+        return;
+    }
+    let map = Map::create(&MapSpec::new(MapType::Hash, 4, 8, 16).name("test_hash")).unwrap();
+    assert_eq!(map.lookup(&key(1)).unwrap(), None);
+    for k in 1..=3u32 {
+        map.update(&key(k), &(u64::from(k) * 100).to_ne_bytes(), UPDATE_ANY)
+            .unwrap();
+    }
+    assert_eq!(
+        map.lookup(&key(2)).unwrap(),
+        Some(200u64.to_ne_bytes().to_vec())
+    );
+    assert!(map
+        .update(&key(2), &0u64.to_ne_bytes(), UPDATE_NOEXIST)
+        .is_err());
+    let mut keys: Vec<u32> = map
+        .keys()
+        .map(|k| u32::from_ne_bytes(k.unwrap().try_into().unwrap()))
+        .collect();
+    keys.sort();
+    assert_eq!(keys, [1, 2, 3]);
+    assert!(map.delete(&key(2)).unwrap());
+    assert!(!map.delete(&key(2)).unwrap());
+    assert_eq!(map.keys().count(), 2);
+    assert!(matches!(map.lookup(&[0; 3]), Err(Error::Invalid(_))));
+    assert!(matches!(
+        map.update(&key(1), &[0; 4], UPDATE_ANY),
+        Err(Error::Invalid(_))
+    ));
+}
+
+#[test]
+fn array_map_round_trips() {
+    if !privileged("array_map_round_trips") {
+        return;
+    }
+    let map = Map::create(&MapSpec::new(MapType::Array, 4, 16, 4)).unwrap();
+    assert_eq!(map.lookup(&key(3)).unwrap(), Some(vec![0; 16]));
+    map.update(&key(3), &[7; 16], UPDATE_ANY).unwrap();
+    assert_eq!(map.lookup(&key(3)).unwrap(), Some(vec![7; 16]));
+    assert_eq!(map.lookup(&key(4)).unwrap(), None);
+    assert_eq!(map.keys().count(), 4);
+}
+
+#[test]
+fn per_cpu_maps_hold_one_value_per_possible_cpu() {
+    if !privileged("per_cpu_maps_hold_one_value_per_possible_cpu") {
+        return;
+    }
+    let cpus = possible_cpus().unwrap();
+    for ty in [MapType::PerCpuArray, MapType::PerCpuHash] {
+        // A 4-byte value is padded to 8 per CPU in the kernel's buffer.
+        let map = Map::create(&MapSpec::new(ty, 4, 4, 8)).unwrap();
+        let values: Vec<[u8; 4]> = (0..cpus as u32).map(|c| (c + 10).to_ne_bytes()).collect();
+        let slices: Vec<&[u8]> = values.iter().map(|v| &v[..]).collect();
+        map.update_per_cpu(&key(1), &slices, UPDATE_ANY).unwrap();
+        let got = map.lookup_per_cpu(&key(1)).unwrap().unwrap();
+        assert_eq!(got.len(), cpus);
+        assert_eq!(got.iter().collect::<Vec<_>>(), slices);
+        assert!(matches!(map.lookup(&key(1)), Err(Error::Invalid(_))));
+        assert!(map
+            .update_per_cpu(&key(1), &slices[..cpus - 1], UPDATE_ANY)
+            .is_err());
+    }
+}
+
+#[test]
+fn ring_buffer_size_is_checked() {
+    if !privileged("ring_buffer_size_is_checked") {
+        return;
+    }
+    assert!(matches!(RingBuf::new(4096 + 1), Err(Error::Invalid(_))));
+    assert!(matches!(RingBuf::new(2048), Err(Error::Invalid(_))));
+    let ring = RingBuf::new(1 << 14).unwrap();
+    assert_eq!(ring.map().spec().map_type, MapType::RingBuf);
+    assert_eq!(ring.pending(), 0);
+}
+
+#[test]
+fn loads_a_program_and_reads_it_back() {
+    if !privileged("loads_a_program_and_reads_it_back") {
+        return;
+    }
+    let counts = Map::create(&MapSpec::new(MapType::Array, 4, 8, 1)).unwrap();
+    let mut b = Builder::new();
+    let out = b.label();
+    b.push(Insn::st(Size::W, R10, -4, 0))
+        .ld_map(R1, &counts)
+        .push(Insn::mov64_reg(R2, R10))
+        .push(Insn::alu64_imm(sdt_bpf::AluOp::Add, R2, -4))
+        .call(Helper::MapLookupElem)
+        .jump_imm(sdt_bpf::JmpOp::Eq, R0, 0, out)
+        .push(Insn::mov64_imm(R1, 1))
+        .push(Insn::atomic_add(Size::DW, R0, 0, R1))
+        .bind(out);
+    b.push(Insn::mov64_imm(R0, 0)).exit();
+    let insns = b.finish().unwrap();
+    let prog = Program::load(
+        &insns,
+        &LoadOptions {
+            name: "count-test".into(),
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(prog.name(), "count-test");
+    let info = prog.info().unwrap();
+    assert!(info.id > 0);
+    let xlated = prog.xlated().unwrap();
+    assert_eq!(xlated.len(), info.xlated_insns as usize);
+    let text = prog.xlated_text().unwrap();
+    assert!(text.contains("map[id:"), "{text}");
+    assert!(text.contains("exit"), "{text}");
+}
+
+#[test]
+fn verifier_rejection_carries_the_log() {
+    if !privileged("verifier_rejection_carries_the_log") {
+        return;
+    }
+    // Reads a misaligned word of pt_regs: the verifier refuses.
+    let insns = [
+        Insn::ldx(Size::DW, R0, R1, 4),
+        Insn::mov64_imm(R0, 0),
+        Insn::exit(),
+    ];
+    let err = Program::load(&insns, &LoadOptions::default()).unwrap_err();
+    let Error::Verifier { log, .. } = &err else {
+        panic!("expected a verifier error, got {err}");
+    };
+    assert!(log.as_str().contains("invalid bpf_context access"), "{log}");
+    assert!(log.summary().contains("invalid bpf_context access"));
+    assert!(err.to_string().contains("invalid bpf_context access"));
+
+    // A program without exit: the log names the problem too.
+    let err = Program::load(&[Insn::mov64_imm(R0, 0)], &LoadOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::Verifier { .. }), "{err}");
+}
+
+#[test]
+fn detects_uprobe_features() {
+    if !privileged("detects_uprobe_features") {
+        return;
+    }
+    let f = Features::detect().unwrap();
+    eprintln!("{f:?}");
+    assert!(f.uprobe_pmu.is_some(), "no uprobe PMU: {f:?}");
+    assert!(f.best_mechanism().is_some());
+    if f.uprobe_multi {
+        assert_eq!(f.best_mechanism(), Some(sdt_bpf::Mechanism::UprobeMulti));
+    }
+}
