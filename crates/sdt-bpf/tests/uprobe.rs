@@ -29,8 +29,10 @@ pub extern "C" fn sdt_bpf_test_other(a: u64, b: i32) -> u64 {
 
 #[no_mangle]
 #[inline(never)]
-pub extern "C" fn sdt_bpf_test_mem(p: *const u64, index: u64) -> u64 {
-    // SAFETY: callers pass a pointer to at least `index + 1` words.
+/// # Safety
+/// `p` points to at least `index + 1` words.
+pub unsafe extern "C" fn sdt_bpf_test_mem(p: *const u64, index: u64) -> u64 {
+    // SAFETY: guaranteed by the caller.
     unsafe { black_box(p.add(black_box(index) as usize).read()) }
 }
 
@@ -406,7 +408,8 @@ fn memory_arguments() {
             0xbbbb,
             u64::from((-5i32) as u32) | 0xffff_0000_0000_0000,
         ];
-        sdt_bpf_test_mem(words.as_ptr(), 1);
+        // SAFETY: `words` has 4 words; the function reads the second.
+        unsafe { sdt_bpf_test_mem(words.as_ptr(), 1) };
         let r = &collect(&mut ring, 1, args.len())[0];
         assert_eq!(r.args[0], words[0], "{}", m.name());
         assert_eq!(r.args[1], words[2], "{}", m.name());
