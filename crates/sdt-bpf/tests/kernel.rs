@@ -168,3 +168,72 @@ fn detects_uprobe_features() {
         assert_eq!(f.best_mechanism(), Some(sdt_bpf::Mechanism::UprobeMulti));
     }
 }
+
+#[test]
+fn xlated_text_matches_bpftool() {
+    if !privileged("xlated_text_matches_bpftool") {
+        return;
+    }
+    let ring = RingBuf::new(4096).unwrap();
+    let mut b = Builder::new();
+    let out = b.label();
+    b.push(Insn::mov64_reg(R6, R1))
+        .ld_map(R1, ring.map())
+        .push(Insn::mov64_imm(R2, 16))
+        .push(Insn::mov64_imm(R3, 0))
+        .call(Helper::RingbufReserve)
+        .jump_imm(sdt_bpf::JmpOp::Eq, R0, 0, out)
+        .push(Insn::mov64_reg(R7, R0))
+        .call(Helper::KtimeGetNs)
+        .push(Insn::stx(Size::DW, R7, 0, R0))
+        .push(Insn::mov64_reg(R1, R7))
+        .push(Insn::mov64_imm(R2, 0))
+        .call(Helper::RingbufSubmit)
+        .bind(out);
+    b.push(Insn::mov64_imm(R0, 0)).exit();
+    let prog = Program::load(&b.finish().unwrap(), &LoadOptions::default()).unwrap();
+    let id = prog.info().unwrap().id.to_string();
+    let bpftool = match std::process::Command::new("bpftool")
+        .args(["prog", "dump", "xlated", "id", &id])
+        .output()
+    {
+        Ok(out) if out.status.success() => String::from_utf8(out.stdout).unwrap(),
+        other => {
+            eprintln!("SKIPPED xlated_text_matches_bpftool: bpftool unusable: {other:?}");
+            return;
+        }
+    };
+    let ours = prog.xlated_text().unwrap();
+    assert!(ours.contains("call bpf_ringbuf_reserve#"), "{ours}");
+    assert_eq!(ours.trim_end(), bpftool.trim_end());
+}
+
+#[test]
+fn long_verifier_logs_are_kept_whole() {
+    if !privileged("long_verifier_logs_are_kept_whole") {
+        return;
+    }
+    // 100,000 logged instructions make a log of several MiB, more than the
+    // first buffer; the error must still start at instruction 0.
+    let mut insns = vec![Insn::mov64_imm(R0, 0); 100_000];
+    insns.push(Insn::ldx(Size::DW, R0, R1, 4));
+    insns.push(Insn::exit());
+    let err = Program::load(&insns, &LoadOptions::default()).unwrap_err();
+    let Error::Verifier { log, .. } = &err else {
+        panic!("expected a verifier error, got {err}");
+    };
+    assert!(
+        log.as_str().len() > 1 << 20,
+        "log of {} bytes",
+        log.as_str().len()
+    );
+    assert!(
+        log.as_str()
+            .lines()
+            .take(3)
+            .any(|l| l.starts_with("0: (b7) r0 = 0")),
+        "{}",
+        &log.as_str()[..200]
+    );
+    assert!(log.summary().contains("invalid bpf_context access"));
+}
