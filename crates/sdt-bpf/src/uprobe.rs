@@ -29,7 +29,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::insn::Insn;
+use crate::insn::{Insn, Reg};
 use crate::program::{AttachType, LoadOptions, Program};
 use crate::sys;
 
@@ -104,7 +104,7 @@ impl Features {
         Ok(Features {
             uprobe_multi: probe_uprobe_multi()?,
             perf_link: probe_perf_link()?,
-            ref_ctr: Path::new(UPROBE_PMU).join("format/ref_ctr_offset").exists(),
+            ref_ctr: ref_ctr_supported(),
             uprobe_pmu,
         })
     }
@@ -130,6 +130,11 @@ impl Features {
     }
 }
 
+/// Whether the uprobe PMU takes a semaphore offset (`ref_ctr_offset`).
+fn ref_ctr_supported() -> bool {
+    Path::new(UPROBE_PMU).join("format/ref_ctr_offset").exists()
+}
+
 fn read_uprobe_pmu() -> Option<UprobePmu> {
     let dir = Path::new(UPROBE_PMU);
     let pmu_type = fs::read_to_string(dir.join("type"))
@@ -150,7 +155,7 @@ fn read_uprobe_pmu() -> Option<UprobePmu> {
 
 /// `r0 = 0; exit`.
 fn trivial_program(attach: Option<AttachType>) -> Result<Option<Program>> {
-    let insns = [Insn::mov64_imm(crate::Reg::R0, 0), Insn::exit()];
+    let insns = [Insn::mov64_imm(Reg::R0, 0), Insn::exit()];
     let opts = LoadOptions {
         name: "sdt_probe".into(),
         expected_attach_type: attach,
@@ -282,29 +287,22 @@ impl UprobeAttach {
                 mechanism.name()
             )));
         }
-        if let Some(s) = self
-            .sites
-            .iter()
-            .find(|s| s.ref_ctr_offset.is_some_and(|r| r % 2 != 0))
-        {
+        let misaligned = self.sites.iter().find_map(|s| {
+            let r = s.ref_ctr_offset.filter(|r| r % 2 != 0)?;
+            Some((s.offset, r))
+        });
+        if let Some((offset, r)) = misaligned {
             return Err(Error::Invalid(format!(
-                "semaphore offset {:#x} of site {:#x} is not 2-byte aligned",
-                s.ref_ctr_offset.unwrap_or_default(),
-                s.offset
+                "semaphore offset {r:#x} of site {offset:#x} is not 2-byte aligned"
             )));
         }
-        if self.sites.iter().any(|s| s.ref_ctr_offset.is_some())
-            && !Path::new(UPROBE_PMU).join("format/ref_ctr_offset").exists()
-        {
+        if self.sites.iter().any(|s| s.ref_ctr_offset.is_some()) && !ref_ctr_supported() {
             return Err(Error::Unsupported(
                 "USDT semaphores (uprobe ref_ctr_offset)".into(),
             ));
         }
-        if self.pid.is_some_and(|p| p <= 0) {
-            return Err(Error::Invalid(format!(
-                "pid {} is not a process id",
-                self.pid.unwrap_or_default()
-            )));
+        if let Some(pid) = self.pid.filter(|&p| p <= 0) {
+            return Err(Error::Invalid(format!("pid {pid} is not a process id")));
         }
         Ok(())
     }
@@ -368,18 +366,17 @@ impl UprobeAttach {
                 cpu,
             })
             .map_err(|e| self.attach_error(e, Some(site)))?;
-            let step = |what, e| Error::sys(what, e);
             if mechanism == Mechanism::PerfLink {
                 let link =
                     sys::link_create_perf_event(program.as_fd(), Some(event.as_fd()), site.cookie)
-                        .map_err(|e| step("linking program to uprobe perf event", e))?;
+                        .map_err(|e| Error::sys("linking program to uprobe perf event", e))?;
                 attachment.links.push(link);
             } else {
                 sys::perf_event_set_bpf(event.as_fd(), program.as_fd())
-                    .map_err(|e| step("attaching program to uprobe perf event", e))?;
+                    .map_err(|e| Error::sys("attaching program to uprobe perf event", e))?;
             }
             sys::perf_event_enable(event.as_fd())
-                .map_err(|e| step("enabling uprobe perf event", e))?;
+                .map_err(|e| Error::sys("enabling uprobe perf event", e))?;
             attachment.perf_events.push(event);
         }
         Ok(attachment)
