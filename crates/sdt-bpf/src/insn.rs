@@ -42,6 +42,9 @@ pub(crate) mod jmp {
     pub const EXIT: u8 = 0x90;
 }
 
+/// `bpf_get_stackid` flag: walk the user-space stack instead of the kernel's.
+pub const STACKID_USER: u64 = 1 << 8;
+
 /// `src_reg` of an `ld_imm64` whose immediate is a map file descriptor.
 pub const PSEUDO_MAP_FD: u8 = 1;
 /// `src_reg` of a `call` whose immediate is a relative BPF-to-BPF call.

@@ -77,7 +77,7 @@ pub mod x86_64;
 
 pub use builder::{Builder, CodegenError, Label};
 pub use error::{Error, Result};
-pub use insn::{AluOp, Helper, Insn, JmpOp, Reg, Size, PSEUDO_CALL, PSEUDO_MAP_FD};
+pub use insn::{AluOp, Helper, Insn, JmpOp, Reg, Size, PSEUDO_CALL, PSEUDO_MAP_FD, STACKID_USER};
 pub use map::{possible_cpus, Map, MapSpec, MapType, PerCpuValues};
 pub use program::{AttachType, LoadOptions, Program, ProgramInfo, VerifierLog};
 pub use ringbuf::{process_exit_fd, Poll, RingBuf};

@@ -22,6 +22,9 @@ pub enum MapType {
     Array = 2,
     PerCpuHash = 5,
     PerCpuArray = 6,
+    /// Stack traces for `bpf_get_stackid`: `u32` keys (stack ids), values
+    /// of `8 * depth` bytes (instruction pointers).
+    StackTrace = 7,
     RingBuf = 27,
 }
 

@@ -237,3 +237,13 @@ fn long_verifier_logs_are_kept_whole() {
     );
     assert!(log.summary().contains("invalid bpf_context access"));
 }
+
+#[test]
+fn stack_trace_map_is_created_empty() {
+    if !privileged("stack_trace_map_is_created_empty") {
+        return;
+    }
+    let map = Map::create(&MapSpec::new(MapType::StackTrace, 4, 8 * 32, 64)).unwrap();
+    assert_eq!(map.keys().count(), 0);
+    assert_eq!(map.lookup(&key(0)).unwrap(), None);
+}

@@ -615,3 +615,57 @@ fn poll_wakes_on_watched_descriptors() {
     let polled = quiet.poll(Some(Duration::from_millis(10)), |_| {}).unwrap();
     assert_eq!(polled, sdt_bpf::Poll::default());
 }
+
+#[test]
+fn user_stacks_start_at_the_probed_function() {
+    if !privileged("user_stacks_start_at_the_probed_function") {
+        return;
+    }
+    let _lock = uprobe_lock();
+    let m = Features::detect().unwrap().best_mechanism().unwrap();
+    let stacks = Map::create(&MapSpec::new(MapType::StackTrace, 4, 8 * 16, 16)).unwrap();
+    let ids = Map::create(&MapSpec::new(MapType::Array, 4, 8, 1)).unwrap();
+
+    // ids[0] = bpf_get_stackid(ctx, stacks, STACKID_USER)
+    let mut b = Builder::new();
+    let out = b.label();
+    b.push(Insn::mov64_reg(R6, R1))
+        .ld_map(R2, &stacks)
+        .push(Insn::mov64_imm(R3, sdt_bpf::STACKID_USER as i32))
+        .call(Helper::GetStackid)
+        .push(Insn::mov64_reg(R7, R0))
+        .push(Insn::st(Size::W, R10, -4, 0))
+        .ld_map(R1, &ids)
+        .push(Insn::mov64_reg(R2, R10))
+        .push(Insn::alu64_imm(AluOp::Add, R2, -4))
+        .call(Helper::MapLookupElem)
+        .jump_imm(JmpOp::Eq, R0, 0, out)
+        .push(Insn::stx(Size::DW, R0, 0, R7))
+        .bind(out);
+    b.push(Insn::mov64_imm(R0, 0)).exit();
+    let prog = Program::load(
+        &b.finish().unwrap(),
+        &LoadOptions {
+            name: "stacks".into(),
+            expected_attach_type: m.expected_attach_type(),
+        },
+    )
+    .unwrap();
+    let _attached = request(vec![target_site(0)], None)
+        .attach(&prog, m)
+        .unwrap();
+    sdt_bpf_test_target(1, 1);
+
+    let word =
+        |bytes: &[u8], i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
+    let id = word(&ids.lookup(&0u32.to_ne_bytes()).unwrap().unwrap(), 0) as i64;
+    assert!(id >= 0, "bpf_get_stackid failed: {id}");
+    let stack = stacks.lookup(&(id as u32).to_ne_bytes()).unwrap().unwrap();
+    // The kernel walks user stacks by frame pointer, so further frames
+    // exist only where the traced code keeps frame pointers; the probed
+    // instruction is always first.
+    assert_eq!(
+        word(&stack, 0),
+        sdt_bpf_test_target as *const () as usize as u64
+    );
+}
