@@ -1,10 +1,366 @@
-//! `sdt list` (being written).
+//! `sdt list`: the probes of files and running processes.
+//!
+//! All discovery lives in `sdt-elf`; this module turns command-line words
+//! into targets and probes into text or JSON. The JSON view is defined here
+//! rather than derived from the library's types, so that the library can
+//! change without breaking the documented schema (`LIST-JSON.md`).
+
+use std::ffi::OsString;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// List probes.
-#[derive(clap::Args)]
-pub struct ListArgs {}
+use anyhow::{bail, Context};
+use sdt_elf::{Arg, ElfFile, Location, ProbePattern, Probes, Site};
+use serde::Serialize;
 
-pub fn run(_args: ListArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not yet implemented")
+const AFTER_HELP: &str = "\
+Arguments:
+  A FILE is a path. A NAME without a `/` is looked up as a program in PATH,
+  then as a library: `NAME` finds libNAME.so* or NAME.so* in the loader cache
+  (/etc/ld.so.cache) and the standard library directories, so `libc`, `c` and
+  `libstdc++` work.
+
+  The last argument is a PATTERN instead of a target when it is not a file and
+  contains `:` or a glob character (* ? [ {). A PATTERN is PROVIDER:NAME with
+  a glob on each side; without a `:` it matches the probe name alone.
+
+Output:
+  Default: one line per probe, `PATH PROVIDER:NAME`.
+  -v: every site with its address and file offset, its semaphore, and each
+      argument decoded (size, signedness, register, memory or constant).
+  --json: one JSON array with one object per probe, holding every site and
+      argument; the schema is documented in LIST-JSON.md.
+  Notes that are malformed are skipped with a warning on stderr.
+  The exit status is 0 on success, even when nothing matches, and 2 on errors.
+
+Examples:
+  sdt list /usr/bin/python3.11               every probe of CPython
+  sdt list python3.11 'python:function__*'   found through PATH, filtered
+  sdt list libjvm '*:gc*'                    the JVM's GC probes, via the loader cache
+  sdt list -v libstdc++                      sites, semaphores and arguments
+  sdt list -p 1234                           every object process 1234 maps
+  sdt list --json postgres | jq '.[].name'";
+
+/// List the USDT probes of ELF files and running processes.
+#[derive(clap::Args, Debug)]
+#[command(after_help = AFTER_HELP)]
+pub struct ListArgs {
+    /// Show every site with addresses, file offsets, semaphores and arguments.
+    #[arg(short, long)]
+    verbose: bool,
+
+    /// Print one JSON array of probes with every detail (see LIST-JSON.md).
+    #[arg(long)]
+    json: bool,
+
+    /// List the probes of every ELF object that process PID maps. Repeatable.
+    #[arg(short, long = "pid", value_name = "PID")]
+    pids: Vec<u32>,
+
+    /// Files or program and library names, optionally followed by a PATTERN
+    /// on PROVIDER:NAME.
+    #[arg(value_name = "FILE|NAME")]
+    targets: Vec<OsString>,
+}
+
+/// One object to list: where to open it and how to show it.
+struct Target {
+    /// The path shown to the user: as given or resolved, or as the process
+    /// sees it.
+    shown: String,
+    /// The process it came from, if any.
+    pid: Option<u32>,
+    file: ElfFile,
+}
+
+pub fn run(args: ListArgs) -> anyhow::Result<ExitCode> {
+    let (paths, pattern) = split_positionals(&args.targets)?;
+    if paths.is_empty() && args.pids.is_empty() {
+        bail!(
+            "nothing to list: give a FILE, a program or library NAME, or -p PID \
+             (for example `sdt list /usr/bin/python3 'python:*'`)"
+        );
+    }
+
+    let mut targets = Vec::new();
+    for path in paths {
+        targets.push(Target {
+            shown: path.display().to_string(),
+            pid: None,
+            file: ElfFile::open(&path)?,
+        });
+    }
+    for &pid in &args.pids {
+        for object in sdt_elf::mapped_objects(pid)? {
+            let mut shown = object.path.display().to_string();
+            if object.deleted {
+                shown.push_str(" (deleted)");
+            }
+            match ElfFile::open(&object.open_path) {
+                Ok(file) => targets.push(Target {
+                    shown,
+                    pid: Some(pid),
+                    file,
+                }),
+                Err(err) => warn(&format!("process {pid}: {shown}: {}", chain(&err))),
+            }
+        }
+    }
+    // Parse everything before printing anything, so that a bad file fails
+    // the command cleanly. A process maps many files: one that cannot be
+    // parsed is worth a warning, not the whole listing.
+    let mut listed = Vec::new();
+    for target in &targets {
+        match target.file.probes() {
+            Ok(probes) => listed.push((target, probes)),
+            Err(err) if target.pid.is_some() => warn(&format!(
+                "process {}: {}",
+                target.pid.unwrap_or_default(),
+                chain(&err)
+            )),
+            Err(err) => return Err(err.into()),
+        }
+    }
+
+    let stdout = io::stdout().lock();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout);
+    let printed = print(&mut out, &listed, pattern.as_ref(), &args).and_then(|()| out.flush());
+    match printed {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        // `sdt list | head`: the reader is gone, which is not an error.
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(err) => Err(err).context("cannot write the listing"),
+    }
+}
+
+/// Splits positionals into target paths and an optional final pattern.
+fn split_positionals(words: &[OsString]) -> anyhow::Result<(Vec<PathBuf>, Option<ProbePattern>)> {
+    let mut paths = Vec::new();
+    let mut pattern = None;
+    for (i, word) in words.iter().enumerate() {
+        let pattern_text = word
+            .to_str()
+            .filter(|text| i + 1 == words.len() && text.contains([':', '*', '?', '[', '{']));
+        let resolved = match word.to_str() {
+            Some(name) if !name.contains('/') => sdt_elf::resolve(name),
+            _ => Ok(PathBuf::from(word)),
+        };
+        match (resolved, pattern_text) {
+            (Ok(path), Some(text)) if !path.exists() => pattern = Some(ProbePattern::new(text)?),
+            (Ok(path), _) => paths.push(path),
+            (Err(_), Some(text)) => pattern = Some(ProbePattern::new(text)?),
+            (Err(err), None) => return Err(err.into()),
+        }
+    }
+    Ok((paths, pattern))
+}
+
+fn print(
+    out: &mut impl Write,
+    listed: &[(&Target, Probes<'_>)],
+    pattern: Option<&ProbePattern>,
+    args: &ListArgs,
+) -> io::Result<()> {
+    let mut first = true;
+    if args.json {
+        out.write_all(b"[")?;
+    }
+    for (target, probes) in listed {
+        let arch = probes.arch.to_string();
+        for skipped in &probes.skipped {
+            warn(&format!("{}: {skipped}", target.shown));
+        }
+        for probe in probes.iter() {
+            if pattern.is_some_and(|p| !p.matches(probe.provider, probe.name)) {
+                continue;
+            }
+            if args.json {
+                out.write_all(if first { b"\n" } else { b",\n" })?;
+                serde_json::to_writer(&mut *out, &json_probe(target, &arch, probe))?;
+            } else {
+                writeln!(out, "{} {}:{}", target.shown, probe.provider, probe.name)?;
+                if args.verbose {
+                    for site in probe.sites {
+                        print_site(out, site)?;
+                    }
+                }
+            }
+            first = false;
+        }
+    }
+    if args.json {
+        out.write_all(if first { b"]\n" } else { b"\n]\n" })?;
+    }
+    Ok(())
+}
+
+fn print_site(out: &mut impl Write, site: &Site<'_>) -> io::Result<()> {
+    write!(out, "  site {:#x}", site.address)?;
+    match site.file_offset {
+        Some(offset) => write!(out, " (file offset {offset:#x})")?,
+        None => write!(out, " (in no executable segment: cannot be traced)")?,
+    }
+    if site.address != site.note.pc {
+        write!(
+            out,
+            " [prelinked: note pc {:#x}, base {:#x}]",
+            site.note.pc, site.note.base
+        )?;
+    }
+    writeln!(out)?;
+    if let Some(semaphore) = site.semaphore {
+        write!(out, "    semaphore {:#x}", semaphore.address)?;
+        match semaphore.file_offset {
+            Some(offset) => writeln!(out, " (file offset {offset:#x})")?,
+            None => writeln!(out, " (in no writable segment)")?,
+        }
+    }
+    for (i, arg) in site.args().enumerate() {
+        writeln!(out, "    arg{i}: {}", describe(&arg))?;
+    }
+    Ok(())
+}
+
+/// An argument in words: `8-byte unsigned in %rbp`.
+fn describe(arg: &Arg<'_>) -> String {
+    let kind = match (arg.size, arg.float, arg.signed) {
+        (Some(size), true, _) => format!("{size}-byte float"),
+        (Some(size), false, true) => format!("{size}-byte signed"),
+        (Some(size), false, false) => format!("{size}-byte unsigned"),
+        (None, ..) => String::new(),
+    };
+    match arg.location {
+        Location::Register(_) => format!("{kind} in {}", arg.operand()),
+        Location::Memory(_) => format!("{kind} at {}", arg.operand()),
+        Location::Constant(value) => format!("{kind} constant {value}"),
+        Location::Unsupported(why) => format!("unsupported `{}`: {why}", arg.spec),
+    }
+}
+
+fn warn(message: &str) {
+    eprintln!("sdt: warning: {message}");
+}
+
+/// An error with its causes, `a: b: c`, as `main` prints errors.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+// The JSON view; LIST-JSON.md documents it and must change with it.
+
+#[derive(Serialize)]
+struct JsonProbe<'a> {
+    path: &'a str,
+    pid: Option<u32>,
+    arch: &'a str,
+    provider: &'a str,
+    name: &'a str,
+    sites: Vec<JsonSite<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonSite<'a> {
+    note: JsonNote,
+    address: u64,
+    file_offset: Option<u64>,
+    semaphore_address: Option<u64>,
+    semaphore_offset: Option<u64>,
+    args: Vec<JsonArg<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonNote {
+    pc: u64,
+    base: u64,
+    semaphore: u64,
+}
+
+#[derive(Serialize)]
+struct JsonArg<'a> {
+    spec: &'a str,
+    size: Option<u8>,
+    signed: bool,
+    float: bool,
+    location: JsonLocation,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum JsonLocation {
+    Register {
+        register: &'static str,
+        width: u8,
+        offset: u8,
+    },
+    Memory {
+        base: Option<&'static str>,
+        index: Option<&'static str>,
+        scale: u8,
+        offset: i64,
+    },
+    Constant {
+        value: i64,
+    },
+    Unsupported {
+        reason: String,
+    },
+}
+
+fn json_probe<'a>(target: &'a Target, arch: &'a str, probe: sdt_elf::Probe<'a>) -> JsonProbe<'a> {
+    JsonProbe {
+        path: &target.shown,
+        pid: target.pid,
+        arch,
+        provider: probe.provider,
+        name: probe.name,
+        sites: probe.sites.iter().map(json_site).collect(),
+    }
+}
+
+fn json_site<'a>(site: &Site<'a>) -> JsonSite<'a> {
+    JsonSite {
+        note: JsonNote {
+            pc: site.note.pc,
+            base: site.note.base,
+            semaphore: site.note.semaphore,
+        },
+        address: site.address,
+        file_offset: site.file_offset,
+        semaphore_address: site.semaphore.map(|s| s.address),
+        semaphore_offset: site.semaphore.and_then(|s| s.file_offset),
+        args: site
+            .args()
+            .map(|arg| JsonArg {
+                spec: arg.spec,
+                size: arg.size,
+                signed: arg.signed,
+                float: arg.float,
+                location: match arg.location {
+                    Location::Register(r) => JsonLocation::Register {
+                        register: r.name,
+                        width: r.width,
+                        offset: r.offset,
+                    },
+                    Location::Memory(m) => JsonLocation::Memory {
+                        base: m.base,
+                        index: m.index,
+                        scale: m.scale,
+                        offset: m.offset,
+                    },
+                    Location::Constant(value) => JsonLocation::Constant { value },
+                    Location::Unsupported(why) => JsonLocation::Unsupported {
+                        reason: why.to_string(),
+                    },
+                },
+            })
+            .collect(),
+    }
 }

@@ -4,7 +4,9 @@
 //! path, as `uprobe:libc:malloc` does in bpftrace. The rules, in order:
 //!
 //! 1. A name with a `/` is a path and is taken as it is.
-//! 2. A bare name is looked up as an executable in `PATH`.
+//! 2. A bare name is looked up as an executable ELF file in `PATH`. Scripts
+//!    of the same name, such as pyenv's shims, are passed over: they have no
+//!    probes, and the user means the program.
 //! 3. Otherwise it is a library. `NAME` matches the files `libNAME.so*` and
 //!    `NAME.so*` (`libc`, `c` and `libc.so.6` all find `libc.so.6`), first in
 //!    the dynamic loader's cache, `/etc/ld.so.cache`, then in the standard
@@ -42,13 +44,14 @@ pub fn resolve(name: &str) -> Result<PathBuf, Error> {
     find_library(name).ok_or_else(not_found)
 }
 
-/// Finds an executable file called `name` in a `PATH`-style list.
+/// Finds an executable ELF file called `name` in a `PATH`-style list.
 pub fn find_in_path(name: &str, path_var: &OsStr) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     std::env::split_paths(path_var).find_map(|dir| {
         let candidate = dir.join(name);
         let meta = std::fs::metadata(&candidate).ok()?;
-        (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(candidate)
+        let executable = meta.is_file() && meta.permissions().mode() & 0o111 != 0;
+        (executable && is_elf(&candidate)).then_some(candidate)
     })
 }
 
