@@ -116,3 +116,132 @@ pub fn site_code<'data>(data: &'data [u8], site: &Site<'_>) -> &'data [u8] {
     };
     &rest[..rest.len().min(MAX_INSTRUCTION_LEN)]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nop(len: u8) -> SiteInstruction {
+        SiteInstruction::Nop { skip: 0, len }
+    }
+
+    /// The site bytes followed by unrelated code, as in a real function.
+    fn at_site(bytes: &[u8]) -> Vec<u8> {
+        let mut code = bytes.to_vec();
+        code.extend_from_slice(&[0x48, 0x89, 0xe5, 0xc3, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc]);
+        code
+    }
+
+    #[test]
+    fn x86_multi_byte_nops() {
+        let forms: &[&[u8]] = &[
+            &[0x90],
+            &[0x66, 0x90],
+            &[0x0f, 0x1f, 0x00],
+            &[0x0f, 0x1f, 0x40, 0x00],
+            &[0x0f, 0x1f, 0x44, 0x00, 0x00],
+            &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00],
+            &[0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00],
+            &[0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00],
+            &[0x66, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00],
+            &[0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00],
+            &[
+                0x66, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00,
+            ],
+            &[0x0f, 0x1f, 0xc0], // nopl %eax
+        ];
+        for arch in [Arch::X86_64, Arch::I386] {
+            for form in forms {
+                assert_eq!(
+                    classify(arch, &at_site(form)),
+                    nop(form.len() as u8),
+                    "{form:02x?}"
+                );
+                // Exactly the instruction, at the end of the file.
+                assert_eq!(classify(arch, form), nop(form.len() as u8), "{form:02x?}");
+            }
+        }
+    }
+
+    #[test]
+    fn x86_nop_then_five_byte_nop_attaches_one_byte_later() {
+        let code = at_site(&[0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00]);
+        assert_eq!(
+            classify(Arch::X86_64, &code),
+            SiteInstruction::Nop { skip: 1, len: 5 }
+        );
+        // A nop followed by other code is a plain one-byte nop.
+        assert_eq!(classify(Arch::X86_64, &at_site(&[0x90])), nop(1));
+    }
+
+    #[test]
+    fn x86_anything_else_is_refused() {
+        let refused: &[&[u8]] = &[
+            &[],
+            &[0xcc],                   // int3: someone else's breakpoint
+            &[0x55],                   // push %rbp
+            &[0x48, 0x89, 0xe5],       // mov %rsp,%rbp
+            &[0x0f, 0x1f],             // cut short
+            &[0x0f, 0x1f, 0x44, 0x00], // cut short
+            &[0x0f, 0x1f, 0x48, 0x00], // 0f 1f /1 is not a nop
+            &[0x0f, 0x0b],             // ud2
+            &[0x66],
+            &[0x48, 0x0f, 0x1f, 0x00], // REX prefixes are not accepted
+            &[0xe8, 0x00, 0x00, 0x00, 0x00],
+        ];
+        for code in refused {
+            assert_eq!(
+                classify(Arch::X86_64, code),
+                SiteInstruction::NotNop,
+                "{code:02x?}"
+            );
+        }
+        let too_long = [0x66; 14]
+            .iter()
+            .chain(&[0x90])
+            .copied()
+            .collect::<Vec<_>>();
+        assert_eq!(classify(Arch::X86_64, &too_long), nop(15));
+        let too_long = [0x66; 15]
+            .iter()
+            .chain(&[0x90])
+            .copied()
+            .collect::<Vec<_>>();
+        assert_eq!(classify(Arch::X86_64, &too_long), SiteInstruction::NotNop);
+    }
+
+    #[test]
+    fn other_architectures() {
+        assert_eq!(
+            classify(Arch::Aarch64, &[0x1f, 0x20, 0x03, 0xd5, 0xc0]),
+            nop(4)
+        );
+        assert_eq!(
+            classify(Arch::Aarch64, &[0xd5, 0x03, 0x20, 0x1f]),
+            SiteInstruction::NotNop
+        );
+        assert_eq!(
+            classify(Arch::Aarch64, &[0x1f, 0x20, 0x03]),
+            SiteInstruction::NotNop
+        );
+        assert_eq!(classify(Arch::Riscv64, &[0x13, 0, 0, 0]), nop(4));
+        assert_eq!(classify(Arch::Riscv64, &[0x01, 0x00, 0x13]), nop(2));
+        assert_eq!(
+            classify(Arch::Riscv64, &[0x93, 0, 0, 0]),
+            SiteInstruction::NotNop
+        );
+        assert_eq!(classify(Arch::S390x, &[0x47, 0x00, 0x00, 0x00]), nop(4));
+        assert_eq!(classify(Arch::S390x, &[0x07, 0x00]), nop(2));
+        assert_eq!(
+            classify(Arch::S390x, &[0x47, 0xf0, 0x10, 0x00]),
+            SiteInstruction::NotNop
+        );
+        assert_eq!(classify(Arch::Ppc64, &[0x60, 0, 0, 0]), nop(4));
+        assert_eq!(classify(Arch::Ppc64le, &[0, 0, 0, 0x60]), nop(4));
+        assert_eq!(
+            classify(Arch::Ppc64, &[0, 0, 0, 0x60]),
+            SiteInstruction::NotNop
+        );
+        assert_eq!(classify(Arch::Other(40), &[0; 4]), SiteInstruction::Unknown);
+    }
+}
