@@ -63,7 +63,7 @@ pub fn find_library(name: &str) -> Option<PathBuf> {
         if let Some(entries) = parse_ld_cache(&cache) {
             let found = entries
                 .into_iter()
-                .filter(|e| HOST.map_or(true, |(_, flags)| e.flags & 0xffff == flags))
+                .filter(|e| HOST.is_none_or(|(_, flags)| e.flags & 0xffff == flags))
                 .find(|e| stems.iter().any(|stem| matches_stem(e.soname, stem)));
             if let Some(entry) = found {
                 return Some(PathBuf::from(entry.path));

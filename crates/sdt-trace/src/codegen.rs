@@ -112,8 +112,12 @@ pub(crate) fn program(
                 .push(Insn::stx(Size::DW, RECORD, off(SITE), Reg::R0));
         }
         SiteId::Constant(id) => {
-            b.load_imm(Reg::R0, i64::from(id))
-                .push(Insn::stx(Size::DW, RECORD, off(SITE), Reg::R0));
+            b.load_imm(Reg::R0, i64::from(id)).push(Insn::stx(
+                Size::DW,
+                RECORD,
+                off(SITE),
+                Reg::R0,
+            ));
         }
     }
     b.push(Insn::mov64_reg(Reg::R1, RECORD))
@@ -127,11 +131,20 @@ pub(crate) fn program(
     }
     for (n, &arg) in shape.strings.iter().enumerate() {
         b.push(Insn::mov64_reg(Reg::R1, RECORD))
-            .push(Insn::alu64_imm(sdt_bpf::AluOp::Add, Reg::R1, shape.string_bytes(n) as i32))
+            .push(Insn::alu64_imm(
+                sdt_bpf::AluOp::Add,
+                Reg::R1,
+                shape.string_bytes(n) as i32,
+            ))
             .push(Insn::mov64_imm(Reg::R2, STRING_LEN as i32))
             .push(Insn::ldx(Size::DW, Reg::R3, RECORD, off(ARGS + 8 * arg)))
             .call(Helper::ProbeReadUserStr)
-            .push(Insn::stx(Size::DW, RECORD, off(shape.string_result(n)), Reg::R0));
+            .push(Insn::stx(
+                Size::DW,
+                RECORD,
+                off(shape.string_result(n)),
+                Reg::R0,
+            ));
     }
 
     b.push(Insn::mov64_reg(Reg::R1, RECORD))

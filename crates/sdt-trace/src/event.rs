@@ -74,12 +74,15 @@ impl<'a> Event<'a> {
     }
 
     fn string(&self, slot: usize, pointer: u64) -> Result<&'a [u8], (i64, u64)> {
-        let result = read_u64(self.record, self.shape.string_result(slot)).unwrap_or_default() as i64;
+        let result =
+            read_u64(self.record, self.shape.string_result(slot)).unwrap_or_default() as i64;
         if result <= 0 {
             return Err((result, pointer));
         }
         let start = self.shape.string_bytes(slot);
-        let len = (result as usize).saturating_sub(1).min(codegen::STRING_LEN - 1);
+        let len = (result as usize)
+            .saturating_sub(1)
+            .min(codegen::STRING_LEN - 1);
         Ok(&self.record[start..start + len])
     }
 }

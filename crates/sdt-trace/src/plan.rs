@@ -25,8 +25,8 @@ use crate::{Error, ProbeSpec};
 pub struct Scope {
     /// Trace only this process; specs without a target mean every object it maps.
     pub pid: Option<i32>,
-    /// The executable that specs without a target mean when there is no PID
-    /// (the program of `sdt trace -c`).
+    /// The executable that specs without a target mean (the program of
+    /// `sdt trace -c`); takes precedence over the process's objects.
     pub default_target: Option<PathBuf>,
 }
 
@@ -91,7 +91,8 @@ pub fn plan(specs: &[ProbeSpec], scope: &Scope) -> Result<Plan, Error> {
                     let opened = match opened {
                         Ok(file) => file,
                         Err(e) if !explicit => {
-                            plan.warnings.push(format!("skipping {}: {e}", object.path.display()));
+                            plan.warnings
+                                .push(format!("skipping {}: {e}", object.path.display()));
                             continue;
                         }
                         Err(e) => return Err(e),
@@ -102,7 +103,8 @@ pub fn plan(specs: &[ProbeSpec], scope: &Scope) -> Result<Plan, Error> {
             let probes = match file.probes() {
                 Ok(probes) => probes,
                 Err(e) if !explicit => {
-                    plan.warnings.push(format!("skipping {}: {e}", object.path.display()));
+                    plan.warnings
+                        .push(format!("skipping {}: {e}", object.path.display()));
                     continue;
                 }
                 Err(e) => return Err(Error::Elf(e)),
@@ -160,55 +162,59 @@ fn objects_for(
         }
         Ok(process_objects.clone().unwrap_or_default())
     };
-    let objects = match (&spec.target, scope.pid, &scope.default_target) {
-        (Some(target), Some(pid), _) => {
-            let resolved = sdt_elf::resolve(target).ok();
-            let in_process: Vec<Object> = mapped(pid)?
-                .into_iter()
-                .filter(|o| names_object(target, resolved.as_deref(), &o.path))
-                .map(|o| Object {
-                    path: o.path,
-                    open_path: o.open_path,
-                })
-                .collect();
-            if in_process.is_empty() {
-                let path = resolved.ok_or_else(|| Error::Elf(sdt_elf::Error::NotFound {
-                    name: target.clone(),
-                }))?;
+    let objects =
+        match (&spec.target, scope.pid, &scope.default_target) {
+            (Some(target), Some(pid), None) => {
+                let resolved = sdt_elf::resolve(target).ok();
+                let in_process: Vec<Object> = mapped(pid)?
+                    .into_iter()
+                    .filter(|o| names_object(target, resolved.as_deref(), &o.path))
+                    .map(|o| Object {
+                        path: o.path,
+                        open_path: o.open_path,
+                    })
+                    .collect();
+                if in_process.is_empty() {
+                    let path = resolved.ok_or_else(|| {
+                        Error::Elf(sdt_elf::Error::NotFound {
+                            name: target.clone(),
+                        })
+                    })?;
+                    vec![Object {
+                        open_path: path.clone(),
+                        path,
+                    }]
+                } else {
+                    in_process
+                }
+            }
+            (Some(target), _, _) => {
+                let path = sdt_elf::resolve(target).map_err(Error::Elf)?;
                 vec![Object {
                     open_path: path.clone(),
                     path,
                 }]
-            } else {
-                in_process
             }
-        }
-        (Some(target), None, _) => {
-            let path = sdt_elf::resolve(target).map_err(Error::Elf)?;
-            vec![Object {
-                open_path: path.clone(),
-                path,
-            }]
-        }
-        (None, Some(pid), _) => mapped(pid)?
-            .into_iter()
-            .map(|o| Object {
-                path: o.path,
-                open_path: o.open_path,
-            })
-            .collect(),
-        (None, None, Some(program)) => vec![Object {
-            path: program.clone(),
-            open_path: program.clone(),
-        }],
-        (None, None, None) => {
-            return Err(Error::BadSpec {
+            // Before `-c`'s command has called exec, its process maps sdt
+            // itself, so the command's program is what an omitted target means.
+            (None, _, Some(program)) => vec![Object {
+                path: program.clone(),
+                open_path: program.clone(),
+            }],
+            (None, Some(pid), None) => mapped(pid)?
+                .into_iter()
+                .map(|o| Object {
+                    path: o.path,
+                    open_path: o.open_path,
+                })
+                .collect(),
+            (None, None, None) => return Err(Error::BadSpec {
                 spec: spec.text.clone(),
-                why: "say which file: TARGET:PROVIDER:NAME, or trace a process with -p PID or -c CMD"
-                    .into(),
-            })
-        }
-    };
+                why:
+                    "say which file: TARGET:PROVIDER:NAME, or trace a process with -p PID or -c CMD"
+                        .into(),
+            }),
+        };
     Ok(objects)
 }
 
@@ -239,7 +245,10 @@ fn plan_site(
     site: &sdt_elf::Site<'_>,
 ) -> Result<PlannedSite, String> {
     if site.arch != Arch::X86_64 {
-        return Err(format!("tracing {} files is not supported yet, only x86-64", site.arch));
+        return Err(format!(
+            "tracing {} files is not supported yet, only x86-64",
+            site.arch
+        ));
     }
     let file_offset = site
         .file_offset
@@ -261,7 +270,9 @@ fn plan_site(
                 .file_offset
                 .ok_or("the semaphore is not in a writable segment of the file")?;
             if offset % 2 != 0 {
-                return Err(format!("the semaphore's file offset {offset:#x} is not 2-byte aligned"));
+                return Err(format!(
+                    "the semaphore's file offset {offset:#x} is not 2-byte aligned"
+                ));
             }
             Some(offset)
         }
@@ -297,7 +308,11 @@ fn plan_arg(arg: &Arg<'_>) -> Result<PlannedArg, String> {
         },
         Location::Memory(m) => ArgSource::Mem {
             base_ctx_offset: reg(m.base.ok_or("a memory operand without a base register")?)?,
-            index: m.index.map(reg).transpose()?.map(|offset| (offset, m.scale)),
+            index: m
+                .index
+                .map(reg)
+                .transpose()?
+                .map(|offset| (offset, m.scale)),
             disp: m.offset,
             size,
             signed: arg.signed,
@@ -356,7 +371,11 @@ mod tests {
         assert!(names_object("c", None, libc));
         assert!(names_object("libc.so.6", None, libc));
         assert!(!names_object("libcrypt", None, libc));
-        assert!(names_object("/usr/lib/x86_64-linux-gnu/libc.so.6", None, libc));
+        assert!(names_object(
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            None,
+            libc
+        ));
     }
 
     #[test]

@@ -135,7 +135,9 @@ impl Session {
             for (index, shape) in shapes.iter().enumerate() {
                 let name = format!("sdt_trace_{index}");
                 let (program, insns) = load(shape, SiteId::Cookie, name.clone())?;
-                let members = (0..sites.len()).filter(|&s| sites[s].shape == index).collect();
+                let members = (0..sites.len())
+                    .filter(|&s| sites[s].shape == index)
+                    .collect();
                 loaded.push((program, members));
                 programs.push((name, insns));
             }
@@ -143,7 +145,8 @@ impl Session {
             for (index, site) in sites.iter().enumerate() {
                 let id = u32::try_from(index).map_err(|_| Error::TooManySites)?;
                 let name = format!("sdt_site_{index}");
-                let (program, insns) = load(&shapes[site.shape], SiteId::Constant(id), name.clone())?;
+                let (program, insns) =
+                    load(&shapes[site.shape], SiteId::Constant(id), name.clone())?;
                 loaded.push((program, vec![index]));
                 programs.push((name, insns));
             }
@@ -154,11 +157,14 @@ impl Session {
             let mut by_file: BTreeMap<&PathBuf, Vec<UprobeSite>> = BTreeMap::new();
             for &index in members {
                 let site = &sites[index].site;
-                by_file.entry(&site.attach_path).or_default().push(UprobeSite {
-                    offset: site.attach_offset,
-                    ref_ctr_offset: site.semaphore_offset,
-                    cookie: index as u64,
-                });
+                by_file
+                    .entry(&site.attach_path)
+                    .or_default()
+                    .push(UprobeSite {
+                        offset: site.attach_offset,
+                        ref_ctr_offset: site.semaphore_offset,
+                        cookie: index as u64,
+                    });
             }
             for (path, uprobe_sites) in by_file {
                 let request = UprobeAttach {
@@ -167,12 +173,13 @@ impl Session {
                     pid: options.pid,
                     retprobe: false,
                 };
-                let attachment = request.attach(program, mechanism).map_err(|source| {
-                    Error::Attach {
-                        path: path.clone(),
-                        source,
-                    }
-                })?;
+                let attachment =
+                    request
+                        .attach(program, mechanism)
+                        .map_err(|source| Error::Attach {
+                            path: path.clone(),
+                            source,
+                        })?;
                 attachments.push(attachment);
             }
         }
@@ -229,7 +236,15 @@ impl Session {
         } = self;
         let poll = ring
             .poll(timeout, |record| {
-                deliver(record, sites, shapes, last_time, events, undecodable, &mut on_event)
+                deliver(
+                    record,
+                    sites,
+                    shapes,
+                    last_time,
+                    events,
+                    undecodable,
+                    &mut on_event,
+                )
             })
             .map_err(Error::Bpf)?;
         Ok(poll.ready)
@@ -250,7 +265,15 @@ impl Session {
             ..
         } = &mut self;
         ring.consume(|record| {
-            deliver(record, sites, shapes, last_time, events, undecodable, &mut on_event)
+            deliver(
+                record,
+                sites,
+                shapes,
+                last_time,
+                events,
+                undecodable,
+                &mut on_event,
+            )
         });
         let per_cpu = lost
             .lookup_per_cpu(&0u32.to_ne_bytes())

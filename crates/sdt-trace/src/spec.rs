@@ -34,12 +34,14 @@ impl ProbeSpec {
         let body = text.strip_prefix("usdt:").unwrap_or(text);
         let mut parts = body.rsplitn(3, ':');
         let name = parts.next().unwrap_or_default();
-        let provider = parts
-            .next()
-            .ok_or_else(|| bad("expected PROVIDER:NAME, with TARGET: in front unless -p or -c is given"))?;
+        let provider = parts.next().ok_or_else(|| {
+            bad("expected PROVIDER:NAME, with TARGET: in front unless -p or -c is given")
+        })?;
         let target = parts.next();
         if provider.is_empty() || name.is_empty() {
-            return Err(bad("the provider and the name must not be empty (use * to match any)"));
+            return Err(bad(
+                "the provider and the name must not be empty (use * to match any)",
+            ));
         }
         if target == Some("") {
             return Err(bad("the target before the provider is empty"));

@@ -75,25 +75,45 @@ impl HeldChild {
         if let Err(err) = io::Read::read_exact(&mut file, &mut pid) {
             drop(release_write);
             return match spawner.join() {
-                Ok(Err(spawn_err)) => Err(spawn_err).with_context(|| format!("cannot run {program}")),
+                Ok(Err(spawn_err)) => {
+                    Err(spawn_err).with_context(|| format!("cannot run {program}"))
+                }
                 _ => Err(err).context("the command did not start"),
             };
         }
-        Ok(Self { pid: i32::from_ne_bytes(pid), release: release_write, spawner })
+        Ok(Self {
+            pid: i32::from_ne_bytes(pid),
+            release: release_write,
+            spawner,
+        })
     }
 
     pub fn pid(&self) -> i32 {
         self.pid
     }
 
+    /// Kills the child before it runs anything, for when tracing cannot start.
+    pub fn abandon(self) {
+        // SAFETY: kill(2) has no memory-safety preconditions; the PID is our
+        // own child, which cannot be reaped (and reused) before `spawn`
+        // returns below.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        if let Ok(Ok(mut child)) = self.release_and_join() {
+            let _ = child.wait();
+        }
+    }
+
     /// Lets the child call `exec` and returns it once it has.
     pub fn release(self) -> anyhow::Result<Child> {
-        drop(self.release);
-        let program_error = || "cannot run the -c command".to_string();
-        match self.spawner.join() {
-            Ok(result) => result.with_context(program_error),
+        match self.release_and_join() {
+            Ok(result) => result.context("cannot run the -c command"),
             Err(_) => bail!("the thread that starts the -c command panicked"),
         }
+    }
+
+    fn release_and_join(self) -> std::thread::Result<io::Result<Child>> {
+        drop(self.release);
+        self.spawner.join()
     }
 }
 
