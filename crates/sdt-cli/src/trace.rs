@@ -113,6 +113,15 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
             None => None,
         },
     };
+    // Opened before anything else so that a process that exits while sdt
+    // starts up still ends the trace, instead of failing to be found.
+    let exit_fd = match scope.pid {
+        Some(pid) => match sdt_bpf::process_exit_fd(pid) {
+            Ok(fd) => Some(fd),
+            Err(_) => bail!("no process with PID {pid}"),
+        },
+        None => None,
+    };
     let started = start(&specs, &scope, &args);
     let (mut session, mut printer) = match started {
         Ok(started) => started,
@@ -125,12 +134,6 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     };
 
     signals.watch(&mut session)?;
-    let exit_fd = match scope.pid {
-        Some(pid) => Some(
-            sdt_bpf::process_exit_fd(pid).with_context(|| format!("no process with PID {pid}"))?,
-        ),
-        None => None,
-    };
     if let Some(fd) = &exit_fd {
         session.watch(fd.as_fd(), PROCESS_EXIT)?;
     }

@@ -1,0 +1,558 @@
+//! `sdt trace` on real programs: C fixtures built with `<sys/sdt.h>`, and
+//! Debian's CPython 3.11.
+//!
+//! These tests attach real uprobes, so they need root (or CAP_BPF and
+//! CAP_PERFMON). With `CI=true` a missing privilege or tool fails the test;
+//! elsewhere the test prints a loud SKIP.
+
+mod list_common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use list_common::{assert_no_panic, have, require, sdt};
+use serde_json::Value;
+
+/// Whether this process may attach uprobes; fails in CI if not.
+fn privileged() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    require(root, "root (tracing needs CAP_BPF and CAP_PERFMON)")
+}
+
+struct Fixtures {
+    argforms: PathBuf,
+    badsites: PathBuf,
+    threads: PathBuf,
+    libsema: PathBuf,
+    semaprog: PathBuf,
+}
+
+/// Builds the C fixtures of `tests/fixtures/trace` once per test binary.
+fn fixtures() -> Option<&'static Fixtures> {
+    static BUILT: OnceLock<Option<Fixtures>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            if !require(have("cc"), "a C compiler (cc)") {
+                return None;
+            }
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/trace");
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("trace-fixtures");
+            std::fs::create_dir_all(&dir).expect("create fixture dir");
+            let cc = |out: &str, args: &[&str]| -> PathBuf {
+                let path = dir.join(out);
+                let status = Command::new("cc")
+                    .current_dir(&src)
+                    .args(["-O2", "-g", "-o"])
+                    .arg(&path)
+                    .args(args)
+                    .status()
+                    .expect("run cc");
+                assert!(
+                    status.success(),
+                    "cc failed building {out} (is systemtap-sdt-dev installed?)"
+                );
+                path
+            };
+            let libsema = cc("libsema.so", &["-fPIC", "-shared", "libsema.c"]);
+            let rpath = format!("-Wl,-rpath,{}", dir.display());
+            let libdir = format!("-L{}", dir.display());
+            Some(Fixtures {
+                argforms: cc("argforms", &["argforms.c"]),
+                badsites: cc("badsites", &["badsites.c"]),
+                threads: cc("threads", &["-pthread", "threads.c"]),
+                semaprog: cc("semaprog", &["semaprog.c", &libdir, "-lsema", &rpath]),
+                libsema,
+            })
+        })
+        .as_ref()
+}
+
+fn setup() -> Option<&'static Fixtures> {
+    if !privileged() {
+        return None;
+    }
+    fixtures()
+}
+
+/// Runs `sdt trace --json -o FILE ARGS` to completion; returns events,
+/// summary, and sdt's own output (with `-c`, the command's output is on
+/// standard output, while the events are in FILE).
+fn trace_json(name: &str, args: &[&str]) -> (Vec<Value>, Value, Output) {
+    let events_file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.ndjson"));
+    let out = sdt()
+        .args(["trace", "--json", "-o"])
+        .arg(&events_file)
+        .args(args)
+        .output()
+        .expect("run sdt");
+    assert_no_panic(&out);
+    assert!(
+        out.status.success(),
+        "sdt trace {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (events, summary) = parse_json_lines(&std::fs::read(&events_file).unwrap());
+    (events, summary, out)
+}
+
+fn parse_json_lines(bytes: &[u8]) -> (Vec<Value>, Value) {
+    let mut lines: Vec<Value> = bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).expect("each line is JSON"))
+        .collect();
+    let summary = lines.pop().expect("a summary line");
+    (lines, summary["summary"].clone())
+}
+
+fn args_of(events: &[Value], probe: &str) -> Vec<Vec<Value>> {
+    events
+        .iter()
+        .filter(|e| e["name"] == probe)
+        .map(|e| e["args"].as_array().unwrap().clone())
+        .collect()
+}
+
+fn ints(values: &[i128]) -> Vec<Value> {
+    values
+        .iter()
+        .map(|&v| serde_json::from_str(&v.to_string()).unwrap())
+        .collect()
+}
+
+#[test]
+fn every_x86_64_argument_form_reads_back_exactly() {
+    let Some(f) = setup() else { return };
+    let command = format!("{} 3", f.argforms.display());
+    let (events, summary, _) = trace_json("argforms", &["-c", &command, "fixture:*"]);
+
+    let expect = |probe: &str, values: &[i128]| {
+        let got = args_of(&events, probe);
+        assert_eq!(got.len(), 3, "{probe} fired 3 times");
+        for args in got {
+            assert_eq!(args, ints(values), "arguments of fixture:{probe}");
+        }
+    };
+    // Registers and every sub-register width, with garbage in the upper bits.
+    expect(
+        "regs",
+        &[
+            -5,
+            39612,
+            -2,
+            -16,
+            3735928559,
+            -1234567890123,
+            -7,
+            127,
+            -1,
+            9223372036854775808,
+            -32768,
+            1,
+        ],
+    );
+    // Stack memory: displacements, sizes, signed and unsigned views of one byte.
+    expect("memory", &[-42, 4886718345, -3, 65534, -2, -128, 128, -42]);
+    // base + index * scale + displacement, with and without each part.
+    expect("scaled", &[300, -500, 300, 100, -500]);
+    expect("constants", &[0, -9, 5, -1234567890, 65535]);
+
+    // One probe, three sites, each with its argument somewhere else.
+    let mut multi = args_of(&events, "multi");
+    multi.sort_by_key(|a| a[1].as_i64());
+    assert_eq!(multi.len(), 9);
+    for (n, args) in multi.iter().enumerate() {
+        let site = (n / 3 + 1) as i128;
+        assert_eq!(*args, ints(&[-site, site]), "site {site} of fixture:multi");
+    }
+
+    assert_eq!(summary["events"], 21);
+    assert_eq!(summary["lost"], 0);
+    assert_eq!(summary["sites"], 7);
+    // One global order with monotonic timestamps.
+    let times: Vec<u64> = events
+        .iter()
+        .map(|e| e["time_ns"].as_u64().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "timestamps go back");
+}
+
+#[test]
+fn unreadable_and_unsafe_sites_are_refused_and_the_rest_traced() {
+    let Some(f) = setup() else { return };
+    let command = f.badsites.display().to_string();
+    let (events, summary, out) = trace_json("badsites", &["-c", &command, "bad:*"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`8@%xmm0`") && stderr.contains("vector register"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("`1@%ah`") && stderr.contains("high-byte"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("bad:notnop") && stderr.contains("not a no-op"),
+        "{stderr}"
+    );
+    assert_eq!(args_of(&events, "mixed"), vec![ints(&[-7])]);
+    assert_eq!(summary["sites"], 1);
+}
+
+#[test]
+fn cpython_function_entry_counts_every_call() {
+    let python = Path::new("/usr/bin/python3.11");
+    if !require(python.exists(), "Debian's /usr/bin/python3.11") || !privileged() {
+        return;
+    }
+    fn calls(n: u64) -> u64 {
+        if n < 2 {
+            1
+        } else {
+            1 + calls(n - 1) + calls(n - 2)
+        }
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/trace/fib.py");
+    let command = format!("{} {} 17", python.display(), script.display());
+    let (events, summary, out) = trace_json(
+        "cpython",
+        &[
+            "-s",
+            "0",
+            "-s",
+            "1",
+            "-c",
+            &command,
+            "python:function__entry",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.lines().filter(|l| *l == "1597").count(),
+        1,
+        "fib(17) printed"
+    );
+    let fib: Vec<&Value> = events.iter().filter(|e| e["args"][1] == "fib").collect();
+    assert_eq!(fib.len() as u64, calls(17), "one event per call of fib");
+    for event in fib {
+        assert!(
+            event["args"][0].as_str().unwrap().ends_with("fib.py"),
+            "{event}"
+        );
+        assert_eq!(event["comm"], "python3.11");
+    }
+    assert_eq!(summary["lost"], 0);
+}
+
+#[test]
+fn two_threads_two_million_hits_all_accounted_for() {
+    let Some(f) = setup() else { return };
+    let out_file = Path::new(env!("CARGO_TARGET_TMPDIR")).join("two-million.txt");
+    let command = format!("{} 1000000", f.threads.display());
+    let out = sdt()
+        .args(["trace", "-o"])
+        .arg(&out_file)
+        .args(["-c", &command, "fixture:hit"])
+        .output()
+        .expect("run sdt");
+    assert_no_panic(&out);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (events, lost) = summary_counts(&stderr);
+    let mut text = String::new();
+    std::fs::File::open(&out_file)
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    let printed = text.lines().count() as u64;
+    assert_eq!(printed, events, "every counted event was printed");
+    assert_eq!(printed + lost, 2_000_000, "printed + lost must be exact");
+    // An unoptimised sdt formats too slowly to keep up; the release build,
+    // which CI tests, must.
+    if !cfg!(debug_assertions) {
+        assert_eq!(
+            lost, 0,
+            "the default buffer keeps up when writing to a file"
+        );
+        for thread in [1, 2] {
+            let mine = text
+                .lines()
+                .filter(|l| l.contains(&format!("arg0={thread} ")))
+                .count();
+            assert_eq!(mine, 1_000_000, "thread {thread}");
+        }
+    }
+}
+
+/// Parses "sdt: E events, L lost, S sites" from stderr.
+fn summary_counts(stderr: &str) -> (u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(" events, ") && l.contains(" lost"))
+        .unwrap_or_else(|| panic!("no summary in {stderr}"));
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    (numbers[0], numbers[1])
+}
+
+/// A running `semaprog`, whose every line says "SEMAPHORE FIRED INDEX".
+struct Ticker {
+    child: Child,
+    lines: BufReader<ChildStdout>,
+}
+
+impl Ticker {
+    fn start(f: &Fixtures, iterations: u32) -> Ticker {
+        let mut child = Command::new(&f.semaprog)
+            .args([iterations.to_string().as_str(), "5"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start semaprog");
+        let lines = BufReader::new(child.stdout.take().unwrap());
+        Ticker { child, lines }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Reads lines until one has the semaphore at `raised` (non-zero or zero).
+    fn wait_for_semaphore(&mut self, raised: bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut line = String::new();
+        while Instant::now() < deadline {
+            line.clear();
+            if self.lines.read_line(&mut line).unwrap() == 0 {
+                panic!("semaprog ended");
+            }
+            let semaphore: u32 = line.split_whitespace().next().unwrap().parse().unwrap();
+            if (semaphore != 0) == raised {
+                return;
+            }
+        }
+        panic!(
+            "semaphore never became {}",
+            if raised { "raised" } else { "zero" }
+        );
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_sdt(args: &[&str]) -> Child {
+    sdt()
+        .arg("trace")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sdt")
+}
+
+/// Waits until sdt says its probes are live.
+fn wait_until_tracing(sdt: &mut Child) -> BufReader<std::process::ChildStderr> {
+    let mut stderr = BufReader::new(sdt.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "sdt ended before tracing"
+        );
+        if line.contains("tracing") {
+            return stderr;
+        }
+    }
+}
+
+fn signal(child: &Child, signal: i32) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+}
+
+fn wait_with_timeout(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("sdt did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn shared_library_semaphore_is_raised_and_lowered_however_sdt_exits() {
+    let Some(f) = setup() else { return };
+    for (name, sig) in [
+        ("SIGINT", libc::SIGINT),
+        ("SIGTERM", libc::SIGTERM),
+        ("SIGKILL", libc::SIGKILL),
+    ] {
+        let mut ticker = Ticker::start(f, 0);
+        ticker.wait_for_semaphore(false);
+        let pid = ticker.pid().to_string();
+        // No target: with -p, every object the process maps is searched.
+        let mut tracer = spawn_sdt(&["--json", "-p", &pid, "fixture_lib:tick"]);
+        let _stderr = wait_until_tracing(&mut tracer);
+        ticker.wait_for_semaphore(true);
+        signal(&tracer, sig);
+        let status = wait_with_timeout(&mut tracer, Duration::from_secs(10));
+        ticker.wait_for_semaphore(false);
+        if sig != libc::SIGKILL {
+            assert!(status.success(), "{name}: sdt exited with {status:?}");
+            let mut out = Vec::new();
+            tracer.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+            let (events, summary) = parse_json_lines(&out);
+            assert!(!events.is_empty(), "{name}: no events");
+            assert!(
+                events.iter().all(|e| e["pid"].to_string() == pid),
+                "{name}: foreign pid"
+            );
+            let indices: Vec<i64> = events
+                .iter()
+                .map(|e| e["args"][0].as_i64().unwrap())
+                .collect();
+            assert!(
+                indices.windows(2).all(|w| w[1] == w[0] + 1),
+                "{name}: missed ticks {indices:?}"
+            );
+            assert_eq!(summary["lost"], 0);
+        }
+    }
+}
+
+#[test]
+fn tracing_by_path_with_a_pid_ends_when_the_process_ends() {
+    let Some(f) = setup() else { return };
+    let mut ticker = Ticker::start(f, 0);
+    let pid = ticker.pid().to_string();
+    let probe = format!("{}:fixture_lib:tick", f.libsema.display());
+    let mut tracer = spawn_sdt(&["-p", &pid, &probe]);
+    let _stderr = wait_until_tracing(&mut tracer);
+    ticker.wait_for_semaphore(true);
+    drop(ticker);
+    let status = wait_with_timeout(&mut tracer, Duration::from_secs(10));
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn without_a_pid_processes_started_later_are_traced() {
+    let Some(f) = setup() else { return };
+    let probe = format!("{}:fixture_lib:tick", f.libsema.display());
+    let mut tracer = spawn_sdt(&["--json", &probe]);
+    let _stderr = wait_until_tracing(&mut tracer);
+    let mut later = Command::new(&f.semaprog)
+        .args(["20", "1"])
+        .output()
+        .expect("run semaprog");
+    assert!(later.status.success());
+    signal(&tracer, libc::SIGINT);
+    assert!(wait_with_timeout(&mut tracer, Duration::from_secs(10)).success());
+    let mut out = Vec::new();
+    tracer.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    let (events, _) = parse_json_lines(&out);
+    assert_eq!(events.len(), 20, "every tick of the later process");
+    // The program saw its semaphore raised on every call.
+    later.stdout.retain(|&b| b != b'\r');
+    let text = String::from_utf8(later.stdout).unwrap();
+    assert!(
+        text.lines()
+            .all(|l| l.split_whitespace().nth(1) == Some("1")),
+        "{text}"
+    );
+}
+
+#[test]
+fn command_exit_status_is_passed_through() {
+    let Some(f) = setup() else { return };
+    let command = format!("{} 1 7", f.argforms.display());
+    let out = sdt()
+        .args(["trace", "-c", &command, "fixture:regs"])
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+}
+
+/// Runs sdt, expecting a one-line error.
+fn expect_error(args: &[&str], needle: &str) {
+    let out = sdt().args(args).output().expect("run sdt");
+    assert_no_panic(&out);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected {needle:?} in {stderr}"
+    );
+}
+
+#[test]
+fn bad_requests_get_clear_errors() {
+    let Some(f) = fixtures() else { return };
+    let argforms = f.argforms.display();
+    expect_error(
+        &["trace", &format!("{argforms}:fixture:regz")],
+        "did you mean fixture:regs",
+    );
+    expect_error(&["trace", "-p", "999999999", "fixture:regs"], "999999999");
+    expect_error(&["trace", "fixture:regs"], "say which file");
+    expect_error(&["trace", "/nonexistent/file:p:n"], "/nonexistent/file");
+    expect_error(&["trace", &format!("{argforms}:justone")], "invalid probe");
+    expect_error(
+        &[
+            "trace",
+            "--buffer-size",
+            "3M",
+            &format!("{argforms}:fixture:regs"),
+        ],
+        "power of two",
+    );
+}
+
+#[test]
+fn without_privileges_the_error_names_the_capabilities() {
+    let Some(f) = setup() else { return };
+    if !require(have("setpriv"), "setpriv (util-linux)") {
+        return;
+    }
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(env!("CARGO_BIN_EXE_sdt"))
+        .args(["trace", &format!("{}:fixture:regs", f.argforms.display())])
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("CAP_BPF") && stderr.contains("CAP_PERFMON"),
+        "{stderr}"
+    );
+}
