@@ -425,7 +425,9 @@ fn shared_library_semaphore_is_raised_and_lowered_however_sdt_exits() {
             let (events, summary) = parse_json_lines(&out);
             assert!(!events.is_empty(), "{name}: no events");
             assert!(
-                events.iter().all(|e| e["pid"].to_string() == pid),
+                events
+                    .iter()
+                    .all(|e| e["pid"].as_u64() == Some(u64::from(ticker.pid()))),
                 "{name}: foreign pid"
             );
             let indices: Vec<i64> = events
