@@ -16,8 +16,8 @@ use serde::Serialize;
 
 const AFTER_HELP: &str = "\
 Arguments:
-  A FILE is a path. A NAME without a `/` is looked up as a program in PATH,
-  then as a library: `NAME` finds libNAME.so* or NAME.so* in the loader cache
+  A FILE is a path, or a bare name of a file in the current directory. Any
+  other NAME without a `/` is looked up as a program in PATH, then as a library: `NAME` finds libNAME.so* or NAME.so* in the loader cache
   (/etc/ld.so.cache) and the standard library directories, so `libc`, `c` and
   `libstdc++` work.
 

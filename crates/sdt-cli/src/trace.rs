@@ -79,7 +79,7 @@ pub struct TraceArgs {
     output: Option<PathBuf>,
 
     /// Ring-buffer size: a power of two with an optional K, M or G suffix.
-    #[arg(long, value_name = "SIZE", default_value = "32M", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = parse_size)]
     buffer_size: u32,
 
     /// Print the generated BPF programs to stderr before tracing.
@@ -277,6 +277,11 @@ mod tests {
 
     #[test]
     fn sizes() {
+        assert_eq!(
+            parse_size("4M"),
+            Ok(sdt_trace::DEFAULT_BUFFER_SIZE),
+            "the --help default"
+        );
         assert_eq!(parse_size("32M"), Ok(32 << 20));
         assert_eq!(parse_size("4k"), Ok(4096));
         assert_eq!(parse_size("1G"), Ok(1 << 30));

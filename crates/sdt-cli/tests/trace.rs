@@ -6,77 +6,16 @@
 //! elsewhere the test prints a loud SKIP.
 
 mod list_common;
+mod trace_common;
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use list_common::{assert_no_panic, have, require, sdt};
 use serde_json::Value;
-
-/// Whether this process may attach uprobes; fails in CI if not.
-fn privileged() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    require(root, "root (tracing needs CAP_BPF and CAP_PERFMON)")
-}
-
-struct Fixtures {
-    argforms: PathBuf,
-    badsites: PathBuf,
-    threads: PathBuf,
-    libsema: PathBuf,
-    semaprog: PathBuf,
-}
-
-/// Builds the C fixtures of `tests/fixtures/trace` once per test binary.
-fn fixtures() -> Option<&'static Fixtures> {
-    static BUILT: OnceLock<Option<Fixtures>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            if !require(have("cc"), "a C compiler (cc)") {
-                return None;
-            }
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/trace");
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("trace-fixtures");
-            std::fs::create_dir_all(&dir).expect("create fixture dir");
-            let cc = |out: &str, args: &[&str]| -> PathBuf {
-                let path = dir.join(out);
-                let status = Command::new("cc")
-                    .current_dir(&src)
-                    .args(["-O2", "-g", "-o"])
-                    .arg(&path)
-                    .args(args)
-                    .status()
-                    .expect("run cc");
-                assert!(
-                    status.success(),
-                    "cc failed building {out} (is systemtap-sdt-dev installed?)"
-                );
-                path
-            };
-            let libsema = cc("libsema.so", &["-fPIC", "-shared", "libsema.c"]);
-            let rpath = format!("-Wl,-rpath,{}", dir.display());
-            let libdir = format!("-L{}", dir.display());
-            Some(Fixtures {
-                argforms: cc("argforms", &["argforms.c"]),
-                badsites: cc("badsites", &["badsites.c"]),
-                threads: cc("threads", &["-pthread", "threads.c"]),
-                semaprog: cc("semaprog", &["semaprog.c", &libdir, "-lsema", &rpath]),
-                libsema,
-            })
-        })
-        .as_ref()
-}
-
-fn setup() -> Option<&'static Fixtures> {
-    if !privileged() {
-        return None;
-    }
-    fixtures()
-}
+use trace_common::{fixtures, privileged, setup, Fixtures};
 
 /// Runs `sdt trace --json -o FILE ARGS` to completion; returns events,
 /// summary, and sdt's own output (with `-c`, the command's output is on
@@ -248,64 +187,6 @@ fn cpython_function_entry_counts_every_call() {
     assert_eq!(summary["lost"], 0);
 }
 
-#[test]
-fn two_threads_two_million_hits_all_accounted_for() {
-    let Some(f) = setup() else { return };
-    let out_file = Path::new(env!("CARGO_TARGET_TMPDIR")).join("two-million.txt");
-    let command = format!("{} 1000000", f.threads.display());
-    let out = sdt()
-        .args(["trace", "-o"])
-        .arg(&out_file)
-        .args(["-c", &command, "fixture:hit"])
-        .output()
-        .expect("run sdt");
-    assert_no_panic(&out);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let (events, lost) = summary_counts(&stderr);
-    let mut text = String::new();
-    std::fs::File::open(&out_file)
-        .unwrap()
-        .read_to_string(&mut text)
-        .unwrap();
-    let printed = text.lines().count() as u64;
-    assert_eq!(printed, events, "every counted event was printed");
-    assert_eq!(printed + lost, 2_000_000, "printed + lost must be exact");
-    // An unoptimised sdt formats too slowly to keep up; the release build,
-    // which CI tests, must.
-    if !cfg!(debug_assertions) {
-        assert_eq!(
-            lost, 0,
-            "the default buffer keeps up when writing to a file"
-        );
-        for thread in [1, 2] {
-            let mine = text
-                .lines()
-                .filter(|l| l.contains(&format!("arg0={thread} ")))
-                .count();
-            assert_eq!(mine, 1_000_000, "thread {thread}");
-        }
-    }
-}
-
-/// Parses "sdt: E events, L lost, S sites" from stderr.
-fn summary_counts(stderr: &str) -> (u64, u64) {
-    let line = stderr
-        .lines()
-        .find(|l| l.contains(" events, ") && l.contains(" lost"))
-        .unwrap_or_else(|| panic!("no summary in {stderr}"));
-    let numbers: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse().unwrap())
-        .collect();
-    (numbers[0], numbers[1])
-}
-
 /// A running `semaprog`, whose every line says "SEMAPHORE FIRED INDEX".
 struct Ticker {
     child: Child,
@@ -463,17 +344,30 @@ fn without_a_pid_processes_started_later_are_traced() {
     let probe = format!("{}:fixture_lib:tick", f.libsema.display());
     let mut tracer = spawn_sdt(&["--json", &probe]);
     let _stderr = wait_until_tracing(&mut tracer);
-    let mut later = Command::new(&f.semaprog)
+    let later = Command::new(&f.semaprog)
         .args(["20", "1"])
-        .output()
-        .expect("run semaprog");
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start semaprog");
+    let later_pid = u64::from(later.id());
+    let mut later = later.wait_with_output().unwrap();
     assert!(later.status.success());
     signal(&tracer, libc::SIGINT);
     assert!(wait_with_timeout(&mut tracer, Duration::from_secs(10)).success());
     let mut out = Vec::new();
     tracer.stdout.take().unwrap().read_to_end(&mut out).unwrap();
     let (events, _) = parse_json_lines(&out);
-    assert_eq!(events.len(), 20, "every tick of the later process");
+    // Other tests run semaprog at the same time; system-wide sees them too.
+    let ticks: Vec<i64> = events
+        .iter()
+        .filter(|e| e["pid"].as_u64() == Some(later_pid))
+        .map(|e| e["args"][0].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        ticks,
+        (0..20).collect::<Vec<_>>(),
+        "every tick of the later process"
+    );
     // The program saw its semaphore raised on every call.
     later.stdout.retain(|&b| b != b'\r');
     let text = String::from_utf8(later.stdout).unwrap();
