@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use sdt_trace::{Options, ProbeSpec, Scope, Session};
+use sdt_trace::{Options, ProbeSpec, Scope, Session, StringArg};
 
 use self::child::HeldChild;
 use self::output::Printer;
@@ -44,6 +44,7 @@ OUTPUT:
 
 EXAMPLES:
   sdt trace -c 'python3.11 script.py' -s 0 -s 1 python:function__entry
+  sdt trace -c sdt-example -s 1:2 shop:order_received     # a Rust &str
   sdt trace -p \"$(pgrep -n postgres)\" -s 0 postgresql:query__start
   sdt trace --json -o hits.ndjson /usr/lib/postgresql/15/bin/postgres:postgresql:transaction__*
   sdt trace libstdc++:libstdcxx:throw
@@ -66,9 +67,11 @@ pub struct TraceArgs {
     #[arg(short, long, value_name = "CMD")]
     command: Option<String>,
 
-    /// Read argument N as a NUL-terminated string of at most 255 bytes (repeatable).
-    #[arg(short = 's', long = "string", value_name = "N")]
-    strings: Vec<usize>,
+    /// Read argument N as a string: up to a NUL, or with N:M, of the length
+    /// in argument M (how the sdt crate passes &str); at most 255 bytes
+    /// (repeatable).
+    #[arg(short = 's', long = "string", value_name = "N[:M]", value_parser = parse_string_arg)]
+    strings: Vec<StringArg>,
 
     /// Print JSON: one object per event, then a summary object.
     #[arg(long)]
@@ -225,6 +228,23 @@ fn start(
     Ok((session, printer))
 }
 
+fn parse_string_arg(text: &str) -> Result<StringArg, String> {
+    let index = |s: &str| {
+        s.parse::<usize>()
+            .map_err(|_| format!("`{s}` is not an argument number"))
+    };
+    Ok(match text.split_once(':') {
+        Some((arg, len)) => StringArg {
+            arg: index(arg)?,
+            len_arg: Some(index(len)?),
+        },
+        None => StringArg {
+            arg: index(text)?,
+            len_arg: None,
+        },
+    })
+}
+
 fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
@@ -274,6 +294,22 @@ fn size_text(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn string_args() {
+        let nul = StringArg {
+            arg: 3,
+            len_arg: None,
+        };
+        assert_eq!(parse_string_arg("3"), Ok(nul));
+        let counted = StringArg {
+            arg: 1,
+            len_arg: Some(2),
+        };
+        assert_eq!(parse_string_arg("1:2"), Ok(counted));
+        assert!(parse_string_arg("x").is_err());
+        assert!(parse_string_arg("1:").is_err());
+    }
 
     #[test]
     fn sizes() {

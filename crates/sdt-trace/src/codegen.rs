@@ -17,7 +17,7 @@
 //! | 16 | `u64` site id |
 //! | 24 | `[u8; 16]` `comm` |
 //! | 40 | `u64` per argument, already narrowed and sign-extended |
-//! | then | `i64` per string argument: `bpf_probe_read_user_str`'s result |
+//! | then | `i64` per string argument: bytes read including one for the end (`len + 1`), or a negative error |
 //! | then | `[u8; 256]` per string argument |
 //!
 //! Taking the timestamp after the reservation keeps ring order and time
@@ -29,7 +29,7 @@
 //! is either delivered or counted, never silently gone.
 
 use sdt_bpf::arg::ArgSource;
-use sdt_bpf::{Builder, CodegenError, Helper, Insn, JmpOp, Map, Reg, Size};
+use sdt_bpf::{AluOp, Builder, CodegenError, Helper, Insn, JmpOp, Map, Reg, Size};
 
 pub(crate) const TIME: usize = 0;
 pub(crate) const PID_TGID: usize = 8;
@@ -45,8 +45,8 @@ pub const STRING_LEN: usize = 256;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Shape {
     pub args: Vec<ArgSource>,
-    /// Argument indices read as strings, each `< args.len()`, ascending.
-    pub strings: Vec<usize>,
+    /// Arguments read as strings, each index `< args.len()`, sorted.
+    pub strings: Vec<StringArg>,
 }
 
 impl Shape {
@@ -67,6 +67,17 @@ impl Shape {
     fn string_results(&self) -> usize {
         ARGS + 8 * self.args.len()
     }
+}
+
+/// An argument to read as a string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StringArg {
+    /// The argument that holds the string's address.
+    pub arg: usize,
+    /// The argument that holds its length in bytes, for strings without a
+    /// terminating NUL (the `sdt` crate passes `&str` as pointer and
+    /// length); `None` reads up to a NUL.
+    pub len_arg: Option<usize>,
 }
 
 /// How a program learns which site fired.
@@ -121,7 +132,7 @@ pub(crate) fn program(
         }
     }
     b.push(Insn::mov64_reg(Reg::R1, RECORD))
-        .push(Insn::alu64_imm(sdt_bpf::AluOp::Add, Reg::R1, COMM as i32))
+        .push(Insn::alu64_imm(AluOp::Add, Reg::R1, COMM as i32))
         .push(Insn::mov64_imm(Reg::R2, COMM_LEN as i32))
         .call(Helper::GetCurrentComm);
 
@@ -129,22 +140,59 @@ pub(crate) fn program(
         source.emit_load(&mut b, CTX, -8, Reg::R8)?;
         b.push(Insn::stx(Size::DW, RECORD, off(ARGS + 8 * n), Reg::R8));
     }
-    for (n, &arg) in shape.strings.iter().enumerate() {
+    for (n, string) in shape.strings.iter().enumerate() {
         b.push(Insn::mov64_reg(Reg::R1, RECORD))
             .push(Insn::alu64_imm(
-                sdt_bpf::AluOp::Add,
+                AluOp::Add,
                 Reg::R1,
                 shape.string_bytes(n) as i32,
-            ))
-            .push(Insn::mov64_imm(Reg::R2, STRING_LEN as i32))
-            .push(Insn::ldx(Size::DW, Reg::R3, RECORD, off(ARGS + 8 * arg)))
-            .call(Helper::ProbeReadUserStr)
-            .push(Insn::stx(
-                Size::DW,
-                RECORD,
-                off(shape.string_result(n)),
-                Reg::R0,
             ));
+        let stored = b.label();
+        match string.len_arg {
+            None => {
+                b.push(Insn::mov64_imm(Reg::R2, STRING_LEN as i32))
+                    .push(Insn::ldx(
+                        Size::DW,
+                        Reg::R3,
+                        RECORD,
+                        off(ARGS + 8 * string.arg),
+                    ))
+                    .call(Helper::ProbeReadUserStr);
+            }
+            Some(len_arg) => {
+                // Read min(length, STRING_LEN - 1) bytes; the bound also
+                // tells the verifier the size is safe. R9 keeps the length
+                // across the call, to report it the way probe_read_user_str
+                // reports its count (including one byte for the end).
+                let bounded = b.label();
+                b.push(Insn::ldx(
+                    Size::DW,
+                    Reg::R2,
+                    RECORD,
+                    off(ARGS + 8 * len_arg),
+                ))
+                .jump_imm(JmpOp::Le, Reg::R2, STRING_LEN as i32 - 1, bounded)
+                .push(Insn::mov64_imm(Reg::R2, STRING_LEN as i32 - 1))
+                .bind(bounded)
+                .push(Insn::mov64_reg(Reg::R9, Reg::R2))
+                .push(Insn::ldx(
+                    Size::DW,
+                    Reg::R3,
+                    RECORD,
+                    off(ARGS + 8 * string.arg),
+                ))
+                .call(Helper::ProbeReadUser)
+                .jump_imm(JmpOp::Slt, Reg::R0, 0, stored)
+                .push(Insn::mov64_reg(Reg::R0, Reg::R9))
+                .push(Insn::alu64_imm(AluOp::Add, Reg::R0, 1));
+            }
+        }
+        b.bind(stored).push(Insn::stx(
+            Size::DW,
+            RECORD,
+            off(shape.string_result(n)),
+            Reg::R0,
+        ));
     }
 
     b.push(Insn::mov64_reg(Reg::R1, RECORD))
@@ -157,7 +205,7 @@ pub(crate) fn program(
         .push(Insn::st(Size::W, Reg::R10, -4, 0))
         .ld_map(Reg::R1, lost)
         .push(Insn::mov64_reg(Reg::R2, Reg::R10))
-        .push(Insn::alu64_imm(sdt_bpf::AluOp::Add, Reg::R2, -4))
+        .push(Insn::alu64_imm(AluOp::Add, Reg::R2, -4))
         .call(Helper::MapLookupElem)
         .jump_imm(JmpOp::Eq, Reg::R0, 0, done)
         .push(Insn::mov64_imm(Reg::R1, 1))

@@ -66,7 +66,7 @@ impl<'a> Event<'a> {
     pub fn args(&self) -> impl ExactSizeIterator<Item = Value<'a>> + '_ {
         self.site.args.iter().enumerate().map(|(n, arg)| {
             let raw = read_u64(self.record, codegen::ARGS + 8 * n).unwrap_or_default();
-            match self.shape.strings.iter().position(|&s| s == n) {
+            match self.shape.strings.iter().position(|s| s.arg == n) {
                 Some(slot) => Value::Str(self.string(slot, raw)),
                 None => number(arg, raw),
             }

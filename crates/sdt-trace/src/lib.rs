@@ -24,7 +24,7 @@ mod spec;
 
 use std::path::PathBuf;
 
-pub use codegen::STRING_LEN;
+pub use codegen::{StringArg, STRING_LEN};
 pub use event::{Event, Value};
 pub use plan::{plan, Plan, PlannedArg, PlannedSite, Scope};
 pub use session::{Options, Session, Summary, DEFAULT_BUFFER_SIZE};

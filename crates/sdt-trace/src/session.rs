@@ -19,7 +19,7 @@ use sdt_bpf::{
     UprobeAttach, UprobeSite,
 };
 
-use crate::codegen::{self, Shape, SiteId};
+use crate::codegen::{self, Shape, SiteId, StringArg};
 use crate::event::Event;
 use crate::plan::{Plan, PlannedSite};
 use crate::Error;
@@ -36,8 +36,8 @@ pub const DEFAULT_BUFFER_SIZE: u32 = 4 << 20;
 /// What to record besides the arguments, and how.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Argument indices to read as NUL-terminated strings.
-    pub string_args: Vec<usize>,
+    /// Arguments to read as strings.
+    pub string_args: Vec<StringArg>,
     /// Ring-buffer size in bytes: a power of two, at least one page.
     pub buffer_size: u32,
     /// Trace only this process.
@@ -101,14 +101,15 @@ impl Session {
         let mut shapes: Vec<Shape> = Vec::new();
         let mut sites = Vec::with_capacity(plan.sites.len());
         for site in plan.sites {
-            let mut strings: Vec<usize> = options
+            let count = site.args.len();
+            let mut strings: Vec<StringArg> = options
                 .string_args
                 .iter()
                 .copied()
-                .filter(|&n| n < site.args.len())
+                .filter(|s| s.arg < count && s.len_arg.is_none_or(|l| l < count))
                 .collect();
             strings.sort_unstable();
-            strings.dedup();
+            strings.dedup_by_key(|s| s.arg);
             let shape = Shape {
                 args: site.args.iter().map(|a| a.source).collect(),
                 strings,
