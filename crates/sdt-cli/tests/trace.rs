@@ -9,8 +9,9 @@ mod list_common;
 mod trace_common;
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use list_common::{assert_no_panic, have, require, sdt};
@@ -451,4 +452,73 @@ fn without_privileges_the_error_names_the_capabilities() {
         stderr.contains("CAP_BPF") && stderr.contains("CAP_PERFMON"),
         "{stderr}"
     );
+}
+
+/// Builds the workspace's `sdt-example` (probes from the `sdt` crate) in a
+/// target directory of its own, so that it does not wait on the lock of the
+/// build that runs this test.
+fn sdt_example() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdt-example-target");
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = Command::new(cargo)
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .args([
+                    "build",
+                    "--quiet",
+                    "--release",
+                    "-p",
+                    "sdt-example",
+                    "--target-dir",
+                ])
+                .arg(&target)
+                .status()
+                .expect("run cargo");
+            assert!(status.success(), "building sdt-example failed");
+            target.join("release/sdt-example")
+        })
+        .clone()
+}
+
+#[test]
+fn rust_probes_from_the_sdt_crate_read_back() {
+    if !privileged() {
+        return;
+    }
+    let example = sdt_example();
+    let command = format!("{} --orders 20 --interval-ms 1", example.display());
+    let (events, summary, _) = trace_json(
+        "sdt-example",
+        &[
+            "-s",
+            "1:2",
+            "-c",
+            &command,
+            "shop:order_received",
+            "shop:order_declined",
+            "shop:inventory",
+        ],
+    );
+    let customers = ["ada", "grace", "barbara", "margaret"];
+    let received = args_of(&events, "order_received");
+    assert_eq!(received.len(), 20);
+    for (id, args) in received.iter().enumerate() {
+        let id = id as i64;
+        // id, then the &str as pointer and length (read as one string), then cents.
+        assert_eq!(args[0], id);
+        assert_eq!(args[1], customers[id as usize % 4]);
+        assert_eq!(args[2], customers[id as usize % 4].len());
+        assert_eq!(args[3], 250 + (id % 7) * 125);
+    }
+    // A negative i32 stays negative.
+    assert_eq!(
+        args_of(&events, "order_declined"),
+        vec![ints(&[9, -1]), ints(&[19, -2])]
+    );
+    // `inventory` is built only while its semaphore is raised: the kernel
+    // raised it, so every charged order reported its stock.
+    assert_eq!(args_of(&events, "inventory").len(), 18);
+    assert_eq!(summary["lost"], 0);
 }
