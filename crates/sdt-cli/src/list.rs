@@ -217,24 +217,32 @@ fn print_site(out: &mut impl Write, site: &Site<'_>) -> io::Result<()> {
         }
     }
     for (i, arg) in site.args().enumerate() {
-        writeln!(out, "    arg{i}: {}", describe(&arg))?;
+        print_arg(out, i, &arg)?;
     }
     Ok(())
 }
 
-/// An argument in words: `8-byte unsigned in %rbp`.
-fn describe(arg: &Arg<'_>) -> String {
-    let kind = match (arg.size, arg.float, arg.signed) {
-        (Some(size), true, _) => format!("{size}-byte float"),
-        (Some(size), false, true) => format!("{size}-byte signed"),
-        (Some(size), false, false) => format!("{size}-byte unsigned"),
-        (None, ..) => String::new(),
+/// An argument in words: `arg0: 8-byte unsigned in %rbp`.
+fn print_arg(out: &mut impl Write, i: usize, arg: &Arg<'_>) -> io::Result<()> {
+    let kind = match (arg.float, arg.signed) {
+        (true, _) => "float",
+        (false, true) => "signed",
+        (false, false) => "unsigned",
     };
-    match arg.location {
-        Location::Register(_) => format!("{kind} in {}", arg.operand()),
-        Location::Memory(_) => format!("{kind} at {}", arg.operand()),
-        Location::Constant(value) => format!("{kind} constant {value}"),
-        Location::Unsupported(why) => format!("unsupported `{}`: {why}", arg.spec),
+    write!(out, "    arg{i}: ")?;
+    match (arg.location, arg.size) {
+        (Location::Register(_), Some(size)) => {
+            writeln!(out, "{size}-byte {kind} in {}", arg.operand())
+        }
+        (Location::Memory(_), Some(size)) => {
+            writeln!(out, "{size}-byte {kind} at {}", arg.operand())
+        }
+        (Location::Constant(value), Some(size)) => {
+            writeln!(out, "{size}-byte {kind} constant {value}")
+        }
+        (Location::Unsupported(why), _) => writeln!(out, "unsupported `{}`: {why}", arg.spec),
+        // The parser gives every decoded argument a size.
+        (_, None) => writeln!(out, "unsupported `{}`", arg.spec),
     }
 }
 
@@ -263,7 +271,25 @@ struct JsonProbe<'a> {
     arch: &'a str,
     provider: &'a str,
     name: &'a str,
-    sites: Vec<JsonSite<'a>>,
+    sites: JsonSites<'a>,
+}
+
+/// Serialises sites as they are converted, without collecting them first.
+struct JsonSites<'a>(&'a [Site<'a>]);
+
+impl Serialize for JsonSites<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(json_site))
+    }
+}
+
+/// Serialises the arguments of a site as they are parsed.
+struct JsonArgs<'a>(Site<'a>);
+
+impl Serialize for JsonArgs<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.args().map(json_arg))
+    }
 }
 
 #[derive(Serialize)]
@@ -273,7 +299,7 @@ struct JsonSite<'a> {
     file_offset: Option<u64>,
     semaphore_address: Option<u64>,
     semaphore_offset: Option<u64>,
-    args: Vec<JsonArg<'a>>,
+    args: JsonArgs<'a>,
 }
 
 #[derive(Serialize)]
@@ -321,7 +347,7 @@ fn json_probe<'a>(target: &'a Target, arch: &'a str, probe: sdt_elf::Probe<'a>) 
         arch,
         provider: probe.provider,
         name: probe.name,
-        sites: probe.sites.iter().map(json_site).collect(),
+        sites: JsonSites(probe.sites),
     }
 }
 
@@ -336,31 +362,32 @@ fn json_site<'a>(site: &Site<'a>) -> JsonSite<'a> {
         file_offset: site.file_offset,
         semaphore_address: site.semaphore.map(|s| s.address),
         semaphore_offset: site.semaphore.and_then(|s| s.file_offset),
-        args: site
-            .args()
-            .map(|arg| JsonArg {
-                spec: arg.spec,
-                size: arg.size,
-                signed: arg.signed,
-                float: arg.float,
-                location: match arg.location {
-                    Location::Register(r) => JsonLocation::Register {
-                        register: r.name,
-                        width: r.width,
-                        offset: r.offset,
-                    },
-                    Location::Memory(m) => JsonLocation::Memory {
-                        base: m.base,
-                        index: m.index,
-                        scale: m.scale,
-                        offset: m.offset,
-                    },
-                    Location::Constant(value) => JsonLocation::Constant { value },
-                    Location::Unsupported(why) => JsonLocation::Unsupported {
-                        reason: why.to_string(),
-                    },
-                },
-            })
-            .collect(),
+        args: JsonArgs(*site),
+    }
+}
+
+fn json_arg(arg: Arg<'_>) -> JsonArg<'_> {
+    JsonArg {
+        spec: arg.spec,
+        size: arg.size,
+        signed: arg.signed,
+        float: arg.float,
+        location: match arg.location {
+            Location::Register(r) => JsonLocation::Register {
+                register: r.name,
+                width: r.width,
+                offset: r.offset,
+            },
+            Location::Memory(m) => JsonLocation::Memory {
+                base: m.base,
+                index: m.index,
+                scale: m.scale,
+                offset: m.offset,
+            },
+            Location::Constant(value) => JsonLocation::Constant { value },
+            Location::Unsupported(why) => JsonLocation::Unsupported {
+                reason: why.to_string(),
+            },
+        },
     }
 }

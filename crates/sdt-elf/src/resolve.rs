@@ -3,8 +3,10 @@
 //! `sdt list python3.11` and `sdt list libstdc++` should work without a
 //! path, as `uprobe:libc:malloc` does in bpftrace. The rules, in order:
 //!
-//! 1. A name with a `/` is a path and is taken as it is.
-//! 2. A bare name is looked up as an executable ELF file in `PATH`. Scripts
+//! 1. A name with a `/` is a path and is taken as it is, and so is a bare
+//!    name of a file in the current directory (`sdt list a.out`, as with
+//!    `readelf`).
+//! 2. Any other bare name is looked up as an executable ELF file in `PATH`. Scripts
 //!    of the same name, such as pyenv's shims, are passed over: they have no
 //!    probes, and the user means the program.
 //! 3. Otherwise it is a library. `NAME` matches the files `libNAME.so*` and
@@ -28,7 +30,7 @@ pub const LD_SO_CACHE: &str = "/etc/ld.so.cache";
 /// Resolves a user-supplied program or library name to a path; see the
 /// module documentation for the rules.
 pub fn resolve(name: &str) -> Result<PathBuf, Error> {
-    if name.contains('/') {
+    if name.contains('/') || Path::new(name).is_file() {
         return Ok(PathBuf::from(name));
     }
     let not_found = || Error::NotFound {

@@ -354,82 +354,84 @@ mod x86 {
         }
     }
 
+    /// Full-width registers in `pt_regs` order of the encoding: the eight
+    /// legacy ones, then r8-r15. In 32-bit mode the first eight are named
+    /// `eax`.. instead.
+    const LONG: [&str; 16] = [
+        "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12",
+        "r13", "r14", "r15",
+    ];
+    const PROTECTED: [&str; 8] = ["eax", "ebx", "ecx", "edx", "esi", "edi", "ebp", "esp"];
+
     /// Looks up a register name (without `%`).
     fn register<'a>(
         name: &'a str,
         operand: &'a str,
         mode: Mode,
     ) -> Result<Register, Unsupported<'a>> {
-        const R8_R15: [&str; 8] = ["r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"];
-        // The four legacy registers with a high byte, then the four without.
-        const LEGACY: [(&str, &str, &str, &str, &str); 8] = [
-            // 64-bit, 32-bit, 16-bit, low byte, high byte
-            ("rax", "eax", "ax", "al", "ah"),
-            ("rbx", "ebx", "bx", "bl", "bh"),
-            ("rcx", "ecx", "cx", "cl", "ch"),
-            ("rdx", "edx", "dx", "dl", "dh"),
-            ("rsi", "esi", "si", "sil", ""),
-            ("rdi", "edi", "di", "dil", ""),
-            ("rbp", "ebp", "bp", "bpl", ""),
-            ("rsp", "esp", "sp", "spl", ""),
-        ];
-        let long = mode == Mode::Long;
-        for (q, d, w, b, h) in LEGACY {
-            // In 32-bit mode the canonical register is the 32-bit one, and
-            // sil/dil/bpl/spl do not exist.
-            let full = if long { q } else { d };
-            let found = if long && name == q {
-                Some(reg(full, 8))
-            } else if name == d {
-                Some(reg(full, 4))
-            } else if name == w {
-                Some(reg(full, 2))
-            } else if name == b && (long || !h.is_empty()) {
-                Some(reg(full, 1))
-            } else if name == h && !h.is_empty() {
-                return Err(Unsupported::HighByteRegister {
+        // (index into LONG, width in bytes)
+        #[rustfmt::skip]
+        let found = match name {
+            "rax" => (0, 8), "eax" => (0, 4), "ax" => (0, 2), "al" => (0, 1),
+            "rbx" => (1, 8), "ebx" => (1, 4), "bx" => (1, 2), "bl" => (1, 1),
+            "rcx" => (2, 8), "ecx" => (2, 4), "cx" => (2, 2), "cl" => (2, 1),
+            "rdx" => (3, 8), "edx" => (3, 4), "dx" => (3, 2), "dl" => (3, 1),
+            "rsi" => (4, 8), "esi" => (4, 4), "si" => (4, 2), "sil" => (4, 1),
+            "rdi" => (5, 8), "edi" => (5, 4), "di" => (5, 2), "dil" => (5, 1),
+            "rbp" => (6, 8), "ebp" => (6, 4), "bp" => (6, 2), "bpl" => (6, 1),
+            "rsp" => (7, 8), "esp" => (7, 4), "sp" => (7, 2), "spl" => (7, 1),
+            "r8" => (8, 8), "r8d" => (8, 4), "r8w" => (8, 2), "r8b" => (8, 1),
+            "r9" => (9, 8), "r9d" => (9, 4), "r9w" => (9, 2), "r9b" => (9, 1),
+            "r10" => (10, 8), "r10d" => (10, 4), "r10w" => (10, 2), "r10b" => (10, 1),
+            "r11" => (11, 8), "r11d" => (11, 4), "r11w" => (11, 2), "r11b" => (11, 1),
+            "r12" => (12, 8), "r12d" => (12, 4), "r12w" => (12, 2), "r12b" => (12, 1),
+            "r13" => (13, 8), "r13d" => (13, 4), "r13w" => (13, 2), "r13b" => (13, 1),
+            "r14" => (14, 8), "r14d" => (14, 4), "r14w" => (14, 2), "r14b" => (14, 1),
+            "r15" => (15, 8), "r15d" => (15, 4), "r15w" => (15, 2), "r15b" => (15, 1),
+            "ah" => (16, 1), "bh" => (17, 1), "ch" => (18, 1), "dh" => (19, 1),
+            _ => (usize::MAX, 0),
+        };
+        let unknown = Unsupported::UnknownRegister {
+            operand,
+            arch: mode.arch(),
+        };
+        match (found, mode) {
+            // %ah..%dh: bits 8-15 of the first four registers.
+            ((high @ 16..=19, _), _) => {
+                let family = high - 16;
+                Err(Unsupported::HighByteRegister {
                     operand,
                     register: Register {
-                        name: full,
+                        name: if mode == Mode::Long {
+                            LONG[family]
+                        } else {
+                            PROTECTED[family]
+                        },
                         width: 1,
                         offset: 1,
                     },
-                });
-            } else {
-                None
-            };
-            if let Some(found) = found {
-                return Ok(found);
+                })
             }
-        }
-        if long {
-            for full in R8_R15 {
-                if let Some(suffix) = name.strip_prefix(full) {
-                    let width = match suffix {
-                        "" => 8,
-                        "d" => 4,
-                        "w" => 2,
-                        "b" => 1,
-                        _ => continue,
-                    };
-                    return Ok(reg(full, width));
-                }
+            ((family @ 0..=15, width), Mode::Long) => Ok(reg(LONG[family], width)),
+            // 32-bit x86 has no 64-bit registers, no r8-r15 and no
+            // sil/dil/bpl/spl.
+            ((family @ 0..=7, width), Mode::Protected)
+                if width != 8 && (width > 1 || family < 4) =>
+            {
+                Ok(reg(PROTECTED[family], width))
             }
+            ((0..=15, _), Mode::Protected) => Err(unknown),
+            _ if ["xmm", "ymm", "zmm", "mm", "st", "k"].iter().any(|prefix| {
+                name.strip_prefix(prefix).is_some_and(|n| {
+                    n.is_empty() || n.starts_with(|c: char| c.is_ascii_digit() || c == '(')
+                })
+            }) =>
+            {
+                Err(Unsupported::VectorRegister(operand))
+            }
+            _ if name == "rip" || name == "eip" => Err(Unsupported::PcRelative(operand)),
+            _ => Err(unknown),
         }
-        if ["xmm", "ymm", "zmm", "mm", "st", "k"].iter().any(|p| {
-            name.strip_prefix(p).is_some_and(|n| {
-                n.is_empty() || n.starts_with(|c: char| c.is_ascii_digit() || c == '(')
-            })
-        }) {
-            return Err(Unsupported::VectorRegister(operand));
-        }
-        if name == "rip" || name == "eip" {
-            return Err(Unsupported::PcRelative(operand));
-        }
-        Err(Unsupported::UnknownRegister {
-            operand,
-            arch: mode.arch(),
-        })
     }
 
     /// A register that may appear inside an address: full width only.
