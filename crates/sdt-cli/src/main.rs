@@ -13,7 +13,19 @@ mod trace;
 
 /// Statically defined tracing for Linux: list and trace USDT probes.
 #[derive(Parser)]
-#[command(name = "sdt", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "sdt",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = "EXAMPLES:\n  \
+        sdt list python3.11                     the probes of a program in PATH\n  \
+        sdt list -v -p 1234                     every probe a process maps, in detail\n  \
+        sdt trace -c 'python3.11 app.py' -s 1 python:function__entry\n  \
+        sdt trace -p 1234 'postgresql:query__*'\n\n\
+        Run `sdt help list` or `sdt help trace` for more."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
