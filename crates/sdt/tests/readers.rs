@@ -143,17 +143,20 @@ fn bpftrace_lists_probes() {
 }
 
 #[test]
-fn bpftrace_reads_arguments() {
+fn bpftrace_reads_arguments_and_sees_every_site() {
     if !require_tracing() {
         return;
     }
     let path = fixture(Config::RELEASE);
     let bin = path.to_str().unwrap();
-    // bpftrace 0.17 reads arg0 to arg5 only.
+    // bpftrace 0.17 reads arg0 to arg5 only. `fixture:shared` has a site in
+    // the binary and one in another crate, which share one semaphore:
+    // bpftrace raises one semaphore per probe name, and sees both sites.
     let script = format!(
         r#"usdt:{bin}:fixture:values {{
             printf("%d|%s|%d|%s|%d|%d\n", arg0, str(arg1, arg2), arg2, str(arg3), arg4, arg5);
-        }}"#
+        }}
+        usdt:{bin}:fixture:shared {{ @shared = count(); }}"#
     );
     let traced = trace(bin, &["values", "3", "--wait"], &script);
     let expected = "-7|hello from rust|15|c string|-3|1";
@@ -166,4 +169,9 @@ fn bpftrace_reads_arguments() {
     for line in hits {
         assert_eq!(line, expected);
     }
+    assert!(
+        traced.tracer.contains("@shared: 2"),
+        "both sites of fixture:shared:\n{}",
+        traced.tracer
+    );
 }
