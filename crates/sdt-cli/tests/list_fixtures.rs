@@ -215,3 +215,48 @@ fn library_names_resolve_like_the_loader() {
     assert!(String::from_utf8_lossy(&out.stdout)
         .starts_with(&format!("{} fixture:tick", f.pie.display())));
 }
+
+/// The example in LIST-JSON.md has exactly the fields `sdt` emits, at every
+/// level, and each location example is one of the documented kinds.
+#[test]
+fn schema_document_matches_the_output() {
+    let Some(f) = fixtures("fixtures") else {
+        return;
+    };
+    let doc = include_str!("../LIST-JSON.md");
+    let mut blocks = doc
+        .split("```json\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap());
+    let example: Value = serde_json::from_str(blocks.next().unwrap()).expect("example parses");
+    let actual = list_json([&f.lib]);
+
+    fn keys(value: &Value) -> Vec<String> {
+        let mut keys: Vec<_> = value.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+    let (doc_probe, probe) = (&example[0], &actual[0]);
+    assert_eq!(keys(doc_probe), keys(probe));
+    let (doc_site, site) = (&doc_probe["sites"][0], &probe["sites"][0]);
+    assert_eq!(keys(doc_site), keys(site));
+    assert_eq!(keys(&doc_site["note"]), keys(&site["note"]));
+    let (doc_arg, arg) = (&doc_site["args"][0], &site["args"][0]);
+    assert_eq!(keys(doc_arg), keys(arg));
+
+    // Location examples: one per line; compare with what each kind emits.
+    let emitted: Vec<Value> = list_json([&f.pie, &f.lib])
+        .iter()
+        .flat_map(|p| p["sites"].as_array().unwrap().clone())
+        .flat_map(|s| s["args"].as_array().unwrap().clone())
+        .map(|a| a["location"].clone())
+        .collect();
+    for line in blocks.next().unwrap().lines() {
+        let location: Value = serde_json::from_str(line).expect("location example parses");
+        let kind = location["kind"].as_str().unwrap();
+        assert!(["register", "memory", "constant", "unsupported"].contains(&kind));
+        if let Some(real) = emitted.iter().find(|l| l["kind"] == kind) {
+            assert_eq!(keys(&location), keys(real), "{kind}");
+        }
+    }
+}
