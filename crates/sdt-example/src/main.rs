@@ -5,12 +5,10 @@
 //! declared below. Try:
 //!
 //! ```text
-//! sdt-example &
-//! sdt list ./target/release/sdt-example
-//! bpftrace -p $! -e 'usdt:./target/release/sdt-example:shop:order_received
-//!     { printf("%d %s %d\n", arg0, str(arg1, arg2), arg3); }'
-//! bpftrace -p $! -e 'usdt:./target/release/sdt-example:shop:inventory
-//!     { printf("%s\n", str(arg0, arg1)); }'
+//! cargo build --release -p sdt-cli -p sdt-example
+//! sdt list target/release/sdt-example
+//! sdt trace -c 'target/release/sdt-example --orders 20' -s 1:2 shop:order_received
+//! sdt trace -c 'target/release/sdt-example --orders 20' -s 0:1 shop:inventory
 //! ```
 
 use std::process::ExitCode;

@@ -38,9 +38,29 @@ use core::ptr::NonNull;
 /// its probe argument is the address of the `String` itself.
 ///
 /// The trait is sealed: the set of types is the set that every USDT reader
-/// decodes the same way.
+/// decodes the same way. Floats are refused at compile time:
+///
+/// ```compile_fail
+/// let ratio = 0.5f64;
+/// sdt::probe!(physics, step, ratio); // `f64` cannot be a probe argument (a float: pass `x.to_bits()`…)
+/// ```
+///
+/// ```
+/// let ratio = 0.5f64;
+/// sdt::probe!(physics, step, ratio.to_bits());
+/// ```
+///
+/// So are more than twelve slots (checked when the probe is compiled to
+/// code, so `cargo check` does not see it):
+///
+/// ```compile_fail
+/// let s = "seven strings are fourteen slots";
+/// sdt::probe!(too, many, s, s, s, s, s, s, s);
+/// ```
+// The message carries the advice because rustc shows only the message when
+// it also suggests borrowing, which it does since references are arguments.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a probe argument",
+    message = "`{Self}` cannot be a probe argument (a float: pass `x.to_bits()`; a `String`: `s.as_str()`)",
     label = "not a probe argument",
     note = "probe arguments are integers, `bool`, `char`, raw pointers, references (passed as their address), `&CStr`, `&str` and `&[u8]`",
     note = "a float has no argument form that every tracer reads: pass `x.to_bits()` and convert it back in the tracer, or pass an integer in fixed-point units (e.g. microseconds, cents)",
