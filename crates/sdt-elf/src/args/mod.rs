@@ -259,7 +259,7 @@ pub fn parse_operand(arch: Arch, operand: &str) -> Location<'_> {
         Arch::Aarch64 => aarch64::operand(operand),
         Arch::Riscv64 => riscv64::operand(operand),
         Arch::S390x => s390x::operand(operand),
-        Arch::Ppc64 | Arch::Ppc64le => ppc64::operand(operand),
+        Arch::Ppc64 | Arch::Ppc64le => ppc64::operand(operand, arch),
         Arch::Other(_) => Location::Unsupported(Unsupported::Arch(arch)),
     }
 }
@@ -814,7 +814,7 @@ mod ppc64 {
         register_number(n, 32).map(usize::from)
     }
 
-    pub(super) fn operand(operand: &str) -> Location<'_> {
+    pub(super) fn operand(operand: &str, arch: Arch) -> Location<'_> {
         let fail = Location::Unsupported;
         if let Some(imm) = operand.strip_prefix('i') {
             return match parse_int(imm) {
@@ -874,10 +874,7 @@ mod ppc64 {
             return fail(Unsupported::VectorRegister(operand));
         }
         if is_identifier(name) {
-            return fail(Unsupported::UnknownRegister {
-                operand,
-                arch: Arch::Ppc64,
-            });
+            return fail(Unsupported::UnknownRegister { operand, arch });
         }
         fail(Unsupported::Malformed("unrecognised operand"))
     }
