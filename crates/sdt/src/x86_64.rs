@@ -22,30 +22,18 @@ macro_rules! __sdt_semaphore_symbol {
 /// one copy for all crates.
 #[doc(hidden)]
 #[macro_export]
+#[rustfmt::skip]
 macro_rules! __sdt_semaphore_definition {
     ($p:ident, $n:ident) => {
         concat!(
-            ".ifndef ",
-            $crate::__sdt_semaphore_symbol!($p, $n),
-            "\n",
-            ".pushsection .probes, \"awG\", @progbits, ",
-            $crate::__sdt_semaphore_symbol!($p, $n),
-            ", comdat\n",
-            ".weak ",
-            $crate::__sdt_semaphore_symbol!($p, $n),
-            "\n",
-            ".hidden ",
-            $crate::__sdt_semaphore_symbol!($p, $n),
-            "\n",
-            ".type ",
-            $crate::__sdt_semaphore_symbol!($p, $n),
-            ", @object\n",
-            ".size ",
-            $crate::__sdt_semaphore_symbol!($p, $n),
-            ", 2\n",
+            ".ifndef ", $crate::__sdt_semaphore_symbol!($p, $n), "\n",
+            ".pushsection .probes, \"awG\", @progbits, ", $crate::__sdt_semaphore_symbol!($p, $n), ", comdat\n",
+            ".weak ", $crate::__sdt_semaphore_symbol!($p, $n), "\n",
+            ".hidden ", $crate::__sdt_semaphore_symbol!($p, $n), "\n",
+            ".type ", $crate::__sdt_semaphore_symbol!($p, $n), ", @object\n",
+            ".size ", $crate::__sdt_semaphore_symbol!($p, $n), ", 2\n",
             ".balign 2\n",
-            $crate::__sdt_semaphore_symbol!($p, $n),
-            ":\n",
+            $crate::__sdt_semaphore_symbol!($p, $n), ":\n",
             ".2byte 0\n",
             ".popsection\n",
             ".endif",
@@ -113,49 +101,22 @@ macro_rules! __sdt_arg_specs {
 /// pointer/length record in `%rdx` is `8@(%rdx) 8@8(%rdx)`.
 #[doc(hidden)]
 #[macro_export]
+#[rustfmt::skip]
 macro_rules! __sdt_arg_spec {
     ($a:ident $s:ident) => {
         concat!(
-            ".if {",
-            stringify!($s),
-            "} == 0\n",
-            ".ascii \"8@({",
-            stringify!($a),
-            "}) 8@8({",
-            stringify!($a),
-            "})\"\n",
+            ".if {", stringify!($s), "} == 0\n",
+            ".ascii \"8@({", stringify!($a), "}) 8@8({", stringify!($a), "})\"\n",
             ".else\n",
-            ".ascii \"{",
-            stringify!($s),
-            "}@\"\n",
-            ".if {",
-            stringify!($s),
-            "} == 1 || {",
-            stringify!($s),
-            "} == -1\n",
-            ".ascii \"{",
-            stringify!($a),
-            ":l}\"\n",
-            ".elseif {",
-            stringify!($s),
-            "} == 2 || {",
-            stringify!($s),
-            "} == -2\n",
-            ".ascii \"{",
-            stringify!($a),
-            ":x}\"\n",
-            ".elseif {",
-            stringify!($s),
-            "} == 4 || {",
-            stringify!($s),
-            "} == -4\n",
-            ".ascii \"{",
-            stringify!($a),
-            ":e}\"\n",
+            ".ascii \"{", stringify!($s), "}@\"\n",
+            ".if {", stringify!($s), "} == 1 || {", stringify!($s), "} == -1\n",
+            ".ascii \"{", stringify!($a), ":l}\"\n",
+            ".elseif {", stringify!($s), "} == 2 || {", stringify!($s), "} == -2\n",
+            ".ascii \"{", stringify!($a), ":x}\"\n",
+            ".elseif {", stringify!($s), "} == 4 || {", stringify!($s), "} == -4\n",
+            ".ascii \"{", stringify!($a), ":e}\"\n",
             ".else\n",
-            ".ascii \"{",
-            stringify!($a),
-            ":r}\"\n",
+            ".ascii \"{", stringify!($a), ":r}\"\n",
             ".endif\n",
             ".endif",
         )
@@ -168,7 +129,6 @@ macro_rules! __sdt_arg_spec {
 macro_rules! __sdt_emit {
     (($p:ident, $n:ident) $(($arg:expr) $a:ident $t:ident $s:ident)*) => {{
         #[inline(always)]
-        #[allow(named_asm_labels)]
         fn site<$($t: $crate::Argument),*>($($a: $t),*) {
             const {
                 assert!(
