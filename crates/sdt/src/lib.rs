@@ -86,6 +86,12 @@
 //!   unused sections, so every site also holds an `R_X86_64_NONE` relocation
 //!   to `.stapsdt.base`: the section lives as long as one probe does, under
 //!   `--gc-sections`, fat or thin LTO, and with bfd, gold or lld.
+//! * `.note.sdt.keep` holds one byte per site and a relocation to it. The
+//!   section is retained (`SHF_GNU_RETAIN`, and gold keeps `.note*`), so a
+//!   function that holds a probe is kept even when nothing calls it. Without
+//!   it, `--gc-sections` would drop such a function from a library crate
+//!   and leave its note pointing at address 0 (lld) or fail the link
+//!   (gold).
 //! * `.probes` holds the semaphores: one 16-bit counter per provider and
 //!   name in each linked object (executable or shared library), shared by all
 //!   of that probe's sites in every crate. It is a hidden symbol defined in

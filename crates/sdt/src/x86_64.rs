@@ -165,6 +165,13 @@ macro_rules! __sdt_emit {
                     ".byte 0",
                     "994: .balign 4",
                     ".popsection",
+                    // Keeps the site's function alive under `--gc-sections`
+                    // (see the crate docs): `R` for bfd and lld, the name
+                    // for gold, `?` to go with a discarded COMDAT copy.
+                    ".pushsection .note.sdt.keep, \"aR?\", @progbits",
+                    ".reloc ., R_X86_64_NONE, 990b",
+                    ".byte 0",
+                    ".popsection",
                     $crate::__sdt_base_definition!(),
                     $crate::__sdt_semaphore_definition!($p, $n),
                     $(
