@@ -253,6 +253,7 @@ pub enum Helper {
     RingbufReserve = 131,
     RingbufSubmit = 132,
     RingbufDiscard = 133,
+    RingbufQuery = 134,
     GetAttachCookie = 174,
 }
 
@@ -275,6 +276,7 @@ impl Helper {
         Helper::RingbufReserve,
         Helper::RingbufSubmit,
         Helper::RingbufDiscard,
+        Helper::RingbufQuery,
         Helper::GetAttachCookie,
     ];
 
@@ -307,6 +309,7 @@ impl Helper {
             Helper::RingbufReserve => "bpf_ringbuf_reserve",
             Helper::RingbufSubmit => "bpf_ringbuf_submit",
             Helper::RingbufDiscard => "bpf_ringbuf_discard",
+            Helper::RingbufQuery => "bpf_ringbuf_query",
             Helper::GetAttachCookie => "bpf_get_attach_cookie",
         }
     }

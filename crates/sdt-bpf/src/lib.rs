@@ -80,5 +80,7 @@ pub use error::{Error, Result};
 pub use insn::{AluOp, Helper, Insn, JmpOp, Reg, Size, PSEUDO_CALL, PSEUDO_MAP_FD, STACKID_USER};
 pub use map::{possible_cpus, Map, MapSpec, MapType, PerCpuValues};
 pub use program::{AttachType, LoadOptions, Program, ProgramInfo, VerifierLog};
-pub use ringbuf::{process_exit_fd, Poll, RingBuf};
+pub use ringbuf::{
+    process_exit_fd, Poll, RingBuf, QUERY_AVAIL_DATA, SUBMIT_FORCE_WAKEUP, SUBMIT_NO_WAKEUP,
+};
 pub use uprobe::{Attachment, Features, Mechanism, UprobeAttach, UprobePmu, UprobeSite};

@@ -33,6 +33,13 @@ use crate::error::{Error, Result};
 use crate::map::{Map, MapSpec, MapType};
 use crate::sys;
 
+/// `bpf_ringbuf_submit` flag: do not wake the reader for this record.
+pub const SUBMIT_NO_WAKEUP: i32 = 1;
+/// `bpf_ringbuf_submit` flag: wake the reader even if it has not caught up.
+pub const SUBMIT_FORCE_WAKEUP: i32 = 2;
+/// `bpf_ringbuf_query` flag: bytes submitted and not yet consumed.
+pub const QUERY_AVAIL_DATA: i32 = 0;
+
 const BUSY: u32 = 1 << 31;
 const DISCARD: u32 = 1 << 30;
 const HEADER: u64 = 8;

@@ -144,10 +144,19 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         Some(held) => Some(held.release()?),
         None => None,
     };
+    // After the command is released, so the message costs it nothing; in
+    // one write, so that scripts waiting for it never see half of it.
+    let sites = session.sites().len();
+    let live = format!(
+        "sdt: tracing {sites} site{} ({}); Ctrl-C to stop\n",
+        if sites == 1 { "" } else { "s" },
+        session.mechanism().name()
+    );
+    let _ = io::stderr().write_all(live.as_bytes());
 
     let mut stop_signal = None;
     loop {
-        let ready = session.poll(None, |event| printer.event(event))?;
+        let ready = session.poll(|event| printer.event(event))?;
         printer.flush();
         if printer.broken() {
             break;
@@ -218,12 +227,6 @@ fn start(
             eprintln!("program {name}:\n{}", sdt_bpf::disasm::disassemble(insns));
         }
     }
-    eprintln!(
-        "sdt: tracing {} site{} ({}); Ctrl-C to stop",
-        session.sites().len(),
-        if session.sites().len() == 1 { "" } else { "s" },
-        session.mechanism().name()
-    );
     let printer = Printer::new(BufWriter::with_capacity(1 << 16, out), args.json);
     Ok((session, printer))
 }

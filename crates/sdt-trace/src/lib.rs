@@ -27,7 +27,7 @@ use std::path::PathBuf;
 pub use codegen::{StringArg, STRING_LEN};
 pub use event::{Event, Value};
 pub use plan::{plan, Plan, PlannedArg, PlannedSite, Scope};
-pub use session::{Options, Session, Summary, DEFAULT_BUFFER_SIZE};
+pub use session::{Options, Session, Summary, DEFAULT_BUFFER_SIZE, DELIVERY_INTERVAL};
 pub use spec::ProbeSpec;
 
 /// Everything that can stop a trace from starting.

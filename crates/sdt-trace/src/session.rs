@@ -33,6 +33,11 @@ use crate::Error;
 /// more with `--buffer-size`; loss is never silent either way.
 pub const DEFAULT_BUFFER_SIZE: u32 = 4 << 20;
 
+/// The longest an event waits in the ring before the reader sees it: the
+/// programs wake the reader only when the ring fills up, so the reader
+/// looks on its own this often.
+pub const DELIVERY_INTERVAL: Duration = Duration::from_millis(20);
+
 /// What to record besides the arguments, and how.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -127,7 +132,8 @@ impl Session {
         // One program per shape where cookies say which site fired; one per
         // site where they cannot.
         let load = |shape: &Shape, id: SiteId, name: String| -> Result<(Program, Vec<_>), Error> {
-            let insns = codegen::program(shape, id, ring.map(), &lost).map_err(Error::Codegen)?;
+            let insns = codegen::program(shape, id, ring.map(), options.buffer_size / 8, &lost)
+                .map_err(Error::Codegen)?;
             let opts = LoadOptions {
                 name: name.clone(),
                 expected_attach_type: mechanism.expected_attach_type(),
@@ -224,13 +230,10 @@ impl Session {
         self.ring.watch(fd, token).map_err(Error::Bpf)
     }
 
-    /// Waits up to `timeout` for events, passes each to `on_event` in ring
-    /// order, and returns the tokens of watched descriptors that are ready.
-    pub fn poll(
-        &mut self,
-        timeout: Option<Duration>,
-        mut on_event: impl FnMut(&Event<'_>),
-    ) -> Result<Vec<u64>, Error> {
+    /// Waits for events, at most [`DELIVERY_INTERVAL`], passes each to
+    /// `on_event` in ring order, and returns the tokens of watched
+    /// descriptors that are ready.
+    pub fn poll(&mut self, mut on_event: impl FnMut(&Event<'_>)) -> Result<Vec<u64>, Error> {
         let Session {
             ring,
             sites,
@@ -241,7 +244,7 @@ impl Session {
             ..
         } = self;
         let poll = ring
-            .poll(timeout, |record| {
+            .poll(Some(DELIVERY_INTERVAL), |record| {
                 deliver(
                     record,
                     sites,
