@@ -216,14 +216,19 @@ fn library_names_resolve_like_the_loader() {
         .starts_with(&format!("{} fixture:tick", f.pie.display())));
 }
 
-/// The example in LIST-JSON.md has exactly the fields `sdt` emits, at every
-/// level, and each location example is one of the documented kinds.
+/// The example in the README's `sdt list --json` section has exactly the
+/// fields `sdt` emits, at every level, and each location example is one of
+/// the documented kinds.
 #[test]
 fn schema_document_matches_the_output() {
     let Some(f) = fixtures("fixtures") else {
         return;
     };
-    let doc = include_str!("../LIST-JSON.md");
+    let readme = include_str!("../../../README.md");
+    let start = readme
+        .find("### `sdt list --json`")
+        .expect("README documents sdt list --json");
+    let doc = &readme[start..];
     let mut blocks = doc
         .split("```json\n")
         .skip(1)

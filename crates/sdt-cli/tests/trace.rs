@@ -522,3 +522,30 @@ fn rust_probes_from_the_sdt_crate_read_back() {
     assert_eq!(args_of(&events, "inventory").len(), 18);
     assert_eq!(summary["lost"], 0);
 }
+
+/// The README's `sdt trace --json` example has exactly the fields sdt emits.
+#[test]
+fn schema_in_the_readme_matches_the_output() {
+    let Some(f) = setup() else { return };
+    let readme = include_str!("../../../README.md");
+    let section = &readme[readme
+        .find("### `sdt trace --json`")
+        .expect("README documents sdt trace --json")..];
+    let block = section
+        .split("```json\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let (documented, documented_summary) = parse_json_lines(block.as_bytes());
+    let command = format!("{} 1", f.argforms.display());
+    let (events, summary, _) = trace_json("schema", &["-c", &command, "fixture:regs"]);
+    let keys = |v: &Value| {
+        let mut keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(keys(&documented[0]), keys(&events[0]));
+    assert_eq!(keys(&documented_summary), keys(&summary));
+}
