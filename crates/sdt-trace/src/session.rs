@@ -85,12 +85,30 @@ pub struct Session {
     programs: Vec<(String, Vec<sdt_bpf::Insn>)>,
     ring: RingBuf,
     lost: Map,
+    mechanism: Mechanism,
+    decoder: Decoder,
+}
+
+/// Turns records into events and counts them.
+struct Decoder {
     sites: Vec<TracedSite>,
     shapes: Vec<Shape>,
-    mechanism: Mechanism,
     last_time: u64,
     events: u64,
     undecodable: u64,
+}
+
+impl Decoder {
+    fn deliver(&mut self, record: &[u8], on_event: &mut impl FnMut(&Event<'_>)) {
+        match Event::decode(record, &self.sites, &self.shapes, self.last_time) {
+            Some(event) => {
+                self.last_time = event.time_ns;
+                self.events += 1;
+                on_event(&event);
+            }
+            None => self.undecodable += 1,
+        }
+    }
 }
 
 impl Session {
@@ -201,12 +219,14 @@ impl Session {
             programs,
             ring,
             lost,
-            sites,
-            shapes,
             mechanism,
-            last_time: 0,
-            events: 0,
-            undecodable: 0,
+            decoder: Decoder {
+                sites,
+                shapes,
+                last_time: 0,
+                events: 0,
+                undecodable: 0,
+            },
         })
     }
 
@@ -217,7 +237,7 @@ impl Session {
 
     /// The sites being traced.
     pub fn sites(&self) -> impl ExactSizeIterator<Item = &PlannedSite> {
-        self.sites.iter().map(|s| &s.site)
+        self.decoder.sites.iter().map(|s| &s.site)
     }
 
     /// The generated programs, by name, as loaded.
@@ -234,26 +254,11 @@ impl Session {
     /// `on_event` in ring order, and returns the tokens of watched
     /// descriptors that are ready.
     pub fn poll(&mut self, mut on_event: impl FnMut(&Event<'_>)) -> Result<Vec<u64>, Error> {
-        let Session {
-            ring,
-            sites,
-            shapes,
-            last_time,
-            events,
-            undecodable,
-            ..
-        } = self;
-        let poll = ring
+        let decoder = &mut self.decoder;
+        let poll = self
+            .ring
             .poll(Some(DELIVERY_INTERVAL), |record| {
-                deliver(
-                    record,
-                    sites,
-                    shapes,
-                    last_time,
-                    events,
-                    undecodable,
-                    &mut on_event,
-                )
+                decoder.deliver(record, &mut on_event)
             })
             .map_err(Error::Bpf)?;
         Ok(poll.ready)
@@ -263,28 +268,11 @@ impl Session {
     /// returns the final counts.
     pub fn finish(mut self, mut on_event: impl FnMut(&Event<'_>)) -> Result<Summary, Error> {
         self.attachments.clear();
-        let Session {
-            ring,
-            sites,
-            shapes,
-            last_time,
-            events,
-            undecodable,
-            lost,
-            ..
-        } = &mut self;
-        ring.consume(|record| {
-            deliver(
-                record,
-                sites,
-                shapes,
-                last_time,
-                events,
-                undecodable,
-                &mut on_event,
-            )
-        });
-        let per_cpu = lost
+        let decoder = &mut self.decoder;
+        self.ring
+            .consume(|record| decoder.deliver(record, &mut on_event));
+        let per_cpu = self
+            .lost
             .lookup_per_cpu(&0u32.to_ne_bytes())
             .map_err(Error::Bpf)?
             .map(|values| {
@@ -295,28 +283,9 @@ impl Session {
             })
             .unwrap_or_default();
         Ok(Summary {
-            events: self.events,
-            lost: per_cpu + self.undecodable,
-            sites: self.sites.len(),
+            events: self.decoder.events,
+            lost: per_cpu + self.decoder.undecodable,
+            sites: self.decoder.sites.len(),
         })
-    }
-}
-
-fn deliver(
-    record: &[u8],
-    sites: &[TracedSite],
-    shapes: &[Shape],
-    last_time: &mut u64,
-    events: &mut u64,
-    undecodable: &mut u64,
-    on_event: &mut impl FnMut(&Event<'_>),
-) {
-    match Event::decode(record, sites, shapes, *last_time) {
-        Some(event) => {
-            *last_time = event.time_ns;
-            *events += 1;
-            on_event(&event);
-        }
-        None => *undecodable += 1,
     }
 }
