@@ -27,6 +27,8 @@ n_enabled=${N_ENABLED:-1000000}
 target=${CARGO_TARGET_DIR:-$PWD/target}/bench-probe
 
 cargo build --quiet --release --manifest-path bench/probe/Cargo.toml --target-dir "$target"
+cargo build --quiet --release -p sdt-cli
+sdt=${CARGO_TARGET_DIR:-$PWD/target}/release/sdt
 cc -O2 -Wall -o "$target/bench-c" bench/probe/c/bench.c
 rust=$target/release/sdt-bench-probe
 c=$target/bench-c
@@ -57,9 +59,29 @@ traced() {
   rm -f "$out"
 }
 
+# sdt_traced BIN PROBES CMD...: like `traced`, with `sdt trace -p` writing
+# every event to a file on tmpfs; prints "wall cpu hits".
+sdt_traced() {
+  local bin=$1 probes=$2 specs=() out events
+  shift 2
+  out=$(mktemp)
+  events=$(mktemp -p /dev/shm)
+  for probe in $probes; do specs+=("$bin:bench:$probe"); done
+  "$@" --wait >"$out" &
+  local pid=$!
+  "$sdt" trace -p "$pid" -o "$events" "${specs[@]}" 2>/dev/null
+  wait "$pid"
+  local first=${probes%% *}
+  echo "$(cat "$out") $(grep -c " bench:$first" "$events" || true)"
+  rm -f "$out" "$events"
+}
+
 # best_traced BIN PROBES CMD...: the best of $reps traced runs.
 best_traced() {
   for _ in $(seq "$reps"); do traced "$@"; done | sort -g -k2 | head -1
+}
+best_sdt_traced() {
+  for _ in $(seq "$reps"); do sdt_traced "$@"; done | sort -g -k2 | head -1
 }
 
 field() { awk -v i="$2" '{ print $i }' <<<"$1"; }
@@ -88,29 +110,37 @@ for label in "Rust, no probe" "sdt crate" "probe crate (probe_lazy!)" "C, no pro
   printf '| %-26s | %8s | %8s | %14s |\n' "$label" "$(field "$r" 2)" "$(field "$r" 1)" "$delta"
 done
 
-echo
-echo "## Enabled, traced by bpftrace count(), $n_enabled hits (ns/hit)"
-echo
-printf '| %-26s | %9s | %9s | %11s | %12s | %8s | %10s |\n' probe untraced traced "cpu per hit" "wall per hit" hits "cpu vs C"
-printf '|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..28})" ----------- ----------- ------------- -------------- ---------- ------------
-declare -A per_hit
-rows=("C <sys/sdt.h>|$c|hit|$c sdt"
-      "sdt crate|$rust|sdt_cheap ready|$rust sdt"
-      "probe crate|$rust|probe_cheap ready|$rust probe")
-for row in "${rows[@]}"; do
-  IFS='|' read -r label bin probes command <<<"$row"
-  read -r -a cmd <<<"$command"
-  untraced=$(best "${cmd[@]}" cheap "$n_enabled")
-  traced_run=$(best_traced "$bin" "$probes" "${cmd[@]}" cheap "$n_enabled")
-  hits=$(field "$traced_run" 3)
-  if [[ $hits != "$n_enabled" ]]; then
-    echo "$label: bpftrace counted ${hits:-no} hits, expected $n_enabled" >&2
-    exit 1
-  fi
-  cost=$(awk -v t="$(field "$traced_run" 2)" -v u="$(field "$untraced" 2)" -v n="$n_enabled" -v h="$hits" \
-    'BEGIN { printf "%.1f", (t - u) * n / h }')
-  wall=$(awk -v t="$(field "$traced_run" 1)" -v u="$(field "$untraced" 1)" 'BEGIN { printf "%.1f", t - u }')
-  per_hit[$label]=$cost
-  printf '| %-26s | %9s | %9s | %11s | %12s | %8s | %10s |\n' "$label" "$(field "$untraced" 2)" \
-    "$(field "$traced_run" 2)" "$cost" "$wall" "$hits" "$(ratio "$cost" "${per_hit[C <sys/sdt.h>]}")"
-done
+# enabled TITLE RUNNER: the enabled table, with RUNNER (best_traced or
+# best_sdt_traced) running each traced case.
+enabled() {
+  local title=$1 runner=$2
+  echo
+  echo "## Enabled, traced by $title, $n_enabled hits (ns/hit)"
+  echo
+  printf '| %-26s | %9s | %9s | %11s | %12s | %8s | %10s |\n' probe untraced traced "cpu per hit" "wall per hit" hits "cpu vs C"
+  printf '|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..28})" ----------- ----------- ------------- -------------- ---------- ------------
+  declare -A per_hit
+  local rows=("C <sys/sdt.h>|$c|hit|$c sdt"
+        "sdt crate|$rust|sdt_cheap ready|$rust sdt"
+        "probe crate|$rust|probe_cheap ready|$rust probe")
+  for row in "${rows[@]}"; do
+    IFS='|' read -r label bin probes command <<<"$row"
+    read -r -a cmd <<<"$command"
+    untraced=$(best "${cmd[@]}" cheap "$n_enabled")
+    traced_run=$("$runner" "$bin" "$probes" "${cmd[@]}" cheap "$n_enabled")
+    hits=$(field "$traced_run" 3)
+    if [[ $hits != "$n_enabled" ]]; then
+      echo "$label: $title saw ${hits:-no} hits, expected $n_enabled" >&2
+      exit 1
+    fi
+    cost=$(awk -v t="$(field "$traced_run" 2)" -v u="$(field "$untraced" 2)" -v n="$n_enabled" -v h="$hits" \
+      'BEGIN { printf "%.1f", (t - u) * n / h }')
+    wall=$(awk -v t="$(field "$traced_run" 1)" -v u="$(field "$untraced" 1)" 'BEGIN { printf "%.1f", t - u }')
+    per_hit[$label]=$cost
+    printf '| %-26s | %9s | %9s | %11s | %12s | %8s | %10s |\n' "$label" "$(field "$untraced" 2)" \
+      "$(field "$traced_run" 2)" "$cost" "$wall" "$hits" "$(ratio "$cost" "${per_hit[C <sys/sdt.h>]}")"
+  done
+}
+
+enabled "bpftrace count()" best_traced
+enabled "sdt trace (every event written to tmpfs)" best_sdt_traced

@@ -14,12 +14,12 @@ struct Waiting(Child);
 
 impl Waiting {
     fn start(exe: &Path) -> Waiting {
-        let mut child = Command::new(exe)
-            .arg("wait")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start fixture");
+        let mut child = spawn_retrying(
+            Command::new(exe)
+                .arg("wait")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped()),
+        );
         let mut line = String::new();
         BufReader::new(child.stdout.as_mut().unwrap())
             .read_line(&mut line)
@@ -31,6 +31,21 @@ impl Waiting {
     fn pid(&self) -> String {
         self.0.id().to_string()
     }
+}
+
+/// Spawns `command`, retrying while the executable is "busy": a file the
+/// test has just written can still be open for writing in a child that
+/// another test thread forked meanwhile, until that child calls exec.
+fn spawn_retrying(command: &mut Command) -> Child {
+    for _ in 0..100 {
+        match command.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            result => return result.expect("start fixture"),
+        }
+    }
+    panic!("the fixture stayed busy for two seconds");
 }
 
 impl Drop for Waiting {
