@@ -4,6 +4,10 @@
 //! and fixable, say what to do: missing privileges, a missing file, a
 //! semaphore conflict with another tracer, a verifier rejection (with the
 //! verifier's own words).
+//!
+//! Each message is whole: it includes the OS error it comes from, which is
+//! therefore not also exposed as `source()` (a reporter that prints the
+//! chain would print it twice).
 
 use std::io;
 use std::path::PathBuf;
@@ -20,29 +24,20 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// The kernel refused for lack of privilege.
     #[error(
-        "{op}: permission denied ({source}); tracing needs root, or the \
+        "{op}: permission denied ({error}); tracing needs root, or the \
          capabilities CAP_BPF and CAP_PERFMON"
     )]
-    PermissionDenied {
-        op: &'static str,
-        #[source]
-        source: io::Error,
-    },
+    PermissionDenied { op: &'static str, error: io::Error },
 
     /// A system call failed for another reason.
-    #[error("{op}: {source}")]
-    Syscall {
-        op: &'static str,
-        #[source]
-        source: io::Error,
-    },
+    #[error("{op}: {error}")]
+    Syscall { op: &'static str, error: io::Error },
 
     /// The verifier rejected a program; the log says why.
-    #[error("the BPF verifier rejected program `{name}` ({source}):\n{}", log.summary())]
+    #[error("the BPF verifier rejected program `{name}` ({error}):\n{}", log.summary())]
     Verifier {
         name: String,
-        #[source]
-        source: io::Error,
+        error: io::Error,
         log: VerifierLog,
     },
 
@@ -79,19 +74,19 @@ pub enum Error {
 
 impl Error {
     /// Wraps a failed system call, singling out privilege errors.
-    pub(crate) fn sys(op: &'static str, source: io::Error) -> Error {
-        match source.raw_os_error() {
-            Some(libc::EPERM | libc::EACCES) => Error::PermissionDenied { op, source },
-            _ => Error::Syscall { op, source },
+    pub(crate) fn sys(op: &'static str, error: io::Error) -> Error {
+        match error.raw_os_error() {
+            Some(libc::EPERM | libc::EACCES) => Error::PermissionDenied { op, error },
+            _ => Error::Syscall { op, error },
         }
     }
 
     /// The OS error number behind this error, if there is one.
     pub fn errno(&self) -> Option<i32> {
         match self {
-            Error::PermissionDenied { source, .. }
-            | Error::Syscall { source, .. }
-            | Error::Verifier { source, .. } => source.raw_os_error(),
+            Error::PermissionDenied { error, .. }
+            | Error::Syscall { error, .. }
+            | Error::Verifier { error, .. } => error.raw_os_error(),
             Error::FileNotFound { .. } => Some(libc::ENOENT),
             Error::RefCtrConflict { .. } => Some(libc::EINVAL),
             _ => None,

@@ -191,7 +191,7 @@ fn load_with_log(req: &sys::ProgLoad<'_>) -> Result<OwnedFd> {
         let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
         return Err(Error::Verifier {
             name: req.name.to_owned(),
-            source: failure.error,
+            error: failure.error,
             log: VerifierLog(String::from_utf8_lossy(&buf[..end]).into_owned()),
         });
     }

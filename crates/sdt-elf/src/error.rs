@@ -37,7 +37,7 @@ pub enum Error {
     },
     /// A process exists but its mappings cannot be read.
     #[error(
-        "cannot read the mappings of process {pid} ({}); reading another user's process needs root",
+        "cannot read the mappings of process {pid} ({}); it needs root, or ptrace access to that process",
         path.display()
     )]
     Process {

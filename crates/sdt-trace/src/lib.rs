@@ -54,16 +54,16 @@ pub enum Error {
     #[error("invalid PID {0}")]
     BadPid(i32),
 
-    #[error("{0}")]
+    #[error(transparent)]
     Elf(sdt_elf::Error),
 
-    #[error("{0}")]
+    #[error(transparent)]
     Bpf(sdt_bpf::Error),
 
     #[error("{0}\nThis is a bug in sdt: it generated a program the kernel refuses. Please report it with the output of --dump.")]
     Load(sdt_bpf::Error),
 
-    #[error("cannot attach to {}: {source}", path.display())]
+    #[error("cannot attach to {}", path.display())]
     Attach {
         path: PathBuf,
         source: sdt_bpf::Error,
