@@ -4,7 +4,7 @@
 //! runs without privileges and everything it refuses is refused before any
 //! uprobe exists. For each matching note it decides, per site:
 //!
-//! * where to attach: the file offset of the no-op at the site, after
+//! * where to attach: the file offset of the note's address, after
 //!   checking that the bytes there are a no-op. A uprobe on anything else
 //!   would corrupt the traced program, so such a site is refused;
 //! * which semaphore the kernel should raise (`ref_ctr_offset`);
@@ -41,7 +41,7 @@ pub struct PlannedSite {
     pub attach_path: PathBuf,
     /// The probe's address, as `sdt list` shows it.
     pub address: u64,
-    /// File offset of the no-op instruction to put the uprobe on.
+    /// File offset of the no-op instruction to put the uprobe on: the note's address.
     pub attach_offset: u64,
     /// File offset of the semaphore, if the site has one.
     pub semaphore_offset: Option<u64>,
@@ -253,8 +253,14 @@ fn plan_site(
     let file_offset = site
         .file_offset
         .ok_or("the probe address is not in an executable segment of the file")?;
+    // Always at the note's address, even where libbpf's convention (`nop`
+    // then a 5-byte nop) would attach one byte later: the kernel turns a
+    // uprobe on a 5-byte nop into a call that writes below the stack
+    // pointer, which corrupts a C leaf function that keeps data in the red
+    // zone. Probes of the `sdt` crate point their notes at the 5-byte nop
+    // themselves, because Rust keeps nothing in the red zone around them.
     let attach_offset = match file.site_instruction(site) {
-        SiteInstruction::Nop { skip, .. } => file_offset + u64::from(skip),
+        SiteInstruction::Nop { .. } => file_offset,
         SiteInstruction::NotNop => {
             return Err(format!(
                 "the instruction at file offset {file_offset:#x} is not a no-op; a uprobe there \
