@@ -17,17 +17,14 @@ pub const MAX_INSTRUCTION_LEN: usize = 15;
 /// What the bytes at a probe site are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SiteInstruction {
-    /// A no-op instruction of `len` bytes, which starts `skip` bytes after the
-    /// site. Attach at `site + skip`.
+    /// A no-op instruction of `len` bytes starts at the site.
     ///
-    /// `skip` is 1 only for libbpf's x86-64 convention: a one-byte `nop`
-    /// followed by the five-byte `nopl 0(%rax,%rax,1)`. The kernel can
-    /// optimise a uprobe on the five-byte nop into a call, which is about
-    /// twice as fast as the trap a one-byte nop takes.
+    /// libbpf's x86-64 convention of a one-byte `nop` followed by a
+    /// five-byte `nopl` is a one-byte no-op here: attaching one byte later,
+    /// where the kernel would turn the uprobe into a call, is unsafe in C
+    /// code, because the call's return address lands in the red zone.
     Nop {
-        /// Bytes between the site and the no-op to attach to.
-        skip: u8,
-        /// Length of that no-op in bytes.
+        /// Length of the no-op in bytes.
         len: u8,
     },
     /// Something other than a no-op: attaching here is unsafe.
@@ -41,17 +38,9 @@ pub enum SiteInstruction {
 /// `code` should hold at least [`MAX_INSTRUCTION_LEN`] bytes when the file
 /// has them; an instruction cut short is [`SiteInstruction::NotNop`].
 pub fn classify(arch: Arch, code: &[u8]) -> SiteInstruction {
-    let nop = |len: usize| SiteInstruction::Nop {
-        skip: 0,
-        len: len as u8,
-    };
+    let nop = |len: usize| SiteInstruction::Nop { len: len as u8 };
     let found = match arch {
-        Arch::X86_64 | Arch::I386 => {
-            if code.starts_with(&[0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00]) {
-                return SiteInstruction::Nop { skip: 1, len: 5 };
-            }
-            x86_nop_len(code)
-        }
+        Arch::X86_64 | Arch::I386 => x86_nop_len(code),
         // A64 instructions are little-endian even on big-endian systems.
         Arch::Aarch64 => code.starts_with(&[0x1f, 0x20, 0x03, 0xd5]).then_some(4),
         // `addi x0, x0, 0`, or the compressed `c.nop`.
@@ -122,7 +111,7 @@ mod tests {
     use super::*;
 
     fn nop(len: u8) -> SiteInstruction {
-        SiteInstruction::Nop { skip: 0, len }
+        SiteInstruction::Nop { len }
     }
 
     /// The site bytes followed by unrelated code, as in a real function.
@@ -164,12 +153,9 @@ mod tests {
     }
 
     #[test]
-    fn x86_nop_then_five_byte_nop_attaches_one_byte_later() {
+    fn x86_nop_then_five_byte_nop_is_a_one_byte_nop() {
         let code = at_site(&[0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00]);
-        assert_eq!(
-            classify(Arch::X86_64, &code),
-            SiteInstruction::Nop { skip: 1, len: 5 }
-        );
+        assert_eq!(classify(Arch::X86_64, &code), nop(1));
         // A nop followed by other code is a plain one-byte nop.
         assert_eq!(classify(Arch::X86_64, &at_site(&[0x90])), nop(1));
     }

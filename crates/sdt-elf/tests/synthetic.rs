@@ -405,7 +405,7 @@ fn site_code_and_classification() {
     assert_eq!(site_code(&data, &sites[0]).len(), 15);
     assert_eq!(
         classify(Arch::X86_64, site_code(&data, &sites[0])),
-        SiteInstruction::Nop { skip: 0, len: 1 }
+        SiteInstruction::Nop { len: 1 }
     );
     assert_eq!(site_code(&data, &sites[2]), b"");
     assert_eq!(classify(Arch::X86_64, b""), SiteInstruction::NotNop);
@@ -436,7 +436,7 @@ fn elf_file_open_and_errors() {
     let site = probes.iter().next().unwrap().sites[0];
     assert_eq!(
         file.site_instruction(&site),
-        SiteInstruction::Nop { skip: 0, len: 1 }
+        SiteInstruction::Nop { len: 1 }
     );
 
     let empty = dir.join("empty");
