@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use list_common::{assert_no_panic, have, require, sdt};
 use serde_json::Value;
-use trace_common::{fixtures, privileged, setup, Fixtures};
+use trace_common::{fixtures, setup, Fixtures};
 
 /// Runs `sdt trace --json -o FILE ARGS` to completion; returns events,
 /// summary, and sdt's own output (with `-c`, the command's output is on
@@ -146,7 +146,7 @@ fn unreadable_and_unsafe_sites_are_refused_and_the_rest_traced() {
 #[test]
 fn cpython_function_entry_counts_every_call() {
     let python = Path::new("/usr/bin/python3.11");
-    if !require(python.exists(), "Debian's /usr/bin/python3.11") || !privileged() {
+    if !require(python.exists(), "Debian's /usr/bin/python3.11") || !sdt_testing::require_root() {
         return;
     }
     fn calls(n: u64) -> u64 {
@@ -484,7 +484,7 @@ fn sdt_example() -> PathBuf {
 
 #[test]
 fn rust_probes_from_the_sdt_crate_read_back() {
-    if !privileged() {
+    if !sdt_testing::require_root() {
         return;
     }
     let example = sdt_example();

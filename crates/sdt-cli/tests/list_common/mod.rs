@@ -1,44 +1,22 @@
-//! Helpers for the `sdt list` tests: running the binary, building the C
-//! fixtures, reading `readelf`'s view of the same notes.
-//!
-//! Tools the tests need (a C compiler with `<sys/sdt.h>`, `readelf`) are
-//! required in CI (`CI=true`): a missing one fails the test there. Outside
-//! CI the test prints a loud SKIP and passes, so a laptop without
-//! `systemtap-sdt-dev` can still run the rest.
+//! Helpers for the `sdt` binary's tests: running it, building the C
+//! fixtures of `sdt list`, and comparing its view of the notes with
+//! readelf's (from `sdt-testing`, which also decides what a missing tool
+//! means: a failure in CI, a loud SKIP elsewhere).
 
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+pub use sdt_testing::{have, readelf_notes, readelf_sections, require, Note, Section};
 use serde_json::Value;
 
 /// The `sdt` binary under test.
 pub fn sdt() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sdt"))
-}
-
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
-/// Returns whether `what` is available; if not, fails in CI and prints a
-/// SKIP line elsewhere.
-pub fn require(available: bool, what: &str) -> bool {
-    if !available {
-        assert!(!in_ci(), "required for this test in CI: {what}");
-        // Straight to the file descriptor: the test harness captures
-        // `eprintln!` of passing tests, and a skip must be seen.
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n*** SKIP: {what} is missing; this test did not run ***\n"
-        );
-    }
-    available
 }
 
 /// Runs `sdt` with `args`, returning its output.
@@ -80,14 +58,6 @@ pub fn assert_success(out: &Output, what: &str) {
 pub fn assert_no_panic(out: &Output) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "sdt panicked: {stderr}");
-}
-
-/// Whether a program can be run.
-pub fn have(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 /// The C fixtures of `tests/fixtures/list`, compiled for this test binary.
@@ -169,64 +139,8 @@ fn cc(flags: &[&str], out: &Path, sources: &[PathBuf]) -> bool {
     output.status.success()
 }
 
-/// One note as both tools can print it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct NoteView {
-    pub provider: String,
-    pub name: String,
-    pub pc: u64,
-    pub base: u64,
-    pub semaphore: u64,
-    pub args: String,
-}
-
-/// The `stapsdt` notes of a file as `readelf -n` prints them.
-pub fn readelf_notes(path: &Path) -> Vec<NoteView> {
-    let out = Command::new("readelf")
-        .args(["-n", "--wide"])
-        .arg(path)
-        .output()
-        .expect("run readelf");
-    assert!(out.status.success(), "readelf -n {path:?} failed");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut notes = Vec::new();
-    let mut current: Option<NoteView> = None;
-    for line in text.lines() {
-        let line = line.trim_start();
-        // With --wide, the provider shares the line of the note header.
-        if let Some((_, provider)) = line.split_once("Provider: ") {
-            notes.extend(current.take());
-            current = Some(NoteView {
-                provider: provider.to_owned(),
-                name: String::new(),
-                pc: 0,
-                base: 0,
-                semaphore: 0,
-                args: String::new(),
-            });
-        } else if let Some(note) = current.as_mut() {
-            if let Some(name) = line.strip_prefix("Name: ") {
-                note.name = name.to_owned();
-            } else if let Some(location) = line.strip_prefix("Location: ") {
-                let fields: Vec<u64> = location
-                    .split(", ")
-                    .map(|f| {
-                        let hex = f.rsplit("0x").next().unwrap();
-                        u64::from_str_radix(hex, 16).unwrap()
-                    })
-                    .collect();
-                (note.pc, note.base, note.semaphore) = (fields[0], fields[1], fields[2]);
-            } else if let Some(args) = line.strip_prefix("Arguments:") {
-                note.args = args.strip_prefix(' ').unwrap_or(args).to_owned();
-            }
-        }
-    }
-    notes.extend(current);
-    notes
-}
-
 /// The notes in `sdt list --json` output, one per site.
-pub fn sdt_notes(probes: &[Value]) -> Vec<NoteView> {
+pub fn sdt_notes(probes: &[Value]) -> Vec<Note> {
     let mut notes = Vec::new();
     for probe in probes {
         for site in probe["sites"].as_array().unwrap() {
@@ -236,7 +150,7 @@ pub fn sdt_notes(probes: &[Value]) -> Vec<NoteView> {
                 .iter()
                 .map(|a| a["spec"].as_str().unwrap())
                 .collect();
-            notes.push(NoteView {
+            notes.push(Note {
                 provider: probe["provider"].as_str().unwrap().to_owned(),
                 name: probe["name"].as_str().unwrap().to_owned(),
                 pc: site["note"]["pc"].as_u64().unwrap(),
@@ -249,45 +163,9 @@ pub fn sdt_notes(probes: &[Value]) -> Vec<NoteView> {
     notes
 }
 
-/// A section header as `readelf -S` prints it.
-#[derive(Clone, Debug)]
-pub struct SectionView {
-    pub name: String,
-    pub kind: String,
-    pub addr: u64,
-    pub offset: u64,
-    pub size: u64,
-}
-
-/// The section headers of a file, from `readelf -SW`.
-pub fn readelf_sections(path: &Path) -> Vec<SectionView> {
-    let out = Command::new("readelf")
-        .args(["-S", "--wide"])
-        .arg(path)
-        .output()
-        .expect("run readelf");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .filter_map(|line| {
-            // "  [Nr] Name Type Address Off Size ES Flg Lk Inf Al"
-            let rest = line.trim_start().strip_prefix('[')?;
-            let (_, rest) = rest.split_once(']')?;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let hex = |s: &str| u64::from_str_radix(s, 16).ok();
-            Some(SectionView {
-                name: fields.first()?.to_string(),
-                kind: fields.get(1)?.to_string(),
-                addr: hex(fields.get(2)?)?,
-                offset: hex(fields.get(3)?)?,
-                size: hex(fields.get(4)?)?,
-            })
-        })
-        .collect()
-}
-
 /// The file offset of an address according to the section headers: an
 /// independent check of `sdt`'s segment-based translation.
-pub fn offset_by_sections(sections: &[SectionView], addr: u64) -> Option<u64> {
+pub fn offset_by_sections(sections: &[Section], addr: u64) -> Option<u64> {
     sections
         .iter()
         .find(|s| s.kind != "NOBITS" && s.addr != 0 && addr >= s.addr && addr < s.addr + s.size)

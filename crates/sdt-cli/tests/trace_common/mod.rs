@@ -1,4 +1,4 @@
-//! Helpers for the `sdt trace` tests: privileges and the C fixtures of
+//! Helpers for the `sdt trace` tests: the C fixtures of
 //! `tests/fixtures/trace`, built once per test binary.
 
 #![allow(dead_code)] // each test binary uses a different part
@@ -7,14 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::list_common::{have, require};
-
-/// Whether this process may attach uprobes; fails in CI if not.
-pub fn privileged() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    require(root, "root (tracing needs CAP_BPF and CAP_PERFMON)")
-}
+use sdt_testing::{have, require};
 
 pub struct Fixtures {
     pub argforms: PathBuf,
@@ -65,7 +58,7 @@ pub fn fixtures() -> Option<&'static Fixtures> {
 }
 
 pub fn setup() -> Option<&'static Fixtures> {
-    if !privileged() {
+    if !sdt_testing::require_root() {
         return None;
     }
     fixtures()

@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 
+pub use sdt_testing::{
+    have, readelf_notes, readelf_sections, require, require_root, Note, Section,
+};
+
 /// How the fixture is compiled and linked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
@@ -139,58 +143,16 @@ pub fn stdout_of(program: &str, args: &[&str]) -> String {
     String::from_utf8(output.stdout).expect("UTF-8 output")
 }
 
-/// Whether a test that needs `program` may run. A missing tool skips the
-/// test loudly, except under CI=true, where it fails it.
+/// Whether a test that needs `program` may run: a missing tool fails the
+/// test under CI=true and skips it loudly elsewhere.
 pub fn require_tool(program: &str) -> bool {
-    let found = Command::new(program).arg("--version").output().is_ok();
-    if !found {
-        skip_or_fail(&format!("{program} is not installed"));
-    }
-    found
+    require(have(program), program)
 }
 
 /// Whether a test that attaches BPF programs may run: it needs root and
-/// bpftrace. Under CI=true their absence fails the test.
+/// bpftrace.
 pub fn require_tracing() -> bool {
-    if !require_tool("bpftrace") {
-        return false;
-    }
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let root = status
-        .lines()
-        .find_map(|line| line.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        == Some("0");
-    if !root {
-        skip_or_fail("tracing needs root (effective uid 0)");
-    }
-    root
-}
-
-fn skip_or_fail(why: &str) {
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{why}, and CI=true: this test must run in CI");
-    }
-    eprintln!("SKIPPED: {why}");
-}
-
-/// One `.note.stapsdt` note, as `readelf -n` prints it.
-#[derive(Clone, Debug)]
-pub struct Note {
-    pub provider: String,
-    pub name: String,
-    pub pc: u64,
-    pub base: u64,
-    pub semaphore: u64,
-    pub args: String,
-}
-
-/// One section header, as `readelf -S` prints it.
-#[derive(Clone, Debug)]
-pub struct Section {
-    pub name: String,
-    pub addr: u64,
-    pub size: u64,
+    require_tool("bpftrace") && require_root()
 }
 
 /// One `PT_LOAD` program header, as `readelf -l` prints it.
@@ -215,8 +177,8 @@ impl Elf {
         let file = path.to_str().expect("UTF-8 path");
         Elf {
             path: path.to_owned(),
-            notes: parse_notes(&stdout_of("readelf", &["-n", "-W", file])),
-            sections: parse_sections(&stdout_of("readelf", &["-S", "-W", file])),
+            notes: readelf_notes(path),
+            sections: readelf_sections(path),
             loads: parse_loads(&stdout_of("readelf", &["-l", "-W", file])),
         }
     }
@@ -253,63 +215,6 @@ fn hex(text: &str) -> u64 {
     let text = text.trim().trim_end_matches(',');
     u64::from_str_radix(text.trim_start_matches("0x"), 16)
         .unwrap_or_else(|e| panic!("bad hex {text:?}: {e}"))
-}
-
-fn parse_notes(text: &str) -> Vec<Note> {
-    let mut notes = Vec::new();
-    let mut current: Option<Note> = None;
-    // With -W, a note's first field shares the line of its header, after a tab.
-    for line in text
-        .lines()
-        .flat_map(|line| line.split('\t'))
-        .map(str::trim)
-    {
-        if let Some(provider) = line.strip_prefix("Provider: ") {
-            current = Some(Note {
-                provider: provider.to_owned(),
-                name: String::new(),
-                pc: 0,
-                base: 0,
-                semaphore: 0,
-                args: String::new(),
-            });
-        } else if let Some(note) = current.as_mut() {
-            if let Some(name) = line.strip_prefix("Name: ") {
-                note.name = name.to_owned();
-            } else if let Some(rest) = line.strip_prefix("Location: ") {
-                // Location: 0x…, Base: 0x…, Semaphore: 0x…
-                let fields: Vec<&str> = rest.split_whitespace().collect();
-                note.pc = hex(fields[0]);
-                note.base = hex(fields[2]);
-                note.semaphore = hex(fields[4]);
-            } else if let Some(args) = line.strip_prefix("Arguments: ") {
-                note.args = args.to_owned();
-                notes.extend(current.take());
-            }
-        }
-    }
-    // A note without arguments has no "Arguments:" line.
-    notes.extend(current);
-    notes
-}
-
-fn parse_sections(text: &str) -> Vec<Section> {
-    text.lines()
-        .filter_map(|line| {
-            // "  [11] .stapsdt.base     PROGBITS  0000000000004fb8 004fb8 000001 00   A  0   0  1"
-            let rest = line.trim_start().strip_prefix('[')?;
-            let (_, rest) = rest.split_once(']')?;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            if fields.len() < 5 || fields[0] == "Name" {
-                return None;
-            }
-            Some(Section {
-                name: fields[0].to_owned(),
-                addr: hex(fields[2]),
-                size: hex(fields[4]),
-            })
-        })
-        .collect()
 }
 
 fn parse_loads(text: &str) -> Vec<Load> {

@@ -1,0 +1,147 @@
+//! Test support shared by the workspace's integration tests.
+//!
+//! * **Gating.** A test that needs a tool, root or BPF must run in CI: with
+//!   `CI=true` a missing requirement fails the test. Elsewhere it prints a
+//!   loud SKIP line and the test passes, so a laptop without
+//!   `systemtap-sdt-dev` can still run the rest.
+//! * **readelf.** An independent reader of the same notes and section
+//!   headers that `sdt-elf` parses, for cross-checks.
+//!
+//! Failures here panic: this crate only ever runs inside tests.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Whether the tests run in CI (`CI=true`).
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// Returns `available`; if it is false, fails the test in CI and prints a
+/// SKIP line elsewhere. `what` names the missing requirement.
+pub fn require(available: bool, what: &str) -> bool {
+    if !available {
+        assert!(!in_ci(), "required for this test in CI: {what}");
+        // Straight to stderr: the test harness hides the `eprintln!` of
+        // passing tests, and a skip must be seen.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** SKIP: {what} is missing; this test did not run ***\n"
+        );
+    }
+    available
+}
+
+/// Whether `program --version` runs.
+pub fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Whether this process runs as root; see [`require`].
+pub fn require_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { geteuid() } == 0;
+    require(root, "root (tracing needs CAP_BPF and CAP_PERFMON)")
+}
+
+extern "C" {
+    fn geteuid() -> u32;
+}
+
+/// One `.note.stapsdt` note as `readelf -n` prints it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Note {
+    pub provider: String,
+    pub name: String,
+    pub pc: u64,
+    pub base: u64,
+    pub semaphore: u64,
+    /// The argument specs, space-separated; empty when there are none.
+    pub args: String,
+}
+
+/// A section header as `readelf -S` prints it.
+#[derive(Clone, Debug)]
+pub struct Section {
+    pub name: String,
+    /// `PROGBITS`, `NOBITS`, ...
+    pub kind: String,
+    pub addr: u64,
+    pub offset: u64,
+    pub size: u64,
+}
+
+fn readelf(flags: &[&str], path: &Path) -> String {
+    let out = Command::new("readelf")
+        .args(flags)
+        .arg(path)
+        .output()
+        .expect("run readelf");
+    assert!(out.status.success(), "readelf {flags:?} {path:?} failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The `stapsdt` notes of a file, from `readelf -n --wide`.
+pub fn readelf_notes(path: &Path) -> Vec<Note> {
+    let text = readelf(&["-n", "--wide"], path);
+    let mut notes = Vec::new();
+    let mut current: Option<Note> = None;
+    for line in text.lines() {
+        let line = line.trim_start();
+        // With --wide, the provider shares the line of the note header.
+        if let Some((_, provider)) = line.split_once("Provider: ") {
+            notes.extend(current.take());
+            current = Some(Note {
+                provider: provider.to_owned(),
+                name: String::new(),
+                pc: 0,
+                base: 0,
+                semaphore: 0,
+                args: String::new(),
+            });
+        } else if let Some(note) = current.as_mut() {
+            if let Some(name) = line.strip_prefix("Name: ") {
+                note.name = name.to_owned();
+            } else if let Some(location) = line.strip_prefix("Location: ") {
+                // "0x…, Base: 0x…, Semaphore: 0x…"
+                let fields: Vec<u64> = location
+                    .split(", ")
+                    .map(|f| {
+                        let hex = f.rsplit("0x").next().unwrap_or_default();
+                        u64::from_str_radix(hex, 16).expect("hex address")
+                    })
+                    .collect();
+                (note.pc, note.base, note.semaphore) = (fields[0], fields[1], fields[2]);
+            } else if let Some(args) = line.strip_prefix("Arguments:") {
+                note.args = args.strip_prefix(' ').unwrap_or(args).to_owned();
+            }
+        }
+    }
+    notes.extend(current);
+    notes
+}
+
+/// The section headers of a file, from `readelf -S --wide`.
+pub fn readelf_sections(path: &Path) -> Vec<Section> {
+    readelf(&["-S", "--wide"], path)
+        .lines()
+        .filter_map(|line| {
+            // "  [Nr] Name Type Address Off Size ES Flg Lk Inf Al"
+            let rest = line.trim_start().strip_prefix('[')?;
+            let (_, rest) = rest.split_once(']')?;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let hex = |s: &str| u64::from_str_radix(s, 16).ok();
+            Some(Section {
+                name: fields.first()?.to_string(),
+                kind: fields.get(1)?.to_string(),
+                addr: hex(fields.get(2)?)?,
+                offset: hex(fields.get(3)?)?,
+                size: hex(fields.get(4)?)?,
+            })
+        })
+        .collect()
+}
