@@ -145,15 +145,18 @@ fn program(ring: &RingBuf, args: &[ArgSource], m: Mechanism) -> Program {
         .call(Helper::RingbufSubmit);
     b.bind(out);
     b.push(Insn::mov64_imm(R0, 0)).exit();
+    load(b, &format!("test_{}", m.name()), m)
+}
+
+/// Loads the program `b` built, for attaching with `m`.
+fn load(b: Builder, name: &str, m: Mechanism) -> Program {
     let insns = b.finish().unwrap();
-    Program::load(
-        &insns,
-        &LoadOptions {
-            name: format!("test_{}", m.name()),
-            expected_attach_type: m.expected_attach_type(),
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}\n{}", sdt_bpf::disasm::disassemble(&insns)))
+    let options = LoadOptions {
+        name: name.into(),
+        expected_attach_type: m.expected_attach_type(),
+    };
+    Program::load(&insns, &options)
+        .unwrap_or_else(|e| panic!("{e}\n{}", sdt_bpf::disasm::disassemble(&insns)))
 }
 
 /// Collects `n` records, waiting up to a second, and checks that no more come.
@@ -554,14 +557,7 @@ fn full_ring_buffer_drops_are_counted() {
         .push(Insn::atomic_add(Size::DW, R0, 0, R1));
     b.bind(out);
     b.push(Insn::mov64_imm(R0, 0)).exit();
-    let prog = Program::load(
-        &b.finish().unwrap(),
-        &LoadOptions {
-            name: "drops".into(),
-            expected_attach_type: m.expected_attach_type(),
-        },
-    )
-    .unwrap();
+    let prog = load(b, "drops", m);
     let _attached = request(vec![target_site(0)], None)
         .attach(&prog, m)
         .unwrap();
@@ -637,14 +633,7 @@ fn user_stacks_start_at_the_probed_function() {
         .push(Insn::stx(Size::DW, R0, 0, R7))
         .bind(out);
     b.push(Insn::mov64_imm(R0, 0)).exit();
-    let prog = Program::load(
-        &b.finish().unwrap(),
-        &LoadOptions {
-            name: "stacks".into(),
-            expected_attach_type: m.expected_attach_type(),
-        },
-    )
-    .unwrap();
+    let prog = load(b, "stacks", m);
     let _attached = request(vec![target_site(0)], None)
         .attach(&prog, m)
         .unwrap();
