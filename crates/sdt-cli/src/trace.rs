@@ -88,6 +88,20 @@ pub struct TraceArgs {
     /// Print the generated BPF programs to stderr before tracing.
     #[arg(long)]
     dump: bool,
+
+    /// Attach with this kernel mechanism instead of the best available
+    /// one (uprobe-multi, perf-link or perf-ioctl): for testing the paths
+    /// older kernels take.
+    #[arg(long, value_name = "MECHANISM", value_parser = parse_mechanism, hide_short_help = true)]
+    attach_with: Option<sdt_bpf::Mechanism>,
+}
+
+fn parse_mechanism(text: &str) -> Result<sdt_bpf::Mechanism, String> {
+    use sdt_bpf::Mechanism::*;
+    [UprobeMulti, PerfLink, PerfIoctl]
+        .into_iter()
+        .find(|m| m.name().replace('_', "-") == text)
+        .ok_or_else(|| format!("`{text}` is not one of uprobe-multi, perf-link, perf-ioctl"))
 }
 
 pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
@@ -214,6 +228,7 @@ fn start(
         string_args: args.strings.clone(),
         buffer_size: args.buffer_size,
         pid: scope.pid,
+        mechanism: args.attach_with,
     };
     let out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(

@@ -67,14 +67,42 @@ fn ints(values: &[i128]) -> Vec<Value> {
 #[test]
 fn every_x86_64_argument_form_reads_back_exactly() {
     let Some(f) = setup() else { return };
+    // The kernel's best mechanism, and the ones older kernels fall back to
+    // (perf-ioctl has no cookies, so each site gets a program of its own).
+    for mechanism in ["uprobe-multi", "perf-link", "perf-ioctl"] {
+        argument_forms(f, mechanism);
+    }
+}
+
+fn argument_forms(f: &Fixtures, mechanism: &str) {
     let command = format!("{} 3", f.argforms.display());
-    let (events, summary, _) = trace_json("argforms", &["-c", &command, "fixture:*"]);
+    let (events, summary, out) = trace_json(
+        &format!("argforms-{mechanism}"),
+        &[
+            "--attach-with",
+            mechanism,
+            "--dump",
+            "-c",
+            &command,
+            "fixture:*",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&mechanism.replace('-', "_")), "{stderr}");
+    assert!(
+        stderr.contains("call bpf_ringbuf_reserve"),
+        "--dump shows the program: {stderr}"
+    );
 
     let expect = |probe: &str, values: &[i128]| {
         let got = args_of(&events, probe);
-        assert_eq!(got.len(), 3, "{probe} fired 3 times");
+        assert_eq!(got.len(), 3, "{probe} fired 3 times ({mechanism})");
         for args in got {
-            assert_eq!(args, ints(values), "arguments of fixture:{probe}");
+            assert_eq!(
+                args,
+                ints(values),
+                "arguments of fixture:{probe} ({mechanism})"
+            );
         }
     };
     // Registers and every sub-register width, with garbage in the upper bits.

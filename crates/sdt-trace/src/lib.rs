@@ -75,6 +75,9 @@ pub enum Error {
     #[error("this kernel supports no way to attach BPF programs to uprobes (uprobe_multi, perf links or perf events)")]
     NoUprobes,
 
+    #[error("this kernel cannot attach uprobes with {0}")]
+    MechanismUnsupported(&'static str),
+
     #[error("too many sites to trace with one program per site")]
     TooManySites,
 }

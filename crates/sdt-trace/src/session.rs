@@ -47,6 +47,9 @@ pub struct Options {
     pub buffer_size: u32,
     /// Trace only this process.
     pub pid: Option<i32>,
+    /// How to attach; `None` picks the best the kernel offers. Forcing an
+    /// older mechanism exercises the paths older kernels take.
+    pub mechanism: Option<Mechanism>,
 }
 
 impl Default for Options {
@@ -55,6 +58,7 @@ impl Default for Options {
             string_args: Vec::new(),
             buffer_size: DEFAULT_BUFFER_SIZE,
             pid: None,
+            mechanism: None,
         }
     }
 }
@@ -115,7 +119,11 @@ impl Session {
     /// Generates, loads and attaches the programs for `plan`.
     pub fn start(plan: Plan, options: &Options) -> Result<Session, Error> {
         let features = Features::detect().map_err(Error::Bpf)?;
-        let mechanism = features.best_mechanism().ok_or(Error::NoUprobes)?;
+        let mechanism = match options.mechanism {
+            Some(wanted) if features.supports(wanted) => wanted,
+            Some(wanted) => return Err(Error::MechanismUnsupported(wanted.name())),
+            None => features.best_mechanism().ok_or(Error::NoUprobes)?,
+        };
 
         let ring = RingBuf::new(options.buffer_size).map_err(Error::Bpf)?;
         let lost = Map::create(&MapSpec::new(MapType::PerCpuArray, 4, 8, 1).name("sdt_lost"))
@@ -193,7 +201,13 @@ impl Session {
                     .push(UprobeSite {
                         offset: site.attach_offset,
                         ref_ctr_offset: site.semaphore_offset,
-                        cookie: index as u64,
+                        // Without cookies each site has its own program, which
+                        // knows its id as a constant.
+                        cookie: if mechanism.supports_cookies() {
+                            index as u64
+                        } else {
+                            0
+                        },
                     });
             }
             for (path, uprobe_sites) in by_file {
