@@ -11,19 +11,6 @@ use std::process::Command;
 use list_common::*;
 use serde_json::Value;
 
-fn names(probes: &[Value]) -> Vec<String> {
-    probes
-        .iter()
-        .map(|p| {
-            format!(
-                "{}:{}",
-                p["provider"].as_str().unwrap(),
-                p["name"].as_str().unwrap()
-            )
-        })
-        .collect()
-}
-
 fn site_counts(probes: &[Value]) -> Vec<usize> {
     probes
         .iter()
@@ -58,7 +45,7 @@ fn executables_list_their_probes_and_inlined_sites() {
     for exe in [&f.pie, &f.nopie] {
         let probes = cross_check(exe);
         assert_eq!(
-            names(&probes),
+            probe_names(&probes),
             [
                 "fixture:tick",
                 "fixture:args",
@@ -103,7 +90,7 @@ fn shared_library_semaphores() {
         return;
     }
     let probes = cross_check(&f.lib);
-    assert_eq!(names(&probes), ["libsem:request", "libsem:done"]);
+    assert_eq!(probe_names(&probes), ["libsem:request", "libsem:done"]);
     assert_eq!(site_counts(&probes), [1, 2]);
     let sections = readelf_sections(&f.lib);
     let probes_section = sections
@@ -183,7 +170,7 @@ fn patterns_select_probes() {
         (&[pie, "fixture:tick"], &["fixture:tick"]),
     ];
     for (args, expected) in cases {
-        assert_eq!(names(&list_json(args)), expected, "{args:?}");
+        assert_eq!(probe_names(&list_json(args)), expected, "{args:?}");
     }
     // Without a `:` or glob character, the last word is a file, not a pattern.
     let out = run(["list", pie, "tick"]);

@@ -55,20 +55,6 @@ impl Drop for Waiting {
     }
 }
 
-fn probe_names(probes: &[serde_json::Value], path: &str) -> Vec<String> {
-    probes
-        .iter()
-        .filter(|p| p["path"] == path)
-        .map(|p| {
-            format!(
-                "{}:{}",
-                p["provider"].as_str().unwrap(),
-                p["name"].as_str().unwrap()
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn lists_the_executable_and_its_libraries() {
     let Some(f) = fixtures("process") else { return };
@@ -80,7 +66,7 @@ fn lists_the_executable_and_its_libraries() {
     let lib = std::fs::canonicalize(&f.lib).unwrap();
     let (exe, lib) = (exe.to_str().unwrap(), lib.to_str().unwrap());
     assert_eq!(
-        probe_names(&probes, exe),
+        probe_names(probes.iter().filter(|p| p["path"] == exe)),
         [
             "fixture:tick",
             "fixture:args",
@@ -88,7 +74,10 @@ fn lists_the_executable_and_its_libraries() {
             "fixture:floating"
         ]
     );
-    assert_eq!(probe_names(&probes, lib), ["libsem:request", "libsem:done"]);
+    assert_eq!(
+        probe_names(probes.iter().filter(|p| p["path"] == lib)),
+        ["libsem:request", "libsem:done"]
+    );
     for probe in &probes {
         assert_eq!(probe["pid"].as_u64(), Some(u64::from(process.0.id())));
     }
@@ -121,7 +110,7 @@ fn deleted_files_are_still_listed() {
     std::fs::remove_file(&copy).unwrap();
     let probes = list_json(["-p", &process.pid()]);
     assert_eq!(
-        probe_names(&probes, &shown),
+        probe_names(probes.iter().filter(|p| p["path"] == shown.as_str())),
         [
             "fixture:tick",
             "fixture:args",

@@ -19,6 +19,20 @@ pub fn sdt() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sdt"))
 }
 
+/// `provider:name` of each listed probe.
+pub fn probe_names<'a>(probes: impl IntoIterator<Item = &'a Value>) -> Vec<String> {
+    probes
+        .into_iter()
+        .map(|p| {
+            format!(
+                "{}:{}",
+                p["provider"].as_str().unwrap(),
+                p["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
 /// Runs `sdt` with `args`, returning its output.
 pub fn run<I, S>(args: I) -> Output
 where
