@@ -461,18 +461,38 @@ fn without_privileges_the_error_names_the_capabilities() {
     if !require(have("setpriv"), "setpriv (util-linux)") {
         return;
     }
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-        ])
-        .arg(env!("CARGO_BIN_EXE_sdt"))
-        .args(["trace", &format!("{}:fixture:regs", f.argforms.display())])
-        .output()
-        .unwrap();
+    // The unprivileged user must be able to reach both files, whatever the
+    // permissions of the checkout's directories: copy them somewhere open.
+    use std::os::unix::fs::PermissionsExt;
+    let open = std::env::temp_dir().join(format!("sdt-unprivileged-{}", std::process::id()));
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (sdt_copy, target) = (open.join("sdt"), open.join("argforms"));
+    std::fs::copy(env!("CARGO_BIN_EXE_sdt"), &sdt_copy).unwrap();
+    std::fs::copy(&f.argforms, &target).unwrap();
+    // A copy just written can still be open in a child that another test
+    // thread forked meanwhile, until that child calls exec ("Text file busy").
+    let mut attempts = 0;
+    let out = loop {
+        let out = Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+            ])
+            .arg(&sdt_copy)
+            .args(["trace", &format!("{}:fixture:regs", target.display())])
+            .output()
+            .unwrap();
+        attempts += 1;
+        if attempts == 100 || !String::from_utf8_lossy(&out.stderr).contains("Text file busy") {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::fs::remove_dir_all(&open).unwrap();
     assert_no_panic(&out);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
