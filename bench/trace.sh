@@ -221,4 +221,4 @@ echo "(d) peak RSS (max over the runs above)"
 echo "  $HITS-hit runs: sdt $(mb "${rss_max[sdt]}") MB vs bpftrace $(mb "${rss_max[bt]}") MB ($(ratio "${rss_max[sdt]}" "${rss_max[bt]}"));" \
   "1 site: sdt $(mb "$c1_sdt_rss") MB vs bpftrace $(mb "$(series c1-bt "$STARTS" rss_kb | maximum)") MB;" \
   "10,001 sites: sdt $(mb "$cm_sdt_rss") MB; goal sdt <= 15 MB (1 site and $HITS hits): $(verdict "${rss_max[sdt]} <= 15360 && $c1_sdt_rss <= 15360")"
-echo "  diagnostic: sdt, 1 site, --buffer-size 1M instead of the default: $(mb "$(rss_kb c1-sdt-1m)") MB (the ring is mapped twice and all resident)"
+echo "  diagnostic: sdt, 1 site, --buffer-size 1M instead of the default: $(mb "$(rss_kb c1-sdt-1m)") MB (every page of the ring is resident)"

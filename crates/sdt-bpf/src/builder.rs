@@ -135,6 +135,21 @@ impl Builder {
         self.extend(Insn::ld_map_fd(dst, map.as_raw_fd()))
     }
 
+    /// `dst = &map[index]`: a map reference that holds an index instead
+    /// of a file descriptor, for code generated before its maps exist.
+    /// [`relocate_maps`](crate::relocate_maps) turns indices into
+    /// descriptors before loading.
+    pub fn ld_map_index(&mut self, dst: Reg, index: u32) -> &mut Self {
+        self.extend(Insn::ld_map_fd(dst, index as i32))
+    }
+
+    /// `dst = &map[index] value + offset`: like
+    /// [`ld_map_index`](Builder::ld_map_index), for a value's address
+    /// ([`Insn::ld_map_value`]).
+    pub fn ld_map_value_index(&mut self, dst: Reg, index: u32, offset: u32) -> &mut Self {
+        self.extend(Insn::ld_map_value(dst, index as i32, offset))
+    }
+
     /// `if dst op imm goto target`.
     pub fn jump_imm(&mut self, op: JmpOp, dst: Reg, imm: i32, target: Label) -> &mut Self {
         self.branch(Insn::jmp_imm(op, dst, imm, 0), target)

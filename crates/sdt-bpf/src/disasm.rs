@@ -19,7 +19,6 @@ use std::fmt::Write;
 use crate::insn::{class, jmp, mode, AluOp, Helper, Insn, JmpOp, Size, PSEUDO_CALL, SRC_X};
 
 /// `src_reg` of an `ld_imm64` that points into a map value.
-const PSEUDO_MAP_VALUE: u8 = 2;
 /// Atomic operation modifier: also return the old value.
 const ATOMIC_FETCH: i32 = 0x01;
 const ATOMIC_XCHG: i32 = 0xe0 | ATOMIC_FETCH;
@@ -35,6 +34,7 @@ pub fn disassemble(insns: &[Insn]) -> String {
 pub struct Disassembler {
     xlated: bool,
     call_names: HashMap<i32, String>,
+    map_names: HashMap<i32, String>,
 }
 
 impl Disassembler {
@@ -55,6 +55,14 @@ impl Disassembler {
     /// Names for call immediates, overriding the helper-id table.
     pub fn call_names(mut self, names: HashMap<i32, String>) -> Disassembler {
         self.call_names = names;
+        self
+    }
+
+    /// Names for map references by their immediate (a file descriptor, or
+    /// an index before [`relocate_maps`](crate::relocate_maps)), printed
+    /// as `map[name]`.
+    pub fn map_names(mut self, names: HashMap<i32, String>) -> Disassembler {
+        self.map_names = names;
         self
     }
 
@@ -100,10 +108,14 @@ impl Disassembler {
         let word = (insn.imm as u32 as u64) | ((next.imm as u32 as u64) << 32);
         let what = if self.xlated { "id" } else { "fd" };
         match insn.src() {
-            crate::insn::PSEUDO_MAP_FD => format!("r{} = map[{what}:{}]", insn.dst(), insn.imm),
-            PSEUDO_MAP_VALUE => {
-                format!("r{} = map[{what}:{}][0]+{}", insn.dst(), insn.imm, next.imm)
-            }
+            crate::insn::PSEUDO_MAP_FD => match self.map_names.get(&insn.imm) {
+                Some(name) => format!("r{} = map[{name}]", insn.dst()),
+                None => format!("r{} = map[{what}:{}]", insn.dst(), insn.imm),
+            },
+            crate::insn::PSEUDO_MAP_VALUE => match self.map_names.get(&insn.imm) {
+                Some(name) => format!("r{} = map[{name}][0]+{}", insn.dst(), next.imm),
+                None => format!("r{} = map[{what}:{}][0]+{}", insn.dst(), insn.imm, next.imm),
+            },
             _ => format!("r{} = {word:#x}", insn.dst()),
         }
     }

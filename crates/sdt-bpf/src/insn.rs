@@ -47,6 +47,8 @@ pub const STACKID_USER: u64 = 1 << 8;
 
 /// `src_reg` of an `ld_imm64` whose immediate is a map file descriptor.
 pub const PSEUDO_MAP_FD: u8 = 1;
+/// `src` of an `ld_imm64` that loads the address of a map's value.
+pub const PSEUDO_MAP_VALUE: u8 = 2;
 /// `src_reg` of a `call` whose immediate is a relative BPF-to-BPF call.
 pub const PSEUDO_CALL: u8 = 1;
 
@@ -241,13 +243,20 @@ pub enum Helper {
     MapUpdateElem = 2,
     MapDeleteElem = 3,
     KtimeGetNs = 5,
+    GetPrandomU32 = 7,
     GetSmpProcessorId = 8,
     GetCurrentPidTgid = 14,
     GetCurrentUidGid = 15,
     GetCurrentComm = 16,
     GetStackid = 27,
+    GetCurrentTask = 35,
+    GetNumaNodeId = 42,
+    GetStack = 67,
+    GetCurrentCgroupId = 80,
     ProbeReadUser = 112,
+    ProbeReadKernel = 113,
     ProbeReadUserStr = 114,
+    ProbeReadKernelStr = 115,
     KtimeGetBootNs = 125,
     RingbufOutput = 130,
     RingbufReserve = 131,
@@ -264,13 +273,20 @@ impl Helper {
         Helper::MapUpdateElem,
         Helper::MapDeleteElem,
         Helper::KtimeGetNs,
+        Helper::GetPrandomU32,
         Helper::GetSmpProcessorId,
         Helper::GetCurrentPidTgid,
         Helper::GetCurrentUidGid,
         Helper::GetCurrentComm,
         Helper::GetStackid,
+        Helper::GetCurrentTask,
+        Helper::GetNumaNodeId,
+        Helper::GetStack,
+        Helper::GetCurrentCgroupId,
         Helper::ProbeReadUser,
+        Helper::ProbeReadKernel,
         Helper::ProbeReadUserStr,
+        Helper::ProbeReadKernelStr,
         Helper::KtimeGetBootNs,
         Helper::RingbufOutput,
         Helper::RingbufReserve,
@@ -297,13 +313,20 @@ impl Helper {
             Helper::MapUpdateElem => "bpf_map_update_elem",
             Helper::MapDeleteElem => "bpf_map_delete_elem",
             Helper::KtimeGetNs => "bpf_ktime_get_ns",
+            Helper::GetPrandomU32 => "bpf_get_prandom_u32",
             Helper::GetSmpProcessorId => "bpf_get_smp_processor_id",
             Helper::GetCurrentPidTgid => "bpf_get_current_pid_tgid",
             Helper::GetCurrentUidGid => "bpf_get_current_uid_gid",
             Helper::GetCurrentComm => "bpf_get_current_comm",
             Helper::GetStackid => "bpf_get_stackid",
+            Helper::GetCurrentTask => "bpf_get_current_task",
+            Helper::GetNumaNodeId => "bpf_get_numa_node_id",
+            Helper::GetStack => "bpf_get_stack",
+            Helper::GetCurrentCgroupId => "bpf_get_current_cgroup_id",
             Helper::ProbeReadUser => "bpf_probe_read_user",
+            Helper::ProbeReadKernel => "bpf_probe_read_kernel",
             Helper::ProbeReadUserStr => "bpf_probe_read_user_str",
+            Helper::ProbeReadKernelStr => "bpf_probe_read_kernel_str",
             Helper::KtimeGetBootNs => "bpf_ktime_get_boot_ns",
             Helper::RingbufOutput => "bpf_ringbuf_output",
             Helper::RingbufReserve => "bpf_ringbuf_reserve",
@@ -408,6 +431,29 @@ impl Insn {
         Insn::new(class::ALU64 | op as u8 | SRC_X, dst as u8, src as u8, 0, 0)
     }
 
+    /// `dst s/= src` or `dst s%= src`: signed division and remainder
+    /// (`off = 1`, Linux 6.6+). Other operations are built unsigned.
+    pub const fn alu64_reg_signed(op: AluOp, dst: Reg, src: Reg) -> Insn {
+        let off = if matches!(op, AluOp::Div | AluOp::Mod) {
+            1
+        } else {
+            0
+        };
+        Insn::new(
+            class::ALU64 | op as u8 | SRC_X,
+            dst as u8,
+            src as u8,
+            off,
+            0,
+        )
+    }
+
+    /// `dst = bswap64(dst)`: reverses the byte order of all 8 bytes
+    /// (Linux 6.6+).
+    pub const fn bswap64(dst: Reg) -> Insn {
+        Insn::new(class::ALU64 | 0xd0, dst as u8, 0, 0, 64)
+    }
+
     /// `wdst op= imm` on the low 32 bits; the upper half is zeroed.
     pub const fn alu32_imm(op: AluOp, dst: Reg, imm: i32) -> Insn {
         Insn::new(class::ALU | op as u8, dst as u8, 0, 0, imm)
@@ -490,6 +536,17 @@ impl Insn {
         Insn::ld_imm64_raw(dst, PSEUDO_MAP_FD, fd as u32 as u64)
     }
 
+    /// `dst = &map[fd] value + offset`: the address of an array map's first
+    /// value, known at load time, so that reading it needs no helper call.
+    /// Occupies two slots.
+    pub const fn ld_map_value(dst: Reg, fd: i32, offset: u32) -> [Insn; 2] {
+        Insn::ld_imm64_raw(
+            dst,
+            PSEUDO_MAP_VALUE,
+            ((offset as u64) << 32) | fd as u32 as u64,
+        )
+    }
+
     const fn ld_imm64_raw(dst: Reg, src: u8, imm: u64) -> [Insn; 2] {
         [
             Insn::new(
@@ -545,6 +602,15 @@ impl Insn {
     /// Returns from the program with the value in `R0`.
     pub const fn exit() -> Insn {
         Insn::new(class::JMP | jmp::EXIT, 0, 0, 0, 0)
+    }
+
+    /// Whether this is the first slot of a map reference
+    /// ([`ld_map_fd`](Insn::ld_map_fd), [`ld_map_value`](Insn::ld_map_value)),
+    /// whose immediate is a map's file descriptor, or, before
+    /// [`relocate_maps`](crate::relocate_maps), an index into the maps of
+    /// a program.
+    pub const fn is_map_ref(self) -> bool {
+        self.is_ld_imm64() && (self.src() == PSEUDO_MAP_FD || self.src() == PSEUDO_MAP_VALUE)
     }
 
     /// Whether this slot starts a two-slot `ld_imm64`.

@@ -13,6 +13,8 @@
 //!   kernel supports and attaching to probe sites; the returned
 //!   [`Attachment`] detaches on drop.
 //! * [`disasm`]: listings in the kernel's own format, for `--dump`.
+//! * [`MappingEvents`]: where traced processes map their files, recorded
+//!   by the kernel, for symbolizing addresses after a process is gone.
 //!
 //! All `unsafe` code is in one private module, `sys`, which wraps each
 //! system call into a function over owned or borrowed safe types. File
@@ -48,6 +50,7 @@
 //! let opts = LoadOptions {
 //!     name: "hits".into(),
 //!     expected_attach_type: mechanism.expected_attach_type(),
+//!     ..LoadOptions::default()
 //! };
 //! let program = Program::load(&b.finish()?, &opts)?;
 //! let request = UprobeAttach {
@@ -69,18 +72,24 @@ pub mod disasm;
 mod error;
 mod insn;
 pub mod map;
+mod mappings;
 mod program;
 mod ringbuf;
 mod sys;
+mod tracepoint;
 mod uprobe;
 pub mod x86_64;
 
 pub use builder::{Builder, CodegenError, Label};
 pub use error::{Error, Result};
 pub use insn::{AluOp, Helper, Insn, JmpOp, Reg, Size, PSEUDO_CALL, PSEUDO_MAP_FD, STACKID_USER};
-pub use map::{possible_cpus, Map, MapSpec, MapType, PerCpuValues};
-pub use program::{AttachType, LoadOptions, Program, ProgramInfo, VerifierLog};
+pub use map::{possible_cpus, Map, MapSpec, MapType, PerCpuValues, F_NO_PREALLOC};
+pub use mappings::{Mapped, MappingEvents, ProcessEvent};
+pub use program::{
+    relocate_maps, AttachType, LoadOptions, Program, ProgramInfo, ProgramType, VerifierLog,
+};
 pub use ringbuf::{
     process_exit_fd, Poll, RingBuf, QUERY_AVAIL_DATA, SUBMIT_FORCE_WAKEUP, SUBMIT_NO_WAKEUP,
 };
+pub use tracepoint::{attach_raw_tracepoint, attach_tracepoint};
 pub use uprobe::{Attachment, Features, Mechanism, UprobeAttach, UprobePmu, UprobeSite};

@@ -18,8 +18,32 @@ use crate::error::{Error, Result};
 use crate::insn::{Insn, PSEUDO_CALL};
 use crate::sys;
 
-/// `BPF_PROG_TYPE_KPROBE`.
-const PROG_TYPE_KPROBE: u32 = 2;
+/// The kind of a program, which decides its context and where it attaches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ProgramType {
+    /// `BPF_PROG_TYPE_KPROBE`, which is also the type of uprobe programs:
+    /// the context is the traced task's `pt_regs`.
+    #[default]
+    Kprobe,
+    /// `BPF_PROG_TYPE_TRACEPOINT`: the context is the tracepoint's record,
+    /// laid out as its tracefs `format` file says.
+    Tracepoint,
+    /// `BPF_PROG_TYPE_RAW_TRACEPOINT`: the context is the tracepoint's
+    /// arguments. Such programs can also be run from user space
+    /// ([`Program::test_run`]).
+    RawTracepoint,
+}
+
+impl ProgramType {
+    fn raw(self) -> u32 {
+        match self {
+            ProgramType::Kprobe => 2,
+            ProgramType::Tracepoint => 5,
+            ProgramType::RawTracepoint => 17,
+        }
+    }
+}
 
 /// First log buffer size on a failed load.
 const LOG_START: usize = 1 << 20;
@@ -53,6 +77,7 @@ pub struct LoadOptions {
     /// Needed for uprobe_multi attachment; see
     /// [`Mechanism::expected_attach_type`](crate::Mechanism::expected_attach_type).
     pub expected_attach_type: Option<AttachType>,
+    pub prog_type: ProgramType,
 }
 
 /// A loaded program, unloaded when dropped and no attachment holds it.
@@ -86,7 +111,7 @@ impl Program {
             &opts.name
         };
         let req = sys::ProgLoad {
-            prog_type: PROG_TYPE_KPROBE,
+            prog_type: opts.prog_type.raw(),
             expected_attach_type: opts.expected_attach_type.map_or(0, AttachType::raw),
             insns,
             license: c"GPL",
@@ -104,6 +129,13 @@ impl Program {
             name: name.to_owned(),
             expected_attach_type: opts.expected_attach_type,
         })
+    }
+
+    /// Runs the program once in this task, with an empty context, and
+    /// returns what it returned. Only raw tracepoint programs can be run
+    /// this way.
+    pub fn test_run(&self) -> Result<u32> {
+        sys::prog_test_run(self.fd.as_fd()).map_err(|e| Error::sys("running BPF program", e))
     }
 
     /// The name given at load time.
@@ -166,6 +198,20 @@ impl AsRawFd for Program {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
+}
+
+/// Replaces each map reference's immediate, an index into `maps`, with
+/// that map's file descriptor, so that a code generator can emit programs
+/// before any map exists. Fails on an index with no map.
+pub fn relocate_maps(insns: &mut [Insn], maps: &[&crate::Map]) -> Result<()> {
+    for insn in insns.iter_mut().filter(|i| i.is_map_ref()) {
+        let map = usize::try_from(insn.imm)
+            .ok()
+            .and_then(|i| maps.get(i))
+            .ok_or_else(|| Error::Invalid(format!("map reference {} has no map", insn.imm)))?;
+        insn.imm = map.as_raw_fd();
+    }
+    Ok(())
 }
 
 /// Loads again with a verifier log and turns the failure into an error

@@ -10,8 +10,10 @@
 //!
 //! * the *consumer page* (read-write) holds `consumer_pos`, which we advance;
 //! * the *producer area* (read-only) is one page holding `producer_pos`,
-//!   then the data area mapped twice in a row, so that a record that wraps
-//!   around the end is still contiguous in our address space.
+//!   then the data area. The kernel offers the data area twice in a row,
+//!   so that a record that wraps around the end is contiguous, but every
+//!   page of the mapping counts as resident, so we map it once and copy
+//!   the rare record that wraps.
 //!
 //! Each record starts with an 8-byte header: `u32 len` with bit 31 BUSY
 //! (reserved, not yet submitted) and bit 30 DISCARD, then `u32 pg_off`.
@@ -56,6 +58,8 @@ pub struct RingBuf {
     producer: sys::Mmap,
     data_start: usize,
     mask: u64,
+    /// A record that wraps around the end of the data area, made whole.
+    wrapped: Vec<u8>,
     epoll: sys::Epoll,
     watched: Vec<u64>,
     ready: Vec<u64>,
@@ -85,7 +89,7 @@ impl RingBuf {
         let mmap_err = |e| Error::sys("mapping ring buffer", e);
         let consumer = sys::Mmap::map(map.as_fd(), 0, page, true).map_err(mmap_err)?;
         let producer =
-            sys::Mmap::map(map.as_fd(), page, page + 2 * size as usize, false).map_err(mmap_err)?;
+            sys::Mmap::map(map.as_fd(), page, page + size as usize, false).map_err(mmap_err)?;
         let epoll = sys::Epoll::new().map_err(|e| Error::sys("creating epoll instance", e))?;
         epoll
             .add(map.as_fd(), RING_TOKEN)
@@ -95,6 +99,7 @@ impl RingBuf {
             producer,
             data_start: page,
             mask: u64::from(size) - 1,
+            wrapped: Vec::new(),
             epoll,
             watched: Vec::new(),
             ready: Vec::new(),
@@ -157,7 +162,21 @@ impl RingBuf {
                 }
                 let data_len = len & !(BUSY | DISCARD);
                 if len & DISCARD == 0 {
-                    f(self.producer.bytes(at + HEADER as usize, data_len as usize));
+                    let start = at + HEADER as usize;
+                    let end = self.data_start + self.mask as usize + 1;
+                    if start + data_len as usize <= end {
+                        f(self.producer.bytes(start, data_len as usize));
+                    } else {
+                        let first = end - start;
+                        self.wrapped.clear();
+                        self.wrapped
+                            .extend_from_slice(self.producer.bytes(start, first));
+                        self.wrapped.extend_from_slice(
+                            self.producer
+                                .bytes(self.data_start, data_len as usize - first),
+                        );
+                        f(&self.wrapped);
+                    }
                     count += 1;
                 }
                 cons += (u64::from(data_len) + HEADER).next_multiple_of(8);

@@ -33,7 +33,9 @@ const BPF_MAP_UPDATE_ELEM: u32 = 2;
 const BPF_MAP_DELETE_ELEM: u32 = 3;
 const BPF_MAP_GET_NEXT_KEY: u32 = 4;
 const BPF_PROG_LOAD: u32 = 5;
+const BPF_PROG_TEST_RUN: u32 = 10;
 const BPF_OBJ_GET_INFO_BY_FD: u32 = 15;
+const BPF_RAW_TRACEPOINT_OPEN: u32 = 17;
 const BPF_LINK_CREATE: u32 = 28;
 
 /// Size of our `union bpf_attr` buffer: more than any command we issue uses.
@@ -261,20 +263,39 @@ pub(crate) fn possible_cpus() -> io::Result<usize> {
     Ok(*CPUS.get_or_init(|| n))
 }
 
-/// Counts the CPUs in a list like `0-3,6,8-9`.
-fn parse_cpu_list(text: &str) -> Option<usize> {
-    let mut count = 0;
+/// The CPUs that are online now.
+pub(crate) fn online_cpus() -> io::Result<Vec<i32>> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
+    cpu_ids(&text).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("cannot parse /sys/devices/system/cpu/online: {text:?}"),
+        )
+    })
+}
+
+/// The CPUs in a list like `0-3,6,8-9`.
+fn cpu_ids(text: &str) -> Option<Vec<i32>> {
+    let mut ids = Vec::new();
     for part in text.trim().split(',') {
         let (lo, hi) = match part.split_once('-') {
-            Some((lo, hi)) => (lo.parse::<usize>().ok()?, hi.parse::<usize>().ok()?),
+            Some((lo, hi)) => (lo.parse::<i32>().ok()?, hi.parse::<i32>().ok()?),
             None => {
-                let n = part.parse::<usize>().ok()?;
+                let n = part.parse::<i32>().ok()?;
                 (n, n)
             }
         };
-        count += hi.checked_sub(lo)? + 1;
+        if hi < lo {
+            return None;
+        }
+        ids.extend(lo..=hi);
     }
-    (count > 0).then_some(count)
+    (!ids.is_empty()).then_some(ids)
+}
+
+/// Counts the CPUs in a list like `0-3,6,8-9`.
+fn parse_cpu_list(text: &str) -> Option<usize> {
+    cpu_ids(text).map(|ids| ids.len())
 }
 
 // ---- programs ---------------------------------------------------------
@@ -328,6 +349,24 @@ pub(crate) fn prog_load(
             }
         }
     }
+}
+
+/// Runs a program once with an empty context (`BPF_PROG_TEST_RUN`) and
+/// returns its return value. Raw tracepoint programs run this way in the
+/// calling task, on the calling CPU.
+pub(crate) fn prog_test_run(prog: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut attr = Attr::new();
+    attr.u32(0, prog.as_raw_fd() as u32);
+    bpf(BPF_PROG_TEST_RUN, &mut attr)?;
+    Ok(attr.get_u32(4))
+}
+
+/// Attaches a raw tracepoint program to the tracepoint `name`
+/// (`BPF_RAW_TRACEPOINT_OPEN`), which needs no tracefs.
+pub(crate) fn raw_tracepoint_open(name: &CStr, prog: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let mut attr = Attr::new();
+    attr.ptr(0, name.as_ptr()).u32(8, prog.as_raw_fd() as u32);
+    bpf_fd(BPF_RAW_TRACEPOINT_OPEN, &mut attr)
 }
 
 /// What `BPF_OBJ_GET_INFO_BY_FD` tells about a program.
@@ -479,6 +518,93 @@ pub(crate) fn perf_event_open_uprobe(p: &PerfUprobe<'_>) -> io::Result<OwnedFd> 
             a.0.as_ptr(),
             p.pid as libc::c_long,
             p.cpu as libc::c_long,
+            -1 as libc::c_long,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: perf_event_open returned a new descriptor that we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `PERF_TYPE_SOFTWARE` and its `PERF_COUNT_SW_DUMMY` event.
+const PERF_TYPE_SOFTWARE: u32 = 1;
+const PERF_COUNT_SW_DUMMY: u64 = 9;
+/// `perf_event_attr.sample_type`: `PERF_SAMPLE_TID | PERF_SAMPLE_TIME`.
+pub(crate) const SAMPLE_TID_TIME: u64 = (1 << 1) | (1 << 2);
+
+/// Opens a perf event that counts nothing and reports, in its ring
+/// buffer, the executable mappings, `fork`s, `exec`s and exits of process
+/// `pid` (and of its children, with `inherit`) on `cpu`. Each record ends
+/// with the pid, tid and time ([`SAMPLE_TID_TIME`]).
+pub(crate) fn perf_event_open_mappings(pid: i32, cpu: i32, inherit: bool) -> io::Result<OwnedFd> {
+    #[repr(C, align(8))]
+    struct PerfAttr([u8; PERF_ATTR_SIZE]);
+    let mut a = PerfAttr([0; PERF_ATTR_SIZE]);
+    let mut put = |off: usize, bytes: &[u8]| a.0[off..off + bytes.len()].copy_from_slice(bytes);
+    put(0, &PERF_TYPE_SOFTWARE.to_ne_bytes());
+    put(4, &(PERF_ATTR_SIZE as u32).to_ne_bytes());
+    put(8, &PERF_COUNT_SW_DUMMY.to_ne_bytes());
+    put(24, &SAMPLE_TID_TIME.to_ne_bytes());
+    // flags: inherit (1), mmap (8), comm (9), task (13), sample_id_all
+    // (18), mmap2 (23), comm_exec (24).
+    let flags = (u64::from(inherit) << 1)
+        | (1 << 8)
+        | (1 << 9)
+        | (1 << 13)
+        | (1 << 18)
+        | (1 << 23)
+        | (1 << 24);
+    put(40, &flags.to_ne_bytes());
+    // SAFETY: `a` is a `perf_event_attr` of the size it declares and holds
+    // no pointers.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            a.0.as_ptr(),
+            pid as libc::c_long,
+            cpu as libc::c_long,
+            -1 as libc::c_long,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: perf_event_open returned a new descriptor that we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `PERF_TYPE_TRACEPOINT`.
+const PERF_TYPE_TRACEPOINT: u32 = 2;
+
+/// Opens a disabled tracepoint perf event for tracepoint `id`: with no
+/// `task`, on CPU 0 for all processes (a BPF program attached to it runs
+/// wherever the tracepoint fires); with a task, for that process on every
+/// CPU, and, with `inherit`, for every process it forks from then on.
+/// A perf event for tracepoint `id`, for every process (on CPU 0: a
+/// program attached to it runs wherever the tracepoint fires).
+pub(crate) fn perf_event_open_tracepoint(id: u64) -> io::Result<OwnedFd> {
+    #[repr(C, align(8))]
+    struct PerfAttr([u8; PERF_ATTR_SIZE]);
+    let mut a = PerfAttr([0; PERF_ATTR_SIZE]);
+    let mut put = |off: usize, bytes: &[u8]| a.0[off..off + bytes.len()].copy_from_slice(bytes);
+    put(0, &PERF_TYPE_TRACEPOINT.to_ne_bytes());
+    put(4, &(PERF_ATTR_SIZE as u32).to_ne_bytes());
+    put(8, &id.to_ne_bytes());
+    put(16, &1u64.to_ne_bytes()); // sample_period
+    put(40, &1u64.to_ne_bytes()); // flags: disabled
+    let (pid, cpu) = (-1, 0);
+    // SAFETY: `a` is a `perf_event_attr` of the size it declares and holds
+    // no pointers.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            a.0.as_ptr(),
+            pid as libc::c_long,
+            cpu as libc::c_long,
             -1 as libc::c_long,
             PERF_FLAG_FD_CLOEXEC,
         )
@@ -716,6 +842,7 @@ mod tests {
         assert_eq!(parse_cpu_list(""), None);
         assert_eq!(parse_cpu_list("3-1"), None);
         assert_eq!(parse_cpu_list("x"), None);
+        assert_eq!(cpu_ids("0-1,4\n"), Some(vec![0, 1, 4]));
     }
 
     #[test]

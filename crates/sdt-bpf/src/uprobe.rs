@@ -159,6 +159,7 @@ fn trivial_program(attach: Option<AttachType>) -> Result<Option<Program>> {
     let opts = LoadOptions {
         name: "sdt_probe".into(),
         expected_attach_type: attach,
+        ..LoadOptions::default()
     };
     match Program::load(&insns, &opts) {
         Ok(p) => Ok(Some(p)),
@@ -243,6 +244,28 @@ pub struct Attachment {
 }
 
 impl Attachment {
+    pub(crate) fn new(
+        mechanism: Mechanism,
+        links: Vec<OwnedFd>,
+        perf_events: Vec<OwnedFd>,
+    ) -> Attachment {
+        Attachment {
+            mechanism,
+            links,
+            perf_events,
+        }
+    }
+
+    /// The descriptors that hold the probes attached: links first, then
+    /// the perf events they point at, in the order they must be closed.
+    /// Closing them detaches, which makes the kernel wait for a grace
+    /// period; a caller may hand them to another process to close.
+    pub fn into_fds(self) -> Vec<OwnedFd> {
+        let mut fds = self.links;
+        fds.extend(self.perf_events);
+        fds
+    }
+
     /// The mechanism that was used.
     pub fn mechanism(&self) -> Mechanism {
         self.mechanism

@@ -247,3 +247,65 @@ fn stack_trace_map_is_created_empty() {
     assert_eq!(map.keys().count(), 0);
     assert_eq!(map.lookup(&key(0)).unwrap(), None);
 }
+
+#[test]
+fn ring_records_that_wrap_around_the_end_arrive_whole() {
+    if !privileged("ring_records_that_wrap_around_the_end_arrive_whole") {
+        return;
+    }
+    // Records of 1000 bytes (1008 with the header) in a 4096-byte ring:
+    // every fifth one wraps around the end of the data area.
+    const WORDS: i16 = 125;
+    let mut ring = RingBuf::new(4096).unwrap();
+    let counter = Map::create(&MapSpec::new(MapType::Array, 4, 8, 1)).unwrap();
+    let mut b = Builder::new();
+    let out = b.label();
+    b.push(Insn::st(Size::W, R10, -4, 0))
+        .ld_map(R1, &counter)
+        .push(Insn::mov64_reg(R2, R10))
+        .push(Insn::alu64_imm(sdt_bpf::AluOp::Add, R2, -4))
+        .call(Helper::MapLookupElem)
+        .jump_imm(sdt_bpf::JmpOp::Eq, R0, 0, out)
+        .push(Insn::ldx(Size::DW, R7, R0, 0))
+        .push(Insn::alu64_imm(sdt_bpf::AluOp::Add, R7, 1))
+        .push(Insn::stx(Size::DW, R0, 0, R7))
+        .ld_map(R1, ring.map())
+        .push(Insn::mov64_imm(R2, i32::from(WORDS) * 8))
+        .push(Insn::mov64_imm(R3, 0))
+        .call(Helper::RingbufReserve)
+        .jump_imm(sdt_bpf::JmpOp::Eq, R0, 0, out);
+    for word in 0..WORDS {
+        b.push(Insn::stx(Size::DW, R0, word * 8, R7));
+    }
+    b.push(Insn::mov64_reg(R1, R0))
+        .push(Insn::mov64_imm(R2, 0))
+        .call(Helper::RingbufSubmit)
+        .bind(out);
+    b.push(Insn::mov64_imm(R0, 0)).exit();
+    let program = Program::load(
+        &b.finish().unwrap(),
+        &LoadOptions {
+            name: "wrap-test".into(),
+            prog_type: sdt_bpf::ProgramType::RawTracepoint,
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        program.test_run().unwrap();
+        ring.consume(|record| {
+            assert_eq!(record.len(), WORDS as usize * 8);
+            let words: Vec<u64> = record
+                .chunks(8)
+                .map(|w| u64::from_ne_bytes(w.try_into().unwrap()))
+                .collect();
+            assert!(
+                words.iter().all(|&w| w == words[0]),
+                "torn record {words:?}"
+            );
+            seen.push(words[0]);
+        });
+    }
+    assert_eq!(seen, (1..=20).collect::<Vec<u64>>());
+}

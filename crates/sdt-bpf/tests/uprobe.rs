@@ -154,6 +154,7 @@ fn load(b: Builder, name: &str, m: Mechanism) -> Program {
     let options = LoadOptions {
         name: name.into(),
         expected_attach_type: m.expected_attach_type(),
+        ..LoadOptions::default()
     };
     Program::load(&insns, &options)
         .unwrap_or_else(|e| panic!("{e}\n{}", sdt_bpf::disasm::disassemble(&insns)))

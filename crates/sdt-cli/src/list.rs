@@ -103,13 +103,15 @@ pub fn run(args: ListArgs) -> anyhow::Result<ExitCode> {
             if object.deleted {
                 shown.push_str(" (deleted)");
             }
-            match ElfFile::open(&object.open_path) {
+            // What the process maps, opened without trusting its name;
+            // an object that cannot be is named, and the others listed.
+            match object.file() {
                 Ok(file) => targets.push(Target {
                     shown,
                     pid: Some(pid),
-                    file,
+                    file: file.clone(),
                 }),
-                Err(err) => warn(&format!("process {pid}: {shown}: {}", chain(&err))),
+                Err(err) => warn(&chain(&err)),
             }
         }
     }
@@ -127,7 +129,13 @@ pub fn run(args: ListArgs) -> anyhow::Result<ExitCode> {
 
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
-    let printed = print(&mut out, &listed, pattern.as_ref(), &args).and_then(|()| out.flush());
+    let printed =
+        print(&mut out, &listed, pattern.as_ref(), &args).and_then(|n| out.flush().map(|()| n));
+    if matches!(printed, Ok(0)) {
+        // An empty listing must never look like a failure to look.
+        explain_nothing(&listed, pattern.as_ref(), &args.pids);
+    }
+    let printed = printed.map(|_| ());
     match printed {
         Ok(()) => Ok(ExitCode::SUCCESS),
         // `sdt list | head`: the reader is gone, which is not an error.
@@ -158,13 +166,47 @@ fn split_positionals(words: &[OsString]) -> anyhow::Result<(Vec<PathBuf>, Option
     Ok((paths, pattern))
 }
 
+/// Says on stderr why nothing was listed: which objects have no probes,
+/// or that none matched the pattern.
+fn explain_nothing(listed: &[(&Target, Probes<'_>)], pattern: Option<&ProbePattern>, pids: &[u32]) {
+    let with_probes: Vec<&str> = listed
+        .iter()
+        .filter(|(_, probes)| !probes.is_empty())
+        .map(|(t, _)| t.shown.as_str())
+        .collect();
+    let searched: Vec<&str> = listed.iter().map(|(t, _)| t.shown.as_str()).collect();
+    let whose = if pids.is_empty() {
+        String::new()
+    } else {
+        let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+        format!(" of process {}", pids.join(", "))
+    };
+    if with_probes.is_empty() {
+        match searched.as_slice() {
+            [one] => eprintln!("sdt: {one} has no USDT probes"),
+            _ => eprintln!(
+                "sdt: none of the {} objects{whose} has USDT probes ({})",
+                searched.len(),
+                searched.join(", ")
+            ),
+        }
+    } else if pattern.is_some() {
+        eprintln!(
+            "sdt: no probe matches the pattern in {}",
+            with_probes.join(", ")
+        );
+    }
+}
+
+/// Prints the listing; returns how many probes it printed.
 fn print(
     out: &mut impl Write,
     listed: &[(&Target, Probes<'_>)],
     pattern: Option<&ProbePattern>,
     args: &ListArgs,
-) -> io::Result<()> {
+) -> io::Result<usize> {
     let mut first = true;
+    let mut printed = 0;
     if args.json {
         out.write_all(b"[")?;
     }
@@ -189,12 +231,13 @@ fn print(
                 }
             }
             first = false;
+            printed += 1;
         }
     }
     if args.json {
         out.write_all(if first { b"]\n" } else { b"\n]\n" })?;
     }
-    Ok(())
+    Ok(printed)
 }
 
 fn print_site(out: &mut impl Write, site: &Site<'_>) -> io::Result<()> {
@@ -237,6 +280,10 @@ fn print_arg(out: &mut impl Write, i: usize, arg: &Arg<'_>) -> io::Result<()> {
             writeln!(out, "{size}-byte {kind} in {}", arg.operand())
         }
         (Location::Memory(_), Some(size)) => {
+            writeln!(out, "{size}-byte {kind} at {}", arg.operand())
+        }
+        // Traced through the symbol table.
+        (Location::Unsupported(why), Some(size)) if why.pc_relative_symbol().is_some() => {
             writeln!(out, "{size}-byte {kind} at {}", arg.operand())
         }
         (Location::Constant(value), Some(size)) => {

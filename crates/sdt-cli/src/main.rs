@@ -2,16 +2,25 @@
 //!
 //! The binary is deliberately thin: argument parsing and output formatting
 //! live here, every piece of real logic lives in a library crate
-//! (`sdt-elf` for discovery, `sdt-bpf` for the kernel interface).
+//! (`sdt-elf` for discovery, `sdt-script` for the language, `sdt-trace`
+//! for the engine, `sdt-bpf` for the kernel interface, `sdt-proc` for
+//! process control).
+//!
+//! Installed (or linked) under the name `bpftrace`, the binary takes
+//! bpftrace's command line, so that wrappers written for bpftrace run it.
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod list;
+mod run;
 mod trace;
+mod traced;
 
-/// Statically defined tracing for Linux: list and trace USDT probes.
+/// Statically defined tracing for Linux: list and trace USDT probes, and
+/// run bpftrace programs on them.
 #[derive(Parser)]
 #[command(
     name = "sdt",
@@ -23,8 +32,9 @@ mod trace;
         sdt list python3.11                     the probes of a program in PATH\n  \
         sdt list -v -p 1234                     every probe a process maps, in detail\n  \
         sdt trace -c 'python3.11 app.py' -s 1 python:function__entry\n  \
-        sdt trace -p 1234 'postgresql:query__*'\n\n\
-        Run `sdt help list` or `sdt help trace` for more."
+        sdt trace -p 1234 'postgresql:query__*'\n  \
+        sdt run -e 'usdt::python:function__entry { @[str(arg1)] = count(); }' -c 'python3.11 app.py'\n\n\
+        Run `sdt help list`, `sdt help trace` or `sdt help run` for more."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -35,13 +45,43 @@ struct Cli {
 enum Command {
     List(list::ListArgs),
     Trace(trace::TraceArgs),
+    Run(run::RunArgs),
+    /// Closes probes handed over by an sdt that has exited (internal).
+    #[command(name = "__release", hide = true)]
+    Release {
+        socket: std::path::PathBuf,
+    },
+    /// Take bpftrace's command line: `sdt bpftrace ARGS` is `bpftrace ARGS`.
+    #[command(disable_help_flag = true)]
+    Bpftrace {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<OsString>,
+    },
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::List(args) => list::run(args),
-        Command::Trace(args) => trace::run(args),
+    let mut argv: Vec<OsString> = std::env::args_os().collect();
+    let invoked_as = argv
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let result = if invoked_as == "bpftrace" {
+        argv.remove(0);
+        bpftrace(argv)
+    } else {
+        match Cli::parse().command {
+            Command::List(args) => list::run(args),
+            Command::Trace(args) => trace::run(args),
+            Command::Run(args) => run::run(args, run::Mode::Sdt),
+            Command::Bpftrace { args } => bpftrace(args),
+            Command::Release { socket } => {
+                if let Ok(fds) = sdt_proc::receive(&socket) {
+                    traced::close_all(fds);
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+        }
     };
     match result {
         Ok(code) => code,
@@ -49,5 +89,85 @@ fn main() -> ExitCode {
             eprintln!("sdt: {err:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// bpftrace's command line, as `sdt run` in bpftrace's mode.
+fn bpftrace(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
+    if args.iter().any(|a| a == "-V" || a == "--version") {
+        println!("bpftrace v0.17.0 (sdt {})", env!("CARGO_PKG_VERSION"));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let argv = std::iter::once(OsString::from("bpftrace")).chain(args);
+    match run::RunArgs::try_parse_from(argv) {
+        Ok(args) => run::run(args, run::Mode::Bpftrace),
+        Err(e) => {
+            let _ = e.print();
+            Ok(ExitCode::from(if e.use_stderr() { 1 } else { 0 }))
+        }
+    }
+}
+
+fn parse_mechanism(text: &str) -> Result<sdt_bpf::Mechanism, String> {
+    use sdt_bpf::Mechanism::*;
+    [UprobeMulti, PerfLink, PerfIoctl]
+        .into_iter()
+        .find(|m| m.name().replace('_', "-") == text)
+        .ok_or_else(|| format!("`{text}` is not one of uprobe-multi, perf-link, perf-ioctl"))
+}
+
+fn parse_size(text: &str) -> Result<u32, String> {
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((at, _)) => text.split_at(at),
+        None => (text, ""),
+    };
+    let shift = match unit
+        .to_ascii_uppercase()
+        .trim_end_matches('B')
+        .trim_end_matches('I')
+    {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        _ => return Err(format!("unknown unit `{unit}`: use K, M or G")),
+    };
+    let bytes = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_shl(shift))
+        .filter(|&n| n >> shift == digits.parse::<u64>().unwrap_or(0))
+        .ok_or_else(|| format!("`{text}` is not a size"))?;
+    let page = 4096;
+    if !bytes.is_power_of_two() || bytes < page || bytes > 1 << 31 {
+        return Err(format!("{text} must be a power of two between 4K and 2G"));
+    }
+    Ok(bytes as u32)
+}
+
+fn size_text(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
+        b => format!("{}K", b >> 10),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4M"), Ok(4 << 20), "the --help default");
+        assert_eq!(parse_size("32M"), Ok(32 << 20));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert!(parse_size("3M").is_err());
+        assert!(parse_size("1K").is_err());
+        assert!(parse_size("8X").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+        assert_eq!(size_text(128 << 20), "128M");
     }
 }

@@ -1,20 +1,21 @@
 //! `sdt trace`: print every hit of one or more USDT probes, with arguments.
 
-mod child;
 mod output;
-mod signals;
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use sdt_trace::{Options, ProbeSpec, Scope, Session, StringArg};
+use sdt_script::check::CheckOptions;
+use sdt_script::driver;
+use sdt_script::event::Event;
+use sdt_script::hir::StringArg;
+use sdt_trace::{ProbeSpec, Scope};
 
-use self::child::HeldChild;
-use self::output::Printer;
+use self::output::{Printer, Summary};
+use crate::traced::Traced;
 
 const AFTER_HELP: &str = "\
 PROBES:
@@ -25,9 +26,10 @@ PROBES:
   executable. A leading `usdt:` is accepted, as in bpftrace.
 
 SCOPE:
-  -p PID     trace one process; sdt ends when it ends
-  -c CMD     start CMD, attach before its first instruction, trace only it,
-             and exit with its exit status
+  -p PID     trace one process and the processes it starts from then on
+             (--no-follow: that process only); sdt ends when it ends
+  -c CMD     start CMD, attach before its first instruction, trace it and
+             the processes it starts, and exit with its exit status
   neither    trace every process that runs the file, including ones started
              later, until Ctrl-C
 
@@ -63,9 +65,20 @@ pub struct TraceArgs {
     #[arg(short, long, value_name = "PID", conflicts_with = "command")]
     pid: Option<i32>,
 
-    /// Run this command (split like a shell would) and trace only it.
+    /// Run this command (split like a shell would) and trace it and the
+    /// processes it starts.
     #[arg(short, long, value_name = "CMD")]
     command: Option<String>,
+
+    /// With -p or -c, trace only that process, not the processes it starts.
+    ///
+    /// Following children attaches the probes for every process that maps
+    /// the probed files, and each program then checks that the process is
+    /// in the traced tree: other processes that run the probed code trap
+    /// into the kernel at each probe (about half a microsecond) and see
+    /// their semaphores raised. With --no-follow they are untouched.
+    #[arg(long)]
+    no_follow: bool,
 
     /// Read argument N as a string: up to a NUL, or with N:M, of the length
     /// in argument M (how the sdt crate passes &str); at most 255 bytes
@@ -82,7 +95,7 @@ pub struct TraceArgs {
     output: Option<PathBuf>,
 
     /// Ring-buffer size: a power of two with an optional K, M or G suffix.
-    #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = crate::parse_size)]
     buffer_size: u32,
 
     /// Print the generated BPF programs to stderr before tracing.
@@ -92,16 +105,32 @@ pub struct TraceArgs {
     /// Attach with this kernel mechanism instead of the best available
     /// one (uprobe-multi, perf-link or perf-ioctl): for testing the paths
     /// older kernels take.
-    #[arg(long, value_name = "MECHANISM", value_parser = parse_mechanism, hide_short_help = true)]
+    #[arg(long, value_name = "MECHANISM", value_parser = crate::parse_mechanism, hide_short_help = true)]
     attach_with: Option<sdt_bpf::Mechanism>,
 }
 
-fn parse_mechanism(text: &str) -> Result<sdt_bpf::Mechanism, String> {
-    use sdt_bpf::Mechanism::*;
-    [UprobeMulti, PerfLink, PerfIoctl]
-        .into_iter()
-        .find(|m| m.name().replace('_', "-") == text)
-        .ok_or_else(|| format!("`{text}` is not one of uprobe-multi, perf-link, perf-ioctl"))
+/// The script `sdt trace` runs: each probe records every argument of its
+/// site, and the strings asked for.
+fn script(specs: &[ProbeSpec], strings: &[StringArg]) -> String {
+    let mut args: Vec<String> = Vec::new();
+    for s in strings {
+        args.push(s.arg.to_string());
+        args.push(s.len_arg.map_or(-1, |l| l as i64).to_string());
+    }
+    let mut text = String::new();
+    for spec in specs {
+        let (provider, name) = spec.probe.split_once(':').unwrap_or(("*", &spec.probe));
+        let target = spec
+            .target
+            .as_deref()
+            .map(|t| format!("\"{}\"", t.replace('\\', "\\\\").replace('"', "\\\"")))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "usdt:{target}:{provider}:{name} {{ __sdt_event({}); }}\n",
+            args.join(", ")
+        ));
+    }
+    text
 }
 
 pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
@@ -110,81 +139,102 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|p| ProbeSpec::parse(p))
         .collect::<Result<Vec<_>, _>>()?;
-    let argv = match &args.command {
-        Some(command) => {
-            let argv = shlex::split(command)
-                .filter(|argv| !argv.is_empty())
-                .with_context(|| format!("cannot split -c command `{command}` into words"))?;
-            Some(argv)
-        }
-        None => None,
-    };
-    // Before any thread exists, so that every thread inherits the mask.
-    let signals = signals::Signals::block()?;
-
-    let mut child = argv.as_deref().map(HeldChild::spawn).transpose()?;
-    let scope = Scope {
-        pid: args.pid.or(child.as_ref().map(HeldChild::pid)),
-        default_target: match &argv {
-            Some(argv) => Some(sdt_elf::resolve(&argv[0]).map_err(anyhow::Error::from)?),
-            None => None,
+    let traced = Traced::start(args.pid, args.command.as_deref())?;
+    let mechanism = sdt_trace::mechanism(args.attach_with)?;
+    let options = driver::Options {
+        check: CheckOptions {
+            internal: true,
+            ..CheckOptions::default()
+        },
+        scope: Scope {
+            pid: traced.pid,
+            default_target: traced.program.clone(),
+        },
+        mechanism,
+        codegen: sdt_script::codegen::Options {
+            wake_at: args.buffer_size / 8,
+            ring_size: args.buffer_size,
+            ..sdt_script::codegen::Options::default()
         },
     };
-    // Opened before anything else so that a process that exits while sdt
-    // starts up still ends the trace, instead of failing to be found.
-    let exit_fd = match scope.pid {
-        Some(pid) => match sdt_bpf::process_exit_fd(pid) {
-            Ok(fd) => Some(fd),
-            Err(_) => bail!("no process with PID {pid}"),
+    let source = script(&specs, &args.strings);
+    let compilation = driver::compile(&source, &options).map_err(|d| {
+        // The script is sdt's own: show what is wrong with the spec it
+        // came from, and the hints, without the script.
+        let lines: Vec<String> =
+            d.0.iter()
+                .map(|d| {
+                    std::iter::once(d.message.clone())
+                        .chain(d.hints.iter().cloned())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
+                .collect();
+        anyhow::anyhow!("{}", lines.join("\n"))
+    })?;
+    for warning in &compilation.warnings {
+        eprintln!("sdt: warning: {warning}");
+    }
+    if args.dump {
+        let names = compilation.compiled.map_names();
+        for p in &compilation.compiled.programs {
+            let listing = sdt_bpf::disasm::Disassembler::new()
+                .map_names(names.clone())
+                .listing(&p.insns);
+            eprintln!("program {}:\n{listing}", p.name);
+        }
+    }
+    let out: Box<dyn Write> = match &args.output {
+        Some(path) => Box::new(
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+        ),
+        None => Box::new(io::stdout().lock()),
+    };
+    let mut printer = Printer::new(BufWriter::with_capacity(1 << 16, out), args.json);
+    let runner = sdt_script::run::Runner::load(
+        &compilation,
+        mechanism,
+        traced.pid,
+        !args.no_follow,
+        Default::default(),
+        Box::new(io::sink()),
+    )?;
+    let mut events = 0u64;
+    let mut undecodable = 0u64;
+    let mut last_time = 0u64;
+    // A closed pipe or a full disk stops the trace.
+    let broken = std::cell::Cell::new(false);
+    let mut on_event = |record: &[u8]| match Event::decode(record, &compilation, last_time) {
+        Some(event) => {
+            last_time = event.time_ns;
+            events += 1;
+            printer.event(&event);
+            broken.set(printer.broken());
+        }
+        None => undecodable += 1,
+    };
+    let sites = compilation.sites.len();
+    let ended = traced.run(
+        runner,
+        false,
+        &mut on_event,
+        &|| broken.get(),
+        |runner, _| {
+            // After the command is released, so the message costs it nothing;
+            // in one write, so that scripts waiting for it never see half of it.
+            let live = format!(
+                "sdt: tracing {sites} site{} ({}); Ctrl-C to stop\n",
+                if sites == 1 { "" } else { "s" },
+                runner.mechanism().name()
+            );
+            let _ = io::stderr().write_all(live.as_bytes());
         },
-        None => None,
+    )?;
+    let summary = Summary {
+        events,
+        lost: ended.summary.lost_events + undecodable,
+        sites,
     };
-    let started = start(&specs, &scope, &args);
-    let (mut session, mut printer) = match started {
-        Ok(started) => started,
-        Err(err) => {
-            if let Some(child) = child.take() {
-                child.abandon();
-            }
-            return Err(err);
-        }
-    };
-
-    signals.watch(&mut session)?;
-    if let Some(fd) = &exit_fd {
-        session.watch(fd.as_fd(), PROCESS_EXIT)?;
-    }
-    let mut running = match child.take() {
-        Some(held) => Some(held.release()?),
-        None => None,
-    };
-    // After the command is released, so the message costs it nothing; in
-    // one write, so that scripts waiting for it never see half of it.
-    let sites = session.sites().len();
-    let live = format!(
-        "sdt: tracing {sites} site{} ({}); Ctrl-C to stop\n",
-        if sites == 1 { "" } else { "s" },
-        session.mechanism().name()
-    );
-    let _ = io::stderr().write_all(live.as_bytes());
-
-    let mut stop_signal = None;
-    loop {
-        let ready = session.poll(|event| printer.event(event))?;
-        printer.flush();
-        if printer.broken() {
-            break;
-        }
-        if ready.contains(&signals::TOKEN) {
-            stop_signal = signals.take();
-            break;
-        }
-        if ready.contains(&PROCESS_EXIT) {
-            break;
-        }
-    }
-
-    let summary = session.finish(|event| printer.event(event))?;
     printer.summary(&summary);
     printer.flush();
     if let Some(err) = printer.error() {
@@ -196,54 +246,10 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "sdt: {} events lost because the ring buffer was full; try --buffer-size {} or -o FILE",
             summary.lost,
-            size_text(u64::from(args.buffer_size) * 4)
+            crate::size_text(u64::from(args.buffer_size) * 4)
         );
     }
-
-    match running.take() {
-        Some(mut child) => {
-            if let Some(signal) = stop_signal {
-                // SAFETY: kill(2) has no memory-safety preconditions.
-                unsafe { libc::kill(child.id() as i32, signal) };
-            }
-            let status = child.wait().context("waiting for the -c command")?;
-            Ok(exit_code(status))
-        }
-        None => Ok(ExitCode::SUCCESS),
-    }
-}
-
-const PROCESS_EXIT: u64 = 2;
-
-fn start(
-    specs: &[ProbeSpec],
-    scope: &Scope,
-    args: &TraceArgs,
-) -> anyhow::Result<(Session, Printer)> {
-    let plan = sdt_trace::plan(specs, scope)?;
-    for warning in &plan.warnings {
-        eprintln!("sdt: warning: {warning}");
-    }
-    let options = Options {
-        string_args: args.strings.clone(),
-        buffer_size: args.buffer_size,
-        pid: scope.pid,
-        mechanism: args.attach_with,
-    };
-    let out: Box<dyn Write> = match &args.output {
-        Some(path) => Box::new(
-            File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
-        ),
-        None => Box::new(io::stdout().lock()),
-    };
-    let session = Session::start(plan, &options)?;
-    if args.dump {
-        for (name, insns) in session.programs() {
-            eprintln!("program {name}:\n{}", sdt_bpf::disasm::disassemble(insns));
-        }
-    }
-    let printer = Printer::new(BufWriter::with_capacity(1 << 16, out), args.json);
-    Ok((session, printer))
+    Ok(ExitCode::from(ended.command_status.unwrap_or(0)))
 }
 
 fn parse_string_arg(text: &str) -> Result<StringArg, String> {
@@ -261,52 +267,6 @@ fn parse_string_arg(text: &str) -> Result<StringArg, String> {
             len_arg: None,
         },
     })
-}
-
-fn exit_code(status: std::process::ExitStatus) -> ExitCode {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => ExitCode::from(code as u8),
-        (None, Some(signal)) => ExitCode::from((128 + signal) as u8),
-        _ => ExitCode::FAILURE,
-    }
-}
-
-fn parse_size(text: &str) -> Result<u32, String> {
-    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((at, _)) => text.split_at(at),
-        None => (text, ""),
-    };
-    let shift = match unit
-        .to_ascii_uppercase()
-        .trim_end_matches('B')
-        .trim_end_matches('I')
-    {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        _ => return Err(format!("unknown unit `{unit}`: use K, M or G")),
-    };
-    let bytes = digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_shl(shift))
-        .filter(|&n| n >> shift == digits.parse::<u64>().unwrap_or(0))
-        .ok_or_else(|| format!("`{text}` is not a size"))?;
-    let page = 4096;
-    if !bytes.is_power_of_two() || bytes < page || bytes > 1 << 31 {
-        return Err(format!("{text} must be a power of two between 4K and 2G"));
-    }
-    Ok(bytes as u32)
-}
-
-fn size_text(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
-        b => format!("{}K", b >> 10),
-    }
 }
 
 #[cfg(test)]
@@ -330,20 +290,18 @@ mod tests {
     }
 
     #[test]
-    fn sizes() {
+    fn scripts_quote_targets() {
+        let specs = [
+            ProbeSpec::parse("/odd \"dir\"/x:p:n*").unwrap(),
+            ProbeSpec::parse("q:r").unwrap(),
+        ];
+        let strings = [StringArg {
+            arg: 1,
+            len_arg: Some(2),
+        }];
         assert_eq!(
-            parse_size("4M"),
-            Ok(sdt_trace::DEFAULT_BUFFER_SIZE),
-            "the --help default"
+            script(&specs, &strings),
+            "usdt:\"/odd \\\"dir\\\"/x\":p:n* { __sdt_event(1, 2); }\nusdt::q:r { __sdt_event(1, 2); }\n"
         );
-        assert_eq!(parse_size("32M"), Ok(32 << 20));
-        assert_eq!(parse_size("4k"), Ok(4096));
-        assert_eq!(parse_size("1G"), Ok(1 << 30));
-        assert_eq!(parse_size("65536"), Ok(65536));
-        assert!(parse_size("3M").is_err());
-        assert!(parse_size("1K").is_err());
-        assert!(parse_size("8X").is_err());
-        assert!(parse_size("99999999999999999999G").is_err());
-        assert_eq!(size_text(128 << 20), "128M");
     }
 }

@@ -122,14 +122,18 @@ fn corrupt_notes_warn_and_the_rest_is_listed() {
 }
 
 #[test]
-fn no_probes_prints_nothing() {
+fn no_probes_prints_nothing_and_says_so() {
     let path = scratch("no-probes");
     std::fs::write(&path, Elf::x86_64().build()).unwrap();
     for (flag, expected) in [("-v", ""), ("--json", "[]\n")] {
         let out = run([&"list".into(), &flag.into(), &path]);
         assert_success(&out, "sdt list");
         assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
-        assert!(out.stderr.is_empty());
+        // An empty listing is never mistaken for a failure to look.
+        assert_eq!(
+            String::from_utf8(out.stderr).unwrap(),
+            format!("sdt: {} has no USDT probes\n", path.display())
+        );
     }
 }
 

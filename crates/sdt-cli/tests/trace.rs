@@ -15,6 +15,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use list_common::{assert_no_panic, have, require, sdt};
+use rustix::process::Signal;
 use serde_json::Value;
 use trace_common::{fixtures, setup, Fixtures};
 
@@ -90,7 +91,7 @@ fn argument_forms(f: &Fixtures, mechanism: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&mechanism.replace('-', "_")), "{stderr}");
     assert!(
-        stderr.contains("call bpf_ringbuf_reserve"),
+        stderr.contains("call bpf_ringbuf_output"),
         "--dump shows the program: {stderr}"
     );
 
@@ -291,9 +292,8 @@ fn wait_until_tracing(sdt: &mut Child) -> BufReader<std::process::ChildStderr> {
     }
 }
 
-fn signal(child: &Child, signal: i32) {
-    // SAFETY: kill(2) has no memory-safety preconditions.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+fn signal(child: &Child, signal: Signal) {
+    rustix::process::kill_process(rustix::process::Pid::from_child(child), signal).unwrap();
 }
 
 fn wait_with_timeout(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
@@ -314,9 +314,9 @@ fn wait_with_timeout(child: &mut Child, limit: Duration) -> std::process::ExitSt
 fn shared_library_semaphore_is_raised_and_lowered_however_sdt_exits() {
     let Some(f) = setup() else { return };
     for (name, sig) in [
-        ("SIGINT", libc::SIGINT),
-        ("SIGTERM", libc::SIGTERM),
-        ("SIGKILL", libc::SIGKILL),
+        ("SIGINT", Signal::INT),
+        ("SIGTERM", Signal::TERM),
+        ("SIGKILL", Signal::KILL),
     ] {
         let mut ticker = Ticker::start(f, 0);
         ticker.wait_for_semaphore(false);
@@ -328,7 +328,7 @@ fn shared_library_semaphore_is_raised_and_lowered_however_sdt_exits() {
         signal(&tracer, sig);
         let status = wait_with_timeout(&mut tracer, Duration::from_secs(10));
         ticker.wait_for_semaphore(false);
-        if sig != libc::SIGKILL {
+        if sig != Signal::KILL {
             assert!(status.success(), "{name}: sdt exited with {status:?}");
             let mut out = Vec::new();
             tracer.stdout.take().unwrap().read_to_end(&mut out).unwrap();
@@ -381,7 +381,7 @@ fn without_a_pid_processes_started_later_are_traced() {
     let later_pid = u64::from(later.id());
     let mut later = later.wait_with_output().unwrap();
     assert!(later.status.success());
-    signal(&tracer, libc::SIGINT);
+    signal(&tracer, Signal::INT);
     assert!(wait_with_timeout(&mut tracer, Duration::from_secs(10)).success());
     let mut out = Vec::new();
     tracer.stdout.take().unwrap().read_to_end(&mut out).unwrap();
@@ -438,7 +438,7 @@ fn bad_requests_get_clear_errors() {
     let argforms = f.argforms.display();
     expect_error(
         &["trace", &format!("{argforms}:fixture:regz")],
-        "did you mean fixture:regs",
+        "did you mean `fixture:regs`",
     );
     expect_error(&["trace", "-p", "999999999", "fixture:regs"], "999999999");
     expect_error(&["trace", "fixture:regs"], "say which file");

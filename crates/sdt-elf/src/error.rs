@@ -49,6 +49,17 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// A file that a process maps could not be opened in a way that proves
+    /// it is the mapped file; nothing else was read in its place.
+    #[error("not reading {} of process {pid}: {reason}", path.display())]
+    Unverified {
+        /// The process.
+        pid: u32,
+        /// The file, as the process names it.
+        path: PathBuf,
+        /// Why, for a human.
+        reason: String,
+    },
     /// A program or library name matched nothing.
     #[error(
         "no program or library named `{name}` in PATH, the loader cache or the standard \

@@ -1,22 +1,60 @@
-//! An ELF file on disk, memory-mapped.
+//! An ELF file, open and memory-mapped.
 //!
 //! Mapping instead of reading means the kernel pages in only what the
 //! parser touches: the headers and the note section. A 30 MB `libjvm.so`
 //! costs a few page faults, not 30 MB of copying.
+//!
+//! The file stays open for as long as any clone of the [`ElfFile`] lives,
+//! and its descriptor can be shared ([`ElfFile::descriptor`]). A tracer
+//! that attaches through that descriptor (as `/proc/self/fd/N`) puts its
+//! uprobes on the very inode whose notes and instructions were read here:
+//! the probe offsets, the semaphore offsets and the no-op check all come
+//! from the same file, whatever happens to its name meanwhile.
 
+use std::collections::HashMap;
+use std::fmt;
 use std::fs::File;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use memmap2::Mmap;
 
 use crate::insn::{classify, site_code, SiteInstruction};
 use crate::{parse, ElfError, Error, Probes, Site};
 
-/// An open, memory-mapped ELF file.
-#[derive(Debug)]
+/// An open, memory-mapped ELF file. Clones share the descriptor and the
+/// mapping.
+#[derive(Clone, Debug)]
 pub struct ElfFile {
     path: PathBuf,
-    map: Option<Mmap>,
+    id: FileId,
+    fd: Arc<OwnedFd>,
+    map: Option<Arc<Mmap>>,
+    /// Symbol addresses by name, read on first use; see
+    /// [`ElfFile::symbol_address`].
+    symbols: Arc<OnceLock<HashMap<String, Option<u64>>>>,
+}
+
+/// Which file an open file is: its device and inode number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileId {
+    /// The device, as `st_dev` encodes it (see `makedev(3)`).
+    pub device: u64,
+    /// The inode number.
+    pub inode: u64,
+}
+
+impl fmt::Display for FileId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "device {}:{} inode {}",
+            rustix::fs::major(self.device),
+            rustix::fs::minor(self.device),
+            self.inode
+        )
+    }
 }
 
 impl ElfFile {
@@ -24,18 +62,32 @@ impl ElfFile {
     /// is ELF is checked by [`ElfFile::probes`].
     pub fn open(path: impl Into<PathBuf>) -> Result<ElfFile, Error> {
         let path = path.into();
+        match File::open(&path) {
+            Ok(file) => ElfFile::from_file(file, path),
+            Err(source) => Err(Error::Open { path, source }),
+        }
+    }
+
+    /// Maps a file that is already open. `path` is only the name that
+    /// messages and [`ElfFile::path`] give it: nothing opens it again.
+    pub fn from_file(file: File, path: impl Into<PathBuf>) -> Result<ElfFile, Error> {
+        let path = path.into();
         let open_error = |source| Error::Open {
             path: path.clone(),
             source,
         };
-        let file = File::open(&path).map_err(open_error)?;
         let meta = file.metadata().map_err(open_error)?;
         if !meta.is_file() {
-            return Err(Error::Open {
-                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
-                path,
-            });
+            return Err(open_error(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            )));
         }
+        use std::os::unix::fs::MetadataExt;
+        let id = FileId {
+            device: meta.dev(),
+            inode: meta.ino(),
+        };
         // An empty file cannot be mapped, and is not ELF anyway.
         let map = if meta.len() == 0 {
             None
@@ -44,19 +96,36 @@ impl ElfFile {
             // truncates the file meanwhile, reads past the new end fault
             // (SIGBUS); every tool that maps files accepts that risk, and
             // listing probes does not justify copying 30 MB libraries.
-            Some(unsafe { Mmap::map(&file) }.map_err(open_error)?)
+            Some(Arc::new(unsafe { Mmap::map(&file) }.map_err(open_error)?))
         };
-        Ok(ElfFile { path, map })
+        Ok(ElfFile {
+            path,
+            id,
+            fd: Arc::new(file.into()),
+            map,
+            symbols: Arc::default(),
+        })
     }
 
-    /// The path the file was opened by.
+    /// The path the file was opened by, or the name it was given.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The device and inode of the open file.
+    pub fn id(&self) -> FileId {
+        self.id
+    }
+
+    /// The open descriptor, shared: it stays open while a clone of it or
+    /// of this file lives.
+    pub fn descriptor(&self) -> &Arc<OwnedFd> {
+        &self.fd
+    }
+
     /// The file's contents.
     pub fn data(&self) -> &[u8] {
-        self.map.as_deref().unwrap_or_default()
+        self.map.as_deref().map(|m| &m[..]).unwrap_or_default()
     }
 
     /// Parses the file's probes; see [`parse`].
@@ -65,6 +134,21 @@ impl ElfFile {
             path: self.path.clone(),
             source,
         })
+    }
+
+    /// The address of the data, code or untyped symbol `name`, for an
+    /// argument such as `sym(%rip)`. Fails if the file has no such symbol
+    /// (a stripped file keeps only its dynamic symbols) or has two of that
+    /// name at different addresses.
+    pub fn symbol_address(&self, name: &str) -> Result<u64, &'static str> {
+        let symbols = self
+            .symbols
+            .get_or_init(|| crate::symbols::symbol_addresses(self.data()).unwrap_or_default());
+        match symbols.get(name) {
+            Some(Some(address)) => Ok(*address),
+            Some(None) => Err("the file has several symbols of that name"),
+            None => Err("the file has no symbol of that name (is it stripped?)"),
+        }
     }
 
     /// Classifies the instruction at a site of this file; see

@@ -14,9 +14,13 @@
 //!   ppc64.
 //! * [`classify`] checks that a site holds a no-op before anything attaches
 //!   there.
-//! * [`mapped_objects`] lists the ELF objects of a running process and
-//!   [`resolve`] finds a program or library by name.
+//! * [`mapped_objects`] lists the ELF objects of a running process, each
+//!   opened as the very file the process maps (never by a name the process
+//!   could have changed), and [`resolve`] finds a program or library by
+//!   name.
 //! * [`ProbePattern`] selects probes with a `provider:name` glob.
+//! * [`functions`] lists function symbols for uprobes, demangled, and
+//!   [`is_instruction_boundary`] checks an offset into one.
 //!
 //! Nothing in here panics on hostile input: malformed files are errors,
 //! malformed notes are skipped and reported, malformed arguments are
@@ -44,13 +48,15 @@ mod pattern;
 mod probes;
 mod process;
 mod resolve;
+mod symbols;
 
 pub use arch::Arch;
 pub use args::{args, parse_operand, Arg, Args, Location, Memory, Register, Unsupported};
 pub use error::{ElfError, Error};
-pub use file::ElfFile;
+pub use file::{ElfFile, FileId};
 pub use insn::{classify, site_code, SiteInstruction, MAX_INSTRUCTION_LEN};
 pub use pattern::ProbePattern;
 pub use probes::{parse, NoteAddresses, Probe, Probes, Semaphore, Site, SkippedNote};
 pub use process::{mapped_objects, MappedObject};
 pub use resolve::{find_in_path, find_library, resolve, LD_SO_CACHE};
+pub use symbols::{demangle, functions, is_instruction_boundary, Function};

@@ -1,34 +1,35 @@
-//! The engine behind `sdt trace`: USDT probe specs in, decoded events out.
+//! The engine under `sdt run` and `sdt trace`: what to attach to, and a
+//! session that loads, attaches and reads generated programs.
 //!
-//! The pipeline, one module each:
+//! * [`ProbeSpec`] and [`plan()`] turn USDT probe specs into checked sites:
+//!   a no-op at each site, its semaphore, and how to read each argument.
+//!   Planning reads ELF files only and loads nothing into the kernel, so
+//!   every refusal happens before anything is attached.
+//! * [`plan_functions`] does the same for uprobes: symbols (demangled
+//!   too), offsets checked to start an instruction.
+//! * [`TraceFs`] finds tracepoints and their record formats, without
+//!   mounting tracefs.
+//! * [`Session`] creates maps, loads programs, attaches them (with
+//!   semaphores raised by the kernel), runs the ones triggered by hand,
+//!   and reads the ring buffer.
 //!
-//! 1. [`ProbeSpec`] parses `[TARGET:]PROVIDER:NAME` as the user wrote it.
-//! 2. [`plan()`] finds the matching sites through `sdt-elf`, checks that each
-//!    holds a no-op, and decides how to read each argument. It touches no
-//!    kernel interface, so every refusal happens before anything is attached.
-//! 3. [`Session::start`] generates one BPF program per argument shape
-//!    (`codegen`), loads them and attaches them through `sdt-bpf`, with
-//!    semaphores raised by the kernel.
-//! 4. [`Session::poll`] turns ring-buffer records into [`Event`]s, and
-//!    [`Session::finish`] detaches, drains and returns the exact counts.
-//!
-//! This crate sits between the discovery and kernel crates and the CLI so
-//! that the CLI only parses arguments and prints, and so that a future
-//! script engine can reuse the planning and per-site argument code.
+//! The compiler that generates the programs is `sdt-script`; this crate
+//! knows nothing of the language.
 
-mod codegen;
-mod event;
+mod follow;
+mod functions;
 mod plan;
 mod session;
 mod spec;
+mod tracefs;
 
 use std::path::PathBuf;
 
-pub use codegen::{StringArg, STRING_LEN};
-pub use event::{Event, Value};
+pub use functions::{plan_functions, FunctionSite, FunctionTarget};
 pub use plan::{plan, Plan, PlannedArg, PlannedSite, Scope};
-pub use session::{Options, Session, Summary, DEFAULT_BUFFER_SIZE, DELIVERY_INTERVAL};
+pub use session::{mechanism, Attach, AttachSite, Options, ProgramSpec, Session};
 pub use spec::ProbeSpec;
+pub use tracefs::{parse_format, TraceFs, Tracepoint, TracepointField};
 
 /// Everything that can stop a trace from starting.
 #[derive(Debug, thiserror::Error)]
@@ -60,8 +61,17 @@ pub enum Error {
     #[error(transparent)]
     Bpf(sdt_bpf::Error),
 
-    #[error("{0}\nThis is a bug in sdt: it generated a program the kernel refuses. Please report it with the output of --dump.")]
-    Load(sdt_bpf::Error),
+    #[error("{source}")]
+    Load {
+        program: String,
+        source: sdt_bpf::Error,
+    },
+
+    #[error("{0}")]
+    Tracefs(String),
+
+    #[error("{0}")]
+    Follow(String),
 
     #[error("cannot attach to {}", path.display())]
     Attach {
@@ -69,15 +79,9 @@ pub enum Error {
         source: sdt_bpf::Error,
     },
 
-    #[error("internal error generating BPF code (a bug in sdt): {0}")]
-    Codegen(sdt_bpf::CodegenError),
-
     #[error("this kernel supports no way to attach BPF programs to uprobes (uprobe_multi, perf links or perf events)")]
     NoUprobes,
 
     #[error("this kernel cannot attach uprobes with {0}")]
     MechanismUnsupported(&'static str),
-
-    #[error("too many sites to trace with one program per site")]
-    TooManySites,
 }

@@ -7,16 +7,23 @@
 //! * where to attach: the file offset of the note's address, after
 //!   checking that the bytes there are a no-op. A uprobe on anything else
 //!   would corrupt the traced program, so such a site is refused;
+//! * which file to attach to: the open file whose bytes were checked,
+//!   passed to the kernel as `/proc/self/fd/N`. The kernel then resolves
+//!   no name that the traced process could have pointed elsewhere since
+//!   (see `sdt_elf::mapped_objects`), and the probe offsets, the semaphore
+//!   offsets and the no-op check all describe the inode the uprobe is on;
 //! * which semaphore the kernel should raise (`ref_ctr_offset`);
 //! * how to read every argument, as a [`sdt_bpf::arg::ArgSource`]. A site
 //!   with an argument that cannot be read (`%xmm0`, `%ah`) is refused with
 //!   a message that names it, and the other sites are still traced.
 
 use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sdt_bpf::arg::ArgSource;
-use sdt_elf::{Arch, Arg, ElfFile, Location, SiteInstruction};
+use sdt_elf::{Arch, Arg, ElfFile, FileId, Location, MappedObject, SiteInstruction};
 
 use crate::{Error, ProbeSpec};
 
@@ -37,8 +44,11 @@ pub struct PlannedSite {
     pub name: String,
     /// The object's path as the user or the traced process sees it.
     pub path: PathBuf,
-    /// The path the kernel opens (under `/proc/PID/root` for a process).
+    /// The path the kernel attaches to: `/proc/self/fd/N` of `attach_fd`.
     pub attach_path: PathBuf,
+    /// The open file that was checked; it stays open as long as the site,
+    /// so `attach_path` names it until the uprobe is attached.
+    pub attach_fd: Arc<OwnedFd>,
     /// The probe's address, as `sdt list` shows it.
     pub address: u64,
     /// File offset of the no-op instruction to put the uprobe on: the note's address.
@@ -65,40 +75,37 @@ pub struct Plan {
     pub warnings: Vec<String>,
 }
 
-/// An object to look for probes in.
-struct Object {
-    path: PathBuf,
-    open_path: PathBuf,
+/// An object to look for probes in: its name for the user, and the open
+/// file or why it could not be opened safely.
+pub(crate) struct Object {
+    pub path: PathBuf,
+    pub file: Result<ElfFile, sdt_elf::Error>,
 }
 
 /// Finds and checks every site the specs select.
 pub fn plan(specs: &[ProbeSpec], scope: &Scope) -> Result<Plan, Error> {
     let mut plan = Plan::default();
     let mut files: HashMap<PathBuf, ElfFile> = HashMap::new();
-    let mut seen: HashSet<(PathBuf, u64)> = HashSet::new();
+    // The same file under two names is attached to once.
+    let mut seen: HashSet<(FileId, u64)> = HashSet::new();
     let mut process_objects = None;
 
     for spec in specs {
-        let objects = objects_for(spec, scope, &mut process_objects)?;
+        let objects = objects_for(spec, scope, &mut process_objects, &mut files)?;
+        let searched: Vec<PathBuf> = objects.iter().map(|o| o.path.clone()).collect();
         let explicit = spec.target.is_some() || scope.pid.is_none();
         let mut matched = 0usize;
         let mut candidates = Vec::new();
-        for object in &objects {
-            let file = match files.get(&object.open_path) {
-                Some(file) => file,
-                None => {
-                    let opened = ElfFile::open(&object.open_path).map_err(Error::Elf);
-                    let opened = match opened {
-                        Ok(file) => file,
-                        Err(e) if !explicit => {
-                            plan.warnings
-                                .push(format!("skipping {}: {e}", object.path.display()));
-                            continue;
-                        }
-                        Err(e) => return Err(e),
-                    };
-                    files.entry(object.open_path.clone()).or_insert(opened)
+        for object in objects {
+            let file = match object.file {
+                Ok(file) => file,
+                Err(e) if !explicit => {
+                    plan.warnings.push(format!("skipping {}", chain(&e)));
+                    continue;
                 }
+                // The user named this object: one that cannot be read
+                // safely is an error, never a fall-back to another file.
+                Err(e) => return Err(Error::Elf(e)),
             };
             let probes = match file.probes() {
                 Ok(probes) => probes,
@@ -116,10 +123,10 @@ pub fn plan(specs: &[ProbeSpec], scope: &Scope) -> Result<Plan, Error> {
                 }
                 matched += 1;
                 for site in probe.sites {
-                    let planned = plan_site(file, object, probe.provider, probe.name, site);
+                    let planned = plan_site(&file, &object.path, probe.provider, probe.name, site);
                     match planned {
                         Ok(planned) => {
-                            if seen.insert((planned.attach_path.clone(), planned.attach_offset)) {
+                            if seen.insert((file.id(), planned.attach_offset)) {
                                 plan.sites.push(planned);
                             }
                         }
@@ -137,7 +144,7 @@ pub fn plan(specs: &[ProbeSpec], scope: &Scope) -> Result<Plan, Error> {
         if matched == 0 {
             return Err(Error::ProbeNotFound {
                 spec: spec.text.clone(),
-                searched: objects.iter().map(|o| o.path.clone()).collect(),
+                searched,
                 suggestions: suggest(&spec.probe, candidates),
             });
         }
@@ -150,72 +157,136 @@ pub fn plan(specs: &[ProbeSpec], scope: &Scope) -> Result<Plan, Error> {
     Ok(plan)
 }
 
+/// The objects a spec means. Files named by the user are opened once and
+/// shared between specs; the process's objects are listed once.
 fn objects_for(
     spec: &ProbeSpec,
     scope: &Scope,
-    process_objects: &mut Option<Vec<sdt_elf::MappedObject>>,
+    process_objects: &mut Option<Vec<MappedObject>>,
+    files: &mut HashMap<PathBuf, ElfFile>,
 ) -> Result<Vec<Object>, Error> {
-    let mut mapped = |pid: i32| -> Result<Vec<sdt_elf::MappedObject>, Error> {
-        if process_objects.is_none() {
-            let pid = u32::try_from(pid).map_err(|_| Error::BadPid(pid))?;
-            *process_objects = Some(sdt_elf::mapped_objects(pid).map_err(Error::Elf)?);
-        }
-        Ok(process_objects.clone().unwrap_or_default())
+    objects(
+        spec.target.as_deref(),
+        &spec.text,
+        scope,
+        process_objects,
+        files,
+    )
+}
+
+/// The objects a target names: a path, a program or library name, or,
+/// with a process, a glob over the objects it maps; with no target, the
+/// `-c` command's executable or every object of the process. `text` is
+/// the spec, for messages.
+pub(crate) fn objects(
+    target: Option<&str>,
+    text: &str,
+    scope: &Scope,
+    process_objects: &mut Option<Vec<MappedObject>>,
+    files: &mut HashMap<PathBuf, ElfFile>,
+) -> Result<Vec<Object>, Error> {
+    let mut named = |path: PathBuf| -> Result<Object, Error> {
+        let file = match files.get(&path) {
+            Some(file) => file.clone(),
+            None => {
+                let file = ElfFile::open(&path).map_err(Error::Elf)?;
+                files.insert(path.clone(), file.clone());
+                file
+            }
+        };
+        Ok(Object {
+            path,
+            file: Ok(file),
+        })
+    };
+    let in_process = |object: &MappedObject| Object {
+        path: object.path.clone(),
+        file: object.file().cloned(),
     };
     let objects =
-        match (&spec.target, scope.pid, &scope.default_target) {
+        match (target, scope.pid, &scope.default_target) {
             (Some(target), Some(pid), None) => {
+                // `/proc/PID/root/usr/bin/x`, as `bpftrace -l -p PID` names
+                // objects, is the process's own `/usr/bin/x`.
+                let inside = target
+                    .strip_prefix(&format!("/proc/{pid}/root/"))
+                    .map(|rest| format!("/{rest}"));
+                let target = inside.as_deref().unwrap_or(target);
                 let resolved = sdt_elf::resolve(target).ok();
-                let in_process: Vec<Object> = mapped(pid)?
-                    .into_iter()
-                    .filter(|o| names_object(target, resolved.as_deref(), &o.path))
-                    .map(|o| Object {
-                        path: o.path,
-                        open_path: o.open_path,
+                // A glob picks among the process's objects, by path or by
+                // file name.
+                let glob = is_glob(target)
+                    .then(|| globset::Glob::new(target).map(|g| g.compile_matcher()))
+                    .transpose()
+                    .map_err(|e| Error::BadSpec {
+                        spec: text.to_string(),
+                        why: e.kind().to_string(),
+                    })?;
+                let in_process: Vec<Object> = mapped(process_objects, pid)?
+                    .iter()
+                    .filter(|o| match &glob {
+                        Some(g) => {
+                            g.is_match(&o.path) || o.path.file_name().is_some_and(|n| g.is_match(n))
+                        }
+                        None => names_object(target, resolved.as_deref(), &o.path),
                     })
+                    .map(in_process)
                     .collect();
-                if in_process.is_empty() {
+                if !in_process.is_empty() || glob.is_some() {
+                    in_process
+                } else {
                     let path = resolved.ok_or_else(|| {
                         Error::Elf(sdt_elf::Error::NotFound {
-                            name: target.clone(),
+                            name: target.to_string(),
                         })
                     })?;
-                    vec![Object {
-                        open_path: path.clone(),
-                        path,
-                    }]
-                } else {
-                    in_process
+                    vec![named(path)?]
                 }
             }
-            (Some(target), _, _) => {
-                let path = sdt_elf::resolve(target).map_err(Error::Elf)?;
-                vec![Object {
-                    open_path: path.clone(),
-                    path,
-                }]
-            }
+            (Some(target), _, _) => vec![named(sdt_elf::resolve(target).map_err(Error::Elf)?)?],
             // Before `-c`'s command has called exec, its process maps sdt
             // itself, so the command's program is what an omitted target means.
-            (None, _, Some(program)) => vec![Object {
-                path: program.clone(),
-                open_path: program.clone(),
-            }],
-            (None, Some(pid), None) => mapped(pid)?
-                .into_iter()
-                .map(|o| Object {
-                    path: o.path,
-                    open_path: o.open_path,
-                })
+            (None, _, Some(program)) => vec![named(program.clone())?],
+            (None, Some(pid), None) => mapped(process_objects, pid)?
+                .iter()
+                .map(in_process)
                 .collect(),
             (None, None, None) => return Err(Error::BadSpec {
-                spec: spec.text.clone(),
+                spec: text.to_string(),
                 why:
                     "say which file: TARGET:PROVIDER:NAME, or trace a process with -p PID or -c CMD"
                         .into(),
             }),
         };
     Ok(objects)
+}
+
+fn is_glob(text: &str) -> bool {
+    text.contains(['*', '?', '['])
+}
+
+/// The objects of process `pid`, listed on first use.
+fn mapped(
+    process_objects: &mut Option<Vec<MappedObject>>,
+    pid: i32,
+) -> Result<&[MappedObject], Error> {
+    if process_objects.is_none() {
+        let pid = u32::try_from(pid).map_err(|_| Error::BadPid(pid))?;
+        *process_objects = Some(sdt_elf::mapped_objects(pid).map_err(Error::Elf)?);
+    }
+    Ok(process_objects.as_deref().unwrap_or_default())
+}
+
+/// An error with its causes, `a: b: c`.
+pub(crate) fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// Whether the user's `target` names the mapped object at `path`: the same
@@ -239,7 +310,7 @@ fn names_object(target: &str, resolved: Option<&Path>, path: &Path) -> bool {
 
 fn plan_site(
     file: &ElfFile,
-    object: &Object,
+    path: &Path,
     provider: &str,
     name: &str,
     site: &sdt_elf::Site<'_>,
@@ -286,13 +357,17 @@ fn plan_site(
     let args = site
         .args()
         .enumerate()
-        .map(|(n, arg)| plan_arg(&arg).map_err(|why| format!("arg{n} `{}`: {why}", arg.spec)))
+        .map(|(n, arg)| {
+            plan_arg(&arg, file, site.address)
+                .map_err(|why| format!("arg{n} `{}`: {why}", arg.spec))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(PlannedSite {
         provider: provider.to_string(),
         name: name.to_string(),
-        path: object.path.clone(),
-        attach_path: object.open_path.clone(),
+        path: path.to_path_buf(),
+        attach_path: PathBuf::from(format!("/proc/self/fd/{}", file.descriptor().as_raw_fd())),
+        attach_fd: Arc::clone(file.descriptor()),
         address: site.address,
         attach_offset,
         semaphore_offset,
@@ -300,7 +375,8 @@ fn plan_site(
     })
 }
 
-fn plan_arg(arg: &Arg<'_>) -> Result<PlannedArg, String> {
+/// How to read `arg` of the site at `site_address` in `file`.
+fn plan_arg(arg: &Arg<'_>, file: &ElfFile, site_address: u64) -> Result<PlannedArg, String> {
     let size = arg.size.ok_or("the spec has no valid size")?;
     let reg = |name: &str| {
         sdt_bpf::x86_64::pt_regs_offset(name)
@@ -324,7 +400,26 @@ fn plan_arg(arg: &Arg<'_>) -> Result<PlannedArg, String> {
             signed: arg.signed,
         },
         Location::Constant(value) => ArgSource::Const(narrow(value, size, arg.signed)),
-        Location::Unsupported(why) => return Err(why.to_string()),
+        // `sym(%rip)` is the memory at `sym`. A uprobe sees the instruction
+        // pointer at the probe's own address, so `sym` is a constant
+        // distance from it, wherever the file is loaded.
+        Location::Unsupported(why) => match why.pc_relative_symbol() {
+            Some((symbol, offset)) => {
+                let address = file
+                    .symbol_address(symbol)
+                    .map_err(|e| format!("`{symbol}`: {e}"))?;
+                ArgSource::Mem {
+                    base_ctx_offset: reg("rip")?,
+                    index: None,
+                    disp: (address as i64)
+                        .wrapping_add(offset)
+                        .wrapping_sub(site_address as i64),
+                    size,
+                    signed: arg.signed,
+                }
+            }
+            None => return Err(why.to_string()),
+        },
     };
     Ok(PlannedArg {
         source,
@@ -345,7 +440,7 @@ pub(crate) fn narrow(value: i64, size: u8, signed: bool) -> i64 {
 }
 
 /// Up to three probe names close to what the user typed.
-fn suggest(wanted: &str, mut candidates: Vec<String>) -> Vec<String> {
+pub(crate) fn suggest(wanted: &str, mut candidates: Vec<String>) -> Vec<String> {
     candidates.sort();
     candidates.dedup();
     let literal: String = wanted.chars().filter(|c| !"*?[]{}".contains(*c)).collect();

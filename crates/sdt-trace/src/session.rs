@@ -1,13 +1,19 @@
-//! A live tracing session: programs loaded, sites attached, events read.
+//! A live tracing session: maps created, programs loaded and attached,
+//! records read.
 //!
-//! Start-up order matters for the traced programs: maps first, then every
-//! program is generated and loaded, and only then is anything attached, so
-//! a verifier rejection leaves no uprobe and no raised semaphore behind.
-//! Shut-down runs the other way round: [`Session::finish`] detaches first
-//! (the kernel lowers the semaphores it raised), then drains what the
-//! programs had already written, then reads the loss counter, so the final
-//! counts are exact. If sdt dies instead, the kernel closes its file
-//! descriptors, which detaches and lowers the semaphores just the same.
+//! The session knows nothing of what the programs do; a compiler hands it
+//! map specs and programs whose map references hold indices into those
+//! specs ([`sdt_bpf::relocate_maps`]).
+//!
+//! Start-up order matters for the traced programs: every map is created
+//! and every program loaded before anything is attached ([`Session::load`],
+//! then [`Session::attach`]), so a verifier rejection leaves no uprobe and
+//! no raised semaphore behind, and programs that are run by hand (BEGIN)
+//! can run before the first probe fires. Shut-down runs the other way
+//! round: [`Session::detach`] first (the kernel lowers the semaphores it
+//! raised), then whatever the programs had already written is drained. If
+//! sdt dies instead, the kernel closes its file descriptors, which
+//! detaches and lowers the semaphores just the same.
 
 use std::collections::BTreeMap;
 use std::os::fd::BorrowedFd;
@@ -15,248 +21,290 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use sdt_bpf::{
-    Attachment, Features, LoadOptions, Map, MapSpec, MapType, Mechanism, Program, RingBuf,
-    UprobeAttach, UprobeSite,
+    Attachment, Features, Insn, LoadOptions, Map, MapSpec, MapType, Mechanism, Program,
+    ProgramType, RingBuf, UprobeAttach, UprobeSite,
 };
 
-use crate::codegen::{self, Shape, SiteId, StringArg};
-use crate::event::Event;
-use crate::plan::{Plan, PlannedSite};
+use crate::follow::Follow;
 use crate::Error;
 
-/// Default ring-buffer size: room for about 60,000 events of two arguments.
-///
-/// The kernel maps a ring buffer's data twice into the reader, so the buffer
-/// counts twice in sdt's resident memory: 4 MiB keeps sdt at about 12 MB
-/// while still absorbing the bursts of two threads hitting a probe flat out
-/// (see the exact-count test). Slow outputs such as a terminal can ask for
-/// more with `--buffer-size`; loss is never silent either way.
-pub const DEFAULT_BUFFER_SIZE: u32 = 4 << 20;
-
-/// The longest an event waits in the ring before the reader sees it: the
-/// programs wake the reader only when the ring fills up, so the reader
-/// looks on its own this often.
-pub const DELIVERY_INTERVAL: Duration = Duration::from_millis(20);
-
-/// What to record besides the arguments, and how.
+/// A program to load, and where it goes.
 #[derive(Clone, Debug)]
+pub struct ProgramSpec {
+    pub name: String,
+    pub prog_type: ProgramType,
+    /// Map references hold indices into the session's map specs.
+    pub insns: Vec<Insn>,
+    pub attach: Attach,
+}
+
+/// Where a program is attached.
+#[derive(Clone, Debug)]
+pub enum Attach {
+    /// Uprobes (or uretprobes) at these sites.
+    Uprobe {
+        sites: Vec<AttachSite>,
+        retprobe: bool,
+    },
+    /// A tracefs tracepoint, by id.
+    Tracepoint { id: u64 },
+    /// A raw tracepoint, by name (no tracefs needed).
+    RawTracepoint { name: String },
+    /// Not attached: run by [`Session::trigger`] (BEGIN, END, interval).
+    Triggered,
+}
+
+/// One uprobe site.
+#[derive(Clone, Debug)]
+pub struct AttachSite {
+    /// The object as the user or the traced process names it, for messages.
+    pub path: PathBuf,
+    /// The path the kernel opens: `/proc/self/fd/N` of `attach_fd`.
+    pub attach_path: PathBuf,
+    /// Keeps `attach_path` naming the checked file until it is attached.
+    pub attach_fd: std::sync::Arc<std::os::fd::OwnedFd>,
+    pub offset: u64,
+    /// The USDT semaphore's file offset, raised by the kernel.
+    pub ref_ctr_offset: Option<u64>,
+    /// What `bpf_get_attach_cookie` returns at this site.
+    pub cookie: u64,
+}
+
+/// How to attach.
+#[derive(Clone, Debug, Default)]
 pub struct Options {
-    /// Arguments to read as strings.
-    pub string_args: Vec<StringArg>,
-    /// Ring-buffer size in bytes: a power of two, at least one page.
-    pub buffer_size: u32,
-    /// Trace only this process.
+    /// Attach uprobes for this process only.
     pub pid: Option<i32>,
-    /// How to attach; `None` picks the best the kernel offers. Forcing an
-    /// older mechanism exercises the paths older kernels take.
+    /// With `pid`: also for every process it forks from then on, as `perf
+    /// record` follows children (see the `follow` module for how, and what it
+    /// costs other processes).
+    pub follow: bool,
+    /// The mechanism to use; the best the kernel offers if `None`.
     pub mechanism: Option<Mechanism>,
 }
 
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            string_args: Vec::new(),
-            buffer_size: DEFAULT_BUFFER_SIZE,
-            pid: None,
-            mechanism: None,
-        }
+/// Which attach mechanism to use: the one asked for, if the kernel has it,
+/// else the best it has. Needs the privileges that loading needs.
+pub fn mechanism(wanted: Option<Mechanism>) -> Result<Mechanism, Error> {
+    let features = Features::detect().map_err(Error::Bpf)?;
+    match wanted {
+        Some(m) if features.supports(m) => Ok(m),
+        Some(m) => Err(Error::MechanismUnsupported(m.name())),
+        None => features.best_mechanism().ok_or(Error::NoUprobes),
     }
 }
 
-/// A site that is being traced.
-#[derive(Debug)]
-pub struct TracedSite {
-    pub site: PlannedSite,
-    pub(crate) shape: usize,
-}
-
-/// Counts for the end of a session.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Summary {
-    /// Events delivered.
-    pub events: u64,
-    /// Events that fired but could not be delivered: the ring buffer was full.
-    pub lost: u64,
-    /// Sites attached.
-    pub sites: usize,
-}
-
-/// Loaded programs plus the attachments that feed them.
+/// Loaded programs, their maps and, once attached, their attachments.
 pub struct Session {
     // Attachments go first so that they are detached before anything else
     // is closed.
     attachments: Vec<Attachment>,
-    programs: Vec<(String, Vec<sdt_bpf::Insn>)>,
+    /// What keeps the followed process tree.
+    follow: Option<Follow>,
+    programs: Vec<(Program, Attach)>,
     ring: RingBuf,
-    lost: Map,
+    /// Maps by index; the ring buffer's slot is `None` (it is `ring`).
+    maps: Vec<Option<Map>>,
     mechanism: Mechanism,
-    decoder: Decoder,
-}
-
-/// Turns records into events and counts them.
-struct Decoder {
-    sites: Vec<TracedSite>,
-    shapes: Vec<Shape>,
-    last_time: u64,
-    events: u64,
-    undecodable: u64,
-}
-
-impl Decoder {
-    fn deliver(&mut self, record: &[u8], on_event: &mut impl FnMut(&Event<'_>)) {
-        match Event::decode(record, &self.sites, &self.shapes, self.last_time) {
-            Some(event) => {
-                self.last_time = event.time_ns;
-                self.events += 1;
-                on_event(&event);
-            }
-            None => self.undecodable += 1,
-        }
-    }
+    options: Options,
 }
 
 impl Session {
-    /// Generates, loads and attaches the programs for `plan`.
-    pub fn start(plan: Plan, options: &Options) -> Result<Session, Error> {
-        let features = Features::detect().map_err(Error::Bpf)?;
-        let mechanism = match options.mechanism {
-            Some(wanted) if features.supports(wanted) => wanted,
-            Some(wanted) => return Err(Error::MechanismUnsupported(wanted.name())),
-            None => features.best_mechanism().ok_or(Error::NoUprobes)?,
-        };
-
-        let ring = RingBuf::new(options.buffer_size).map_err(Error::Bpf)?;
-        let lost = Map::create(&MapSpec::new(MapType::PerCpuArray, 4, 8, 1).name("sdt_lost"))
-            .map_err(Error::Bpf)?;
-
-        let mut shapes: Vec<Shape> = Vec::new();
-        let mut sites = Vec::with_capacity(plan.sites.len());
-        for site in plan.sites {
-            let count = site.args.len();
-            let mut strings: Vec<StringArg> = options
-                .string_args
-                .iter()
-                .copied()
-                .filter(|s| s.arg < count && s.len_arg.is_none_or(|l| l < count))
-                .collect();
-            strings.sort_unstable();
-            strings.dedup_by_key(|s| s.arg);
-            let shape = Shape {
-                args: site.args.iter().map(|a| a.source).collect(),
-                strings,
-            };
-            let index = match shapes.iter().position(|s| *s == shape) {
-                Some(index) => index,
-                None => {
-                    shapes.push(shape);
-                    shapes.len() - 1
+    /// Creates the maps, then loads every program. Nothing is attached yet.
+    pub fn load(
+        maps: &[MapSpec],
+        programs: Vec<ProgramSpec>,
+        mechanism: Mechanism,
+        options: Options,
+    ) -> Result<Session, Error> {
+        let mut ring = None;
+        let mut created = Vec::with_capacity(maps.len());
+        for spec in maps {
+            if spec.map_type == MapType::RingBuf {
+                if ring.is_some() {
+                    return Err(Error::Bpf(sdt_bpf::Error::Invalid(
+                        "more than one ring buffer".into(),
+                    )));
                 }
-            };
-            sites.push(TracedSite { site, shape: index });
+                ring = Some(RingBuf::new(spec.max_entries).map_err(Error::Bpf)?);
+                created.push(None);
+            } else {
+                created.push(Some(Map::create(spec).map_err(Error::Bpf)?));
+            }
         }
-
-        // One program per shape where cookies say which site fired; one per
-        // site where they cannot.
-        let load = |shape: &Shape, id: SiteId, name: String| -> Result<(Program, Vec<_>), Error> {
-            let insns = codegen::program(shape, id, ring.map(), options.buffer_size / 8, &lost)
-                .map_err(Error::Codegen)?;
-            let opts = LoadOptions {
-                name: name.clone(),
-                expected_attach_type: mechanism.expected_attach_type(),
-            };
-            let program = Program::load(&insns, &opts).map_err(Error::Load)?;
-            Ok((program, insns))
+        let ring =
+            ring.ok_or_else(|| Error::Bpf(sdt_bpf::Error::Invalid("no ring buffer map".into())))?;
+        let follow = match (options.follow, options.pid) {
+            (true, Some(root)) => Some(Follow::load(root)?),
+            _ => None,
         };
-        let mut loaded: Vec<(Program, Vec<usize>)> = Vec::new();
-        let mut programs = Vec::new();
-        if mechanism.supports_cookies() {
-            for (index, shape) in shapes.iter().enumerate() {
-                let name = format!("sdt_trace_{index}");
-                let (program, insns) = load(shape, SiteId::Cookie, name.clone())?;
-                let members = (0..sites.len())
-                    .filter(|&s| sites[s].shape == index)
-                    .collect();
-                loaded.push((program, members));
-                programs.push((name, insns));
-            }
-        } else {
-            for (index, site) in sites.iter().enumerate() {
-                let id = u32::try_from(index).map_err(|_| Error::TooManySites)?;
-                let name = format!("sdt_site_{index}");
-                let (program, insns) =
-                    load(&shapes[site.shape], SiteId::Constant(id), name.clone())?;
-                loaded.push((program, vec![index]));
-                programs.push((name, insns));
-            }
+        let mut loaded = Vec::with_capacity(programs.len());
+        for spec in programs {
+            let mut insns = spec.insns;
+            let refs: Vec<&Map> = created
+                .iter()
+                .map(|m| m.as_ref().unwrap_or(ring.map()))
+                .collect();
+            sdt_bpf::relocate_maps(&mut insns, &refs).map_err(Error::Bpf)?;
+            let expected_attach_type = match spec.attach {
+                Attach::Uprobe { .. } => {
+                    if let Some(follow) = &follow {
+                        insns.splice(0..0, follow.filter()?);
+                    }
+                    mechanism.expected_attach_type()
+                }
+                _ => None,
+            };
+            let opts = LoadOptions {
+                name: spec.name.clone(),
+                expected_attach_type,
+                prog_type: spec.prog_type,
+            };
+            let program = Program::load(&insns, &opts).map_err(|source| Error::Load {
+                program: spec.name.clone(),
+                source,
+            })?;
+            loaded.push((program, spec.attach));
         }
-
-        let mut attachments = Vec::new();
-        for (program, members) in &loaded {
-            let mut by_file: BTreeMap<&PathBuf, Vec<UprobeSite>> = BTreeMap::new();
-            for &index in members {
-                let site = &sites[index].site;
-                by_file
-                    .entry(&site.attach_path)
-                    .or_default()
-                    .push(UprobeSite {
-                        offset: site.attach_offset,
-                        ref_ctr_offset: site.semaphore_offset,
-                        // Without cookies each site has its own program, which
-                        // knows its id as a constant.
-                        cookie: if mechanism.supports_cookies() {
-                            index as u64
-                        } else {
-                            0
-                        },
-                    });
-            }
-            for (path, uprobe_sites) in by_file {
-                let request = UprobeAttach {
-                    path: path.clone(),
-                    sites: uprobe_sites,
-                    pid: options.pid,
-                    retprobe: false,
-                };
-                let attachment =
-                    request
-                        .attach(program, mechanism)
-                        .map_err(|source| Error::Attach {
-                            path: path.clone(),
-                            source,
-                        })?;
-                attachments.push(attachment);
-            }
-        }
-
         Ok(Session {
-            attachments,
-            programs,
+            attachments: Vec::new(),
+            follow,
+            programs: loaded,
             ring,
-            lost,
+            maps: created,
             mechanism,
-            decoder: Decoder {
-                sites,
-                shapes,
-                last_time: 0,
-                events: 0,
-                undecodable: 0,
-            },
+            options,
         })
     }
 
-    /// The attach mechanism in use: `uprobe_multi`, `perf_link` or `perf_ioctl`.
+    /// Whether the uprobes follow the process's children.
+    pub fn following(&self) -> bool {
+        self.follow.is_some()
+    }
+
+    /// The attach mechanism in use.
     pub fn mechanism(&self) -> Mechanism {
         self.mechanism
     }
 
-    /// The sites being traced.
-    pub fn sites(&self) -> impl ExactSizeIterator<Item = &PlannedSite> {
-        self.decoder.sites.iter().map(|s| &s.site)
+    /// Attaches every program that is not triggered by hand; returns the
+    /// number of sites and tracepoints attached.
+    pub fn attach(&mut self) -> Result<usize, Error> {
+        let mut count = 0;
+        // Followed: the tree is kept before any uprobe can fire, and the
+        // uprobes are attached for every process (the programs filter).
+        let pid = match &self.follow {
+            Some(follow) => {
+                self.attachments.extend(follow.attach()?);
+                None
+            }
+            None => self.options.pid,
+        };
+        // The kernel runs the programs of one uprobe newest first (those of
+        // a tracepoint oldest first): uprobes attached last to first run
+        // in the script's order, as in bpftrace.
+        let is_uprobe = |a: &Attach| matches!(a, Attach::Uprobe { .. });
+        let uprobes = self.programs.iter().rev().filter(|p| is_uprobe(&p.1));
+        let others = self.programs.iter().filter(|p| !is_uprobe(&p.1));
+        for (program, attach) in uprobes.chain(others) {
+            match attach {
+                Attach::Uprobe { sites, retprobe } => {
+                    let mut by_file: BTreeMap<(&PathBuf, &PathBuf), Vec<UprobeSite>> =
+                        BTreeMap::new();
+                    for site in sites {
+                        by_file
+                            .entry((&site.attach_path, &site.path))
+                            .or_default()
+                            .push(UprobeSite {
+                                offset: site.offset,
+                                ref_ctr_offset: site.ref_ctr_offset,
+                                cookie: site.cookie,
+                            });
+                    }
+                    for ((attach_path, path), sites) in by_file {
+                        count += sites.len();
+                        let request = UprobeAttach {
+                            path: attach_path.clone(),
+                            sites,
+                            pid,
+                            retprobe: *retprobe,
+                        };
+                        let attachment =
+                            request.attach(program, self.mechanism).map_err(|source| {
+                                Error::Attach {
+                                    path: path.clone(),
+                                    source,
+                                }
+                            })?;
+                        self.attachments.push(attachment);
+                    }
+                }
+                Attach::Tracepoint { id } => {
+                    let attachment = sdt_bpf::attach_tracepoint(program, *id, self.mechanism)
+                        .map_err(Error::Bpf)?;
+                    self.attachments.push(attachment);
+                    count += 1;
+                }
+                Attach::RawTracepoint { name } => {
+                    let attachment =
+                        sdt_bpf::attach_raw_tracepoint(program, name).map_err(Error::Bpf)?;
+                    self.attachments.push(attachment);
+                }
+                Attach::Triggered => {}
+            }
+        }
+        Ok(count)
     }
 
-    /// The generated programs, by name, as loaded.
-    pub fn programs(&self) -> &[(String, Vec<sdt_bpf::Insn>)] {
-        &self.programs
+    /// Runs program `index` once, in this task, now.
+    pub fn trigger(&self, index: usize) -> Result<(), Error> {
+        let (program, _) = self
+            .programs
+            .get(index)
+            .ok_or_else(|| Error::Bpf(sdt_bpf::Error::Invalid(format!("no program {index}"))))?;
+        program.test_run().map(|_| ()).map_err(Error::Bpf)
+    }
+
+    /// Detaches every probe; the kernel lowers the semaphores it raised.
+    ///
+    /// Closing a uprobe link waits for an RCU grace period (tens of
+    /// milliseconds here), so the links are closed from one thread each:
+    /// the waits overlap instead of adding up.
+    pub fn detach(&mut self) {
+        const THREADS: usize = 8;
+        let mut attachments = std::mem::take(&mut self.attachments);
+        if attachments.len() > 1 {
+            let per_thread = attachments.len().div_ceil(THREADS);
+            std::thread::scope(|scope| {
+                while !attachments.is_empty() {
+                    let batch: Vec<Attachment> = attachments
+                        .drain(..per_thread.min(attachments.len()))
+                        .collect();
+                    scope.spawn(move || drop(batch));
+                }
+            });
+        }
+    }
+
+    /// Takes what still holds probes attached: the descriptors to close,
+    /// in order. Whoever takes them closes them; the rest of the session
+    /// (maps, ring buffer, programs) closes at once on drop.
+    pub fn take_attachments(&mut self) -> Vec<std::os::fd::OwnedFd> {
+        std::mem::take(&mut self.attachments)
+            .into_iter()
+            .flat_map(Attachment::into_fds)
+            .collect()
+    }
+
+    /// Processes of a followed tree that could not be followed, because
+    /// the kernel's table of them was full.
+    pub fn unfollowed(&self) -> u64 {
+        self.follow.as_ref().map_or(0, Follow::failures)
+    }
+
+    /// Map `index`, or `None` for the ring buffer's slot.
+    pub fn map(&self, index: usize) -> Option<&Map> {
+        self.maps.get(index).and_then(Option::as_ref)
     }
 
     /// Also ends [`poll`](Self::poll) when `fd` is readable, reporting `token`.
@@ -264,42 +312,33 @@ impl Session {
         self.ring.watch(fd, token).map_err(Error::Bpf)
     }
 
-    /// Waits for events, at most [`DELIVERY_INTERVAL`], passes each to
-    /// `on_event` in ring order, and returns the tokens of watched
-    /// descriptors that are ready.
-    pub fn poll(&mut self, mut on_event: impl FnMut(&Event<'_>)) -> Result<Vec<u64>, Error> {
-        let decoder = &mut self.decoder;
-        let poll = self
-            .ring
-            .poll(Some(DELIVERY_INTERVAL), |record| {
-                decoder.deliver(record, &mut on_event)
-            })
-            .map_err(Error::Bpf)?;
-        Ok(poll.ready)
+    /// Waits up to `timeout` for records, passes each to `f` in ring
+    /// order, and returns the tokens of watched descriptors that are ready.
+    pub fn poll(&mut self, timeout: Duration, f: impl FnMut(&[u8])) -> Result<Vec<u64>, Error> {
+        Ok(self.ring.poll(Some(timeout), f).map_err(Error::Bpf)?.ready)
     }
 
-    /// Detaches every probe, delivers the events already recorded, and
-    /// returns the final counts.
-    pub fn finish(mut self, mut on_event: impl FnMut(&Event<'_>)) -> Result<Summary, Error> {
-        self.attachments.clear();
-        let decoder = &mut self.decoder;
-        self.ring
-            .consume(|record| decoder.deliver(record, &mut on_event));
-        let per_cpu = self
-            .lost
-            .lookup_per_cpu(&0u32.to_ne_bytes())
-            .map_err(Error::Bpf)?
-            .map(|values| {
-                values
-                    .iter()
-                    .map(|v| u64::from_ne_bytes(v.try_into().unwrap_or_default()))
-                    .sum::<u64>()
-            })
-            .unwrap_or_default();
-        Ok(Summary {
-            events: self.decoder.events,
-            lost: per_cpu + self.decoder.undecodable,
-            sites: self.decoder.sites.len(),
-        })
+    /// Passes every record available now to `f`, without waiting.
+    pub fn consume(&mut self, f: impl FnMut(&[u8])) -> usize {
+        self.ring.consume(f)
+    }
+
+    /// The sum over CPUs of `u64` counter `key` of per-CPU array `map`.
+    pub fn per_cpu_sum(&self, map: usize, key: u32) -> u64 {
+        let Some(map) = self.map(map) else {
+            return 0;
+        };
+        match map.lookup_per_cpu(&key.to_ne_bytes()) {
+            Ok(Some(values)) => values
+                .iter()
+                .map(|v| {
+                    v.get(..8)
+                        .and_then(|b| b.try_into().ok())
+                        .map(u64::from_ne_bytes)
+                        .unwrap_or(0)
+                })
+                .sum(),
+            _ => 0,
+        }
     }
 }

@@ -43,11 +43,38 @@ impl ProbeSpec {
                 "the provider and the name must not be empty (use * to match any)",
             ));
         }
+        if provider.contains('/') {
+            return Err(bad(&format!(
+                "`{provider}` looks like a path, not a provider; write TARGET:PROVIDER:NAME"
+            )));
+        }
         if target == Some("") {
             return Err(bad("the target before the provider is empty"));
         }
         let probe = format!("{provider}:{name}");
         let pattern = ProbePattern::new(&probe).map_err(|e| bad(&e.to_string()))?;
+        Ok(ProbeSpec {
+            text: text.to_string(),
+            target: target.map(str::to_string),
+            probe,
+            pattern,
+        })
+    }
+
+    /// A spec from its parts, as a script's `usdt:PATH:[PROVIDER:]NAME`
+    /// gives them: no provider means any provider. `text` is shown in
+    /// messages.
+    pub fn new(
+        text: &str,
+        target: Option<&str>,
+        provider: Option<&str>,
+        name: &str,
+    ) -> Result<ProbeSpec, Error> {
+        let probe = format!("{}:{name}", provider.unwrap_or("*"));
+        let pattern = ProbePattern::new(&probe).map_err(|e| Error::BadSpec {
+            spec: text.to_string(),
+            why: e.to_string(),
+        })?;
         Ok(ProbeSpec {
             text: text.to_string(),
             target: target.map(str::to_string),

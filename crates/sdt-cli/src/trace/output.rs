@@ -10,7 +10,18 @@
 
 use std::io::{self, BufWriter, Write};
 
-use sdt_trace::{Event, Summary, Value};
+use sdt_script::event::{Event, Value};
+
+/// Counts for the end of a trace.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Summary {
+    /// Events delivered.
+    pub events: u64,
+    /// Events the ring buffer had no room for.
+    pub lost: u64,
+    /// Sites attached.
+    pub sites: usize,
+}
 
 pub struct Printer {
     out: BufWriter<Box<dyn Write>>,
@@ -194,13 +205,8 @@ fn json_string(line: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 #[cfg(test)]

@@ -115,6 +115,28 @@ pub enum Unsupported<'a> {
     Arch(Arch),
 }
 
+impl<'a> Unsupported<'a> {
+    /// For an x86 operand `SYM(%rip)`, `SYM+N(%rip)` or `SYM-N(%rip)`: the
+    /// symbol and `N`. The operand is the memory at `SYM + N` wherever the
+    /// file is loaded, so a reader that looks `SYM` up in the file's symbol
+    /// table can read it relative to the probe's own address. `None` for
+    /// every other operand, and for `SYM@GOTPCREL(%rip)` and the like,
+    /// which name a table entry rather than the value.
+    pub fn pc_relative_symbol(&self) -> Option<(&'a str, i64)> {
+        let Unsupported::PcRelative(operand) = *self else {
+            return None;
+        };
+        let address = operand
+            .strip_suffix("(%rip)")
+            .or_else(|| operand.strip_suffix("(%eip)"))?;
+        let (symbol, offset) = match address.find(['+', '-']) {
+            Some(at) => (&address[..at], parse_int(&address[at..])?),
+            None => (address, 0),
+        };
+        is_identifier(symbol).then_some((symbol, offset))
+    }
+}
+
 impl fmt::Display for Unsupported<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
@@ -127,10 +149,17 @@ impl fmt::Display for Unsupported<'_> {
                 f,
                 "`{op}` is a floating-point or vector register, which uprobes do not save"
             ),
-            Unsupported::PcRelative(op) => write!(
-                f,
-                "`{op}` is relative to the instruction pointer, which is not supported"
-            ),
+            Unsupported::PcRelative(op) => match self.pc_relative_symbol() {
+                Some((symbol, _)) => write!(
+                    f,
+                    "`{op}` is relative to the instruction pointer: a tracer must find \
+                     `{symbol}` in the file's symbol table to read it"
+                ),
+                None => write!(
+                    f,
+                    "`{op}` is relative to the instruction pointer, which is not supported"
+                ),
+            },
             Unsupported::Symbolic(op) => write!(
                 f,
                 "`{op}` refers to a symbol, whose address is not resolved"

@@ -504,3 +504,21 @@ fn never_panics_on_odd_input() {
         }
     }
 }
+
+#[test]
+fn x86_64_pc_relative_symbols() {
+    let symbol = |operand| match loc(Arch::X86_64, operand) {
+        Location::Unsupported(why) => why.pc_relative_symbol(),
+        other => panic!("{operand}: {other:?}"),
+    };
+    assert_eq!(symbol("g_tgt_state(%rip)"), Some(("g_tgt_state", 0)));
+    assert_eq!(symbol("cores+8(%rip)"), Some(("cores", 8)));
+    assert_eq!(symbol("cores-0x10(%rip)"), Some(("cores", -16)));
+    assert_eq!(symbol("table.0(%rip)"), Some(("table.0", 0)));
+    // Not a symbol's value: a displacement from the next instruction, a
+    // GOT entry, the register itself, a symbol off another register.
+    assert_eq!(symbol("16(%rip)"), None);
+    assert_eq!(symbol("state@GOTPCREL(%rip)"), None);
+    assert_eq!(symbol("%rip"), None);
+    assert_eq!(symbol("counter(%rbx)"), None);
+}

@@ -1,0 +1,449 @@
+//! `sdt run` on real programs: children followed and unrelated processes
+//! left alone, CPython, libstdc++, the JVM under `-c`, a uretprobe latency
+//! histogram, demangled C++ and Rust symbols after the program exited,
+//! uprobe offsets checked, tracepoints without tracefs mounted.
+//!
+//! These attach real probes, so they need root (or CAP_BPF, CAP_PERFMON
+//! and CAP_SYS_ADMIN). With `CI=true` a missing privilege or tool fails
+//! the test; elsewhere the test prints a loud SKIP.
+
+mod list_common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use list_common::{assert_no_panic, have, require, sdt};
+
+struct Built {
+    forker: PathBuf,
+    thrower: PathBuf,
+    net: PathBuf,
+}
+
+/// Builds the fixtures of `tests/fixtures/run` once.
+fn built() -> Option<&'static Built> {
+    static BUILT: OnceLock<Option<Built>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            if !require(have("cc"), "a C compiler (cc)")
+                || !require(have("c++"), "a C++ compiler (c++)")
+            {
+                return None;
+            }
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/run");
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run-fixtures");
+            std::fs::create_dir_all(&dir).unwrap();
+            let compile = |compiler: &str, out: &str, file: &str, extra: &[&str]| {
+                let path = dir.join(out);
+                let status = Command::new(compiler)
+                    .args(["-O2", "-g"])
+                    .args(extra)
+                    .arg("-o")
+                    .arg(&path)
+                    .arg(src.join(file))
+                    .status()
+                    .expect("run the compiler");
+                assert!(status.success(), "building {file}");
+                path
+            };
+            Some(Built {
+                forker: compile("cc", "forker", "forker.c", &[]),
+                thrower: compile(
+                    "c++",
+                    "thrower",
+                    "thrower.cpp",
+                    &["-fno-omit-frame-pointer"],
+                ),
+                net: compile("cc", "net", "net.c", &[]),
+            })
+        })
+        .as_ref()
+}
+
+fn setup() -> Option<&'static Built> {
+    if !sdt_testing::require_root() {
+        return None;
+    }
+    built()
+}
+
+/// Runs `sdt run ARGS`; returns its output after checking it succeeded.
+fn run_ok(args: &[&str]) -> Output {
+    let out = sdt().arg("run").args(args).output().expect("run sdt");
+    assert_no_panic(&out);
+    assert!(
+        out.status.success(),
+        "sdt run {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `@name[key]: value` lines of a map, from text output.
+fn map_lines(stdout: &str, name: &str) -> BTreeMap<String, i64> {
+    let prefix = format!("@{name}[");
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(&prefix)?;
+            let (key, value) = rest.split_once("]: ")?;
+            Some((key.to_string(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn children_are_followed_and_no_follow_keeps_to_one_process() {
+    let Some(b) = setup() else { return };
+    let forker = b.forker.display().to_string();
+    let script = format!(
+        "usdt:{forker}:forker:hit {{ @hits[pid] = count(); @all = count(); @at[usym(reg(\"ip\"))] = count(); }}"
+    );
+    let command = format!("{forker} 3 7");
+    let out = run_ok(&["-c", &command, "-e", &script]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let hits = map_lines(&stdout, "hits");
+    assert_eq!(hits.len(), 4, "the command and its 3 children: {stdout}");
+    assert!(hits.values().all(|&n| n == 7), "7 hits in each: {stdout}");
+    assert!(stdout.contains("@all: 28"), "{stdout}");
+    // The children had exited before the map was printed; their addresses
+    // still resolve (one key per process, the same function in each).
+    let at: Vec<&str> = stdout.lines().filter(|l| l.starts_with("@at[")).collect();
+    assert_eq!(at.len(), 4, "{stdout}");
+    assert!(
+        at.iter()
+            .all(|l| l.starts_with("@at[hits]: 7") || l.starts_with("@at[main]: 7")),
+        "{stdout}"
+    );
+    // Each process saw its semaphore raised.
+    let raised = stderr
+        .lines()
+        .filter(|l| l.starts_with("forker:") && l.ends_with("semaphore 1"))
+        .count();
+    assert_eq!(raised, 4, "{stderr}");
+
+    let out = run_ok(&["--no-follow", "-c", &command, "-e", &script]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let hits = map_lines(&stdout, "hits");
+    assert_eq!(hits.len(), 1, "the command only: {stdout}");
+    assert!(stdout.contains("@all: 7"), "{stdout}");
+}
+
+/// Runs the forker under `sdt run EXTRA -c 'forker 2 5 go'` while
+/// another instance of it, started first and not a child of the command,
+/// hits the same probe. Returns what sdt printed and what the other
+/// instance printed on stderr.
+fn beside_an_unrelated_instance(b: &Built, extra: &[&str]) -> (String, String) {
+    let forker = b.forker.display().to_string();
+    let mut other = Command::new(&b.forker)
+        .args(["1", "5", "go"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let script = format!(
+        "usdt:{forker}:forker:hit {{ @hits[pid] = count(); }} \
+         BEGIN {{ printf(\"tracing\\n\"); }}"
+    );
+    let command = format!("{forker} 2 5 go");
+    let mut traced = sdt()
+        .arg("run")
+        .args(extra)
+        .args(["-B", "line", "-c", &command, "-e", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(traced.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "tracing");
+    // BEGIN runs before the probes are attached; the command waits on its
+    // standard input until they are, so let it reach main first.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    other.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let other_out = other.wait_with_output().unwrap();
+    traced.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert!(traced.wait().unwrap().success());
+    (
+        rest.join("\n"),
+        String::from_utf8_lossy(&other_out.stderr).into_owned(),
+    )
+}
+
+/// The PIDs an instance of the forker reported on stderr.
+fn forker_pids(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            Some(
+                l.strip_prefix("forker: pid ")?
+                    .split_whitespace()
+                    .next()?
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn hits_of_an_unrelated_instance_are_not_counted() {
+    let Some(b) = setup() else { return };
+    let (stdout, other) = beside_an_unrelated_instance(b, &[]);
+    let hits = map_lines(&stdout, "hits");
+    assert_eq!(
+        hits.len(),
+        3,
+        "the command and its 2 children only: {stdout}"
+    );
+    assert!(hits.values().all(|&n| n == 5), "{stdout}");
+    let others = forker_pids(&other);
+    assert_eq!(others.len(), 2, "{other}");
+    for pid in others {
+        assert!(
+            !hits.contains_key(&pid),
+            "{pid} is not in the tree: {stdout}"
+        );
+    }
+}
+
+#[test]
+fn with_no_follow_an_unrelated_instance_is_untouched() {
+    let Some(b) = setup() else { return };
+    let (stdout, other) = beside_an_unrelated_instance(b, &["--no-follow"]);
+    let hits = map_lines(&stdout, "hits");
+    assert_eq!(hits.len(), 1, "the command only: {stdout}");
+    // Its semaphore stayed down, in both of its processes.
+    assert_eq!(other.matches("semaphore 0").count(), 2, "{other}");
+}
+
+#[test]
+fn exit_status_of_the_command_passes_through() {
+    let Some(b) = setup() else { return };
+    let _ = b;
+    let out = sdt()
+        .args(["run", "-e", "BEGIN { }", "-c", "sh -c 'exit 7'"])
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(7));
+}
+
+#[test]
+fn cpython_calls_are_counted_exactly() {
+    let python = Path::new("/usr/bin/python3.11");
+    if !require(python.exists(), "Debian's /usr/bin/python3.11") || !sdt_testing::require_root() {
+        return;
+    }
+    fn calls(n: u64) -> u64 {
+        if n < 2 {
+            1
+        } else {
+            1 + calls(n - 1) + calls(n - 2)
+        }
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/trace/fib.py");
+    let command = format!("{} {} 15", python.display(), script.display());
+    let out = run_ok(&[
+        "-c",
+        &command,
+        "-e",
+        "usdt:/usr/bin/python3.11:python:function__entry { @[str(arg1)] = count(); }",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let counts = map_lines(&stdout, "");
+    assert_eq!(
+        counts.get("fib").copied(),
+        Some(calls(15) as i64),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn libstdcxx_throws_and_a_uretprobe_latency_histogram() {
+    let Some(b) = setup() else { return };
+    let thrower = b.thrower.display().to_string();
+    let script = format!(
+        "usdt:libstdc++:libstdcxx:throw {{ @throws = count(); }}\n\
+         uprobe:{thrower}:\"shop::nap*\" {{ @start[tid] = nsecs; }}\n\
+         uretprobe:{thrower}:\"shop::nap*\" /@start[tid]/ {{ @ms = lhist((nsecs - @start[tid]) / 1000000, 0, 100, 10); delete(@start[tid]); }}"
+    );
+    let command = format!("{thrower} 9");
+    let out = run_ok(&["-c", &command, "-e", &script]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("@throws: 9"), "{stdout}");
+    // Two naps of 3 ms and three of 40 ms.
+    let bucket = |label: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(label))
+            .and_then(|l| l[16..].split_whitespace().next()?.parse::<u64>().ok())
+    };
+    assert_eq!(bucket("[0, 10)"), Some(2), "{stdout}");
+    assert_eq!(bucket("[40, 50)"), Some(3), "{stdout}");
+}
+
+#[test]
+fn cpp_and_rust_symbols_are_demangled_even_after_the_program_exits() {
+    let Some(b) = setup() else { return };
+    let thrower = b.thrower.display().to_string();
+    // The map is printed after the program has exited.
+    let script = format!(
+        "uprobe:{thrower}:\"shop::checkout(int)\" {{ @sym[usym(reg(\"ip\"))] = count(); @stack[ustack(2)] = count(); @f[func] = count(); }}"
+    );
+    let out = run_ok(&["-c", &format!("{thrower} 4"), "-e", &script]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("@sym[shop::checkout(int)]: 4"), "{stdout}");
+    assert!(stdout.contains("@f[shop::checkout(int)]: 4"), "{stdout}");
+    // At the function's first instruction its caller's frame is not yet
+    // linked (as in every frame-pointer unwinder); the frame above it is.
+    let frames: Vec<&str> = stdout
+        .split("@stack[\n")
+        .nth(1)
+        .and_then(|rest| rest.split("]:").next())
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .collect();
+    assert_eq!(frames.first(), Some(&"shop::checkout(int)+0"), "{stdout}");
+    assert!(
+        frames
+            .get(1)
+            .is_some_and(|f| f.contains('+') && !f.starts_with("0x")),
+        "the second frame is symbolized: {stdout}"
+    );
+
+    // A Rust program built by this workspace: `summary` runs only while
+    // the `inventory` probe, whose argument it builds, is traced.
+    let example = Path::new(env!("CARGO_BIN_EXE_sdt")).with_file_name("sdt-example");
+    if !require(
+        example.exists(),
+        "target/release/sdt-example (cargo build --release -p sdt-example)",
+    ) {
+        return;
+    }
+    let example = example.display().to_string();
+    let out = run_ok(&[
+        "-c",
+        &format!("{example} --orders 2 --interval-ms 1"),
+        "-e",
+        &format!(
+            "uprobe:{example}:\"sdt_example::summary\" {{ @[usym(reg(\"ip\")), func] = count(); }} \
+             usdt:{example}:shop:inventory {{ }}"
+        ),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("@[sdt_example::summary, sdt_example::summary]: "),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_jvm_under_c_is_traced_in_a_library_it_loads_later() {
+    let jvm = Path::new("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so");
+    if !require(jvm.exists(), "OpenJDK 17's libjvm.so") || !sdt_testing::require_root() {
+        return;
+    }
+    let java = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java";
+    let script = format!(
+        "usdt:{}:hotspot:vm__init__end {{ @init = count(); }} usdt:{}:hotspot:thread__start {{ @threads = count(); }}",
+        jvm.display(),
+        jvm.display()
+    );
+    let out = run_ok(&[
+        "-c",
+        &format!("{java} -Xshare:auto -version"),
+        "-e",
+        &script,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("@init: 1"), "{stdout}");
+    let threads: i64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("@threads: ")?.parse().ok())
+        .unwrap_or(0);
+    assert!(threads >= 2, "JVM threads start at init: {stdout}");
+}
+
+#[test]
+fn uprobe_offsets_must_start_an_instruction() {
+    let Some(b) = setup() else { return };
+    let forker = b.forker.display().to_string();
+    let dump = |spec: &str| {
+        let out = sdt()
+            .args([
+                "run",
+                "--dump",
+                "-e",
+                &format!("uprobe:{forker}:{spec} {{ }}"),
+            ])
+            .output()
+            .unwrap();
+        assert_no_panic(&out);
+        out
+    };
+    // The function's first instruction is a 10-byte `movabs`.
+    for inside in [1, 2, 9] {
+        let out = dump(&format!("ten_byte_load+{inside}"));
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "offset {inside} is inside an instruction of ten_byte_load"
+            )),
+            "{stderr}"
+        );
+    }
+    let out = dump("ten_byte_load+10");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = dump("ten_byte_load+100000");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("past its end"));
+}
+
+#[test]
+fn tracepoints_work_without_tracefs_mounted() {
+    let Some(b) = setup() else { return };
+    let _ = b;
+    let mounted = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.contains(" - tracefs "));
+    let out = run_ok(&[
+        "-c",
+        "cat /etc/hostname",
+        "-e",
+        "tracepoint:syscalls:sys_enter_openat /pid == cpid/ { @[str(args->filename)] = count(); }",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("@[/etc/hostname]: 1"), "{stdout}");
+    let after = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.contains(" - tracefs "));
+    assert_eq!(mounted, after, "sdt mounted nothing");
+}
+
+#[test]
+fn ntop_prints_ipv4_and_ipv6_addresses_read_from_the_program() {
+    let Some(b) = setup() else { return };
+    let net = b.net.display().to_string();
+    let script = format!(
+        "struct conn {{ uint32_t v4; uint8_t v6[16]; }};\n\
+         usdt:{net}:net:accepted {{ $c = (struct conn *)arg0; \
+         printf(\"%s %s\\n\", ntop($c->v4), ntop(10, $c->v6)); @[ntop(2, $c->v4)] = count(); }}"
+    );
+    let out = run_ok(&["-c", &net, "-e", &script]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("10.1.2.3 2001:db8::1\n"), "{stdout}");
+    assert!(stdout.contains("@[10.1.2.3]: 1"), "{stdout}");
+}

@@ -1,0 +1,39 @@
+//! Process control for sdt, without hand-written `unsafe`.
+//!
+//! * [`HeldChild`]: the `-c` command, started but held before its
+//!   program runs, so that probes are attached before its first
+//!   instruction.
+//! * [`Signals`]: SIGINT, SIGTERM and SIGHUP read from a signalfd, so
+//!   that a stop request ends a wait like any other event.
+//! * [`Pidfd`]: a handle on a process that becomes readable when it
+//!   ends, and that can never refer to a later process with the same PID.
+//! * [`release_elsewhere`]: descriptors whose closing makes the kernel
+//!   wait, closed by a short-lived process of sdt's own so that sdt exits
+//!   at once.
+
+mod child;
+mod pidfd;
+mod release;
+mod signals;
+
+pub use child::{exit_code, HeldChild};
+pub use pidfd::Pidfd;
+pub use release::{receive, release_elsewhere};
+pub use signals::Signals;
+
+/// What can go wrong starting or watching processes.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("cannot split the command `{0}` into words (check its quotes)")]
+    BadCommand(String),
+    #[error("cannot run `{program}`: {why}")]
+    NotRunnable { program: String, why: String },
+    #[error("no process with PID {0}")]
+    NoSuchProcess(i32),
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,223 @@
+//! Binding: each attach point to the sites, functions or tracepoints it
+//! names, through `sdt-trace`'s planning, so that every safety check on a
+//! site (a no-op at a USDT site, an instruction boundary for a uprobe)
+//! stays in one place.
+
+use sdt_trace::{FunctionSite, FunctionTarget, PlannedSite, Scope, TraceFs, Tracepoint};
+
+use crate::ast::Script;
+use crate::attach::{self, AttachSpec};
+use crate::check::{AttachInfo, TargetInfo, TracepointFormat};
+use crate::diag::{Diagnostic, Diagnostics, Span};
+use crate::hir::ProbeKind;
+
+/// One attach point, resolved.
+#[derive(Clone, Debug)]
+pub struct Bound {
+    pub spec: AttachSpec,
+    /// The attach point as written, with positional parameters in.
+    pub text: String,
+    pub span: Span,
+    pub target: Target,
+    /// Sites that were refused and notes that were skipped.
+    pub warnings: Vec<String>,
+}
+
+/// What an attach point resolved to.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// BEGIN, END or an interval.
+    Plain,
+    Usdt(Vec<PlannedSite>),
+    Functions(Vec<FunctionSite>),
+    /// One or more tracepoints (a glob), each its own probe instance.
+    Tracepoints(Vec<Tracepoint>),
+}
+
+impl Bound {
+    pub fn kind(&self) -> ProbeKind {
+        match self.spec {
+            AttachSpec::Begin => ProbeKind::Begin,
+            AttachSpec::End => ProbeKind::End,
+            AttachSpec::Interval { .. } => ProbeKind::Interval,
+            AttachSpec::Usdt { .. } => ProbeKind::Usdt,
+            AttachSpec::Uprobe { ret: false, .. } => ProbeKind::Uprobe,
+            AttachSpec::Uprobe { ret: true, .. } => ProbeKind::Uretprobe,
+            AttachSpec::Tracepoint { .. } => ProbeKind::Tracepoint,
+        }
+    }
+
+    /// How many probes bpftrace would count: every USDT site, matched
+    /// function and tracepoint.
+    pub fn probe_count(&self) -> usize {
+        match &self.target {
+            Target::Plain => 1,
+            Target::Usdt(sites) => sites.len(),
+            Target::Functions(sites) => sites.len(),
+            Target::Tracepoints(tps) => tps.len(),
+        }
+    }
+
+    /// What the checker needs to know.
+    pub fn info(&self) -> AttachInfo {
+        let targets = match &self.target {
+            Target::Tracepoints(tps) => tps
+                .iter()
+                .map(|tp| TargetInfo {
+                    tracepoint: Some(TracepointFormat {
+                        name: format!("{}:{}", tp.category, tp.name),
+                        fields: tp.fields.clone(),
+                    }),
+                })
+                .collect(),
+            _ => vec![TargetInfo::default()],
+        };
+        AttachInfo {
+            kind: self.kind(),
+            targets,
+        }
+    }
+}
+
+/// Resolves every attach point of `script`: `result[probe][attach point]`.
+pub fn bind(
+    script: &Script,
+    params: &[String],
+    scope: &Scope,
+) -> Result<Vec<Vec<Bound>>, Diagnostics> {
+    let mut tracefs: Option<TraceFs> = None;
+    let mut errors = Vec::new();
+    let mut bound = Vec::new();
+    for probe in &script.probes {
+        let mut points = Vec::new();
+        for raw in &probe.attach_points {
+            let result = attach::parse(raw, params).and_then(|spec| {
+                let text = raw
+                    .fields
+                    .iter()
+                    .map(|f| substitute(f, params))
+                    .collect::<Vec<_>>()
+                    .join(":");
+                resolve(spec, text, raw.span, scope, &mut tracefs)
+            });
+            match result {
+                Ok(b) => points.push(b),
+                Err(d) => errors.push(d),
+            }
+        }
+        bound.push(points);
+    }
+    if errors.is_empty() {
+        Ok(bound)
+    } else {
+        Err(Diagnostics(errors))
+    }
+}
+
+fn substitute(field: &str, params: &[String]) -> String {
+    let mut out = field.to_string();
+    for (i, p) in params.iter().enumerate().rev() {
+        out = out.replace(&format!("${}", i + 1), p);
+    }
+    out
+}
+
+fn resolve(
+    spec: AttachSpec,
+    text: String,
+    span: Span,
+    scope: &Scope,
+    tracefs: &mut Option<TraceFs>,
+) -> Result<Bound, Diagnostic> {
+    let error = |e: sdt_trace::Error| trace_error(e, span);
+    let mut warnings = Vec::new();
+    let target = match &spec {
+        AttachSpec::Begin | AttachSpec::End | AttachSpec::Interval { .. } => Target::Plain,
+        AttachSpec::Usdt {
+            path,
+            provider,
+            name,
+        } => {
+            let probe =
+                sdt_trace::ProbeSpec::new(&text, path.as_deref(), provider.as_deref(), name)
+                    .map_err(error)?;
+            let plan = sdt_trace::plan(std::slice::from_ref(&probe), scope).map_err(error)?;
+            warnings = plan.warnings;
+            Target::Usdt(plan.sites)
+        }
+        AttachSpec::Uprobe { path, target, .. } => {
+            let function = match target {
+                attach::FuncTarget::Symbol(s) => FunctionTarget::Symbol(s.clone()),
+                attach::FuncTarget::Offset { symbol, offset } => FunctionTarget::Offset {
+                    symbol: symbol.clone(),
+                    offset: *offset,
+                },
+                attach::FuncTarget::Address(a) => FunctionTarget::Address(*a),
+            };
+            Target::Functions(
+                sdt_trace::plan_functions(path.as_deref(), &function, &text, scope)
+                    .map_err(error)?,
+            )
+        }
+        AttachSpec::Tracepoint { category, name } => {
+            if tracefs.is_none() {
+                *tracefs = Some(TraceFs::open().map_err(error)?);
+            }
+            let fs = tracefs.as_ref().expect("opened above");
+            let names = fs.names(category, name).map_err(error)?;
+            if names.is_empty() {
+                let mut d =
+                    Diagnostic::error(span, format!("no tracepoint matches `{category}:{name}`"));
+                if let Ok(all) = fs.names(category, "*") {
+                    let candidates: Vec<String> = all.iter().map(|(_, n)| n.clone()).collect();
+                    if let Some(h) = crate::diag::did_you_mean(&crate::diag::suggest(
+                        name,
+                        candidates.iter().map(String::as_str),
+                    )) {
+                        d = d.hint(h);
+                    }
+                }
+                return Err(d.hint("`sdt run -l 'tracepoint:CATEGORY:*'` lists them"));
+            }
+            let tps = names
+                .iter()
+                .map(|(c, n)| fs.tracepoint(c, n))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(error)?;
+            Target::Tracepoints(tps)
+        }
+    };
+    Ok(Bound {
+        spec,
+        text,
+        span,
+        target,
+        warnings,
+    })
+}
+
+/// An engine error about an attach point, as a diagnostic at its span.
+fn trace_error(e: sdt_trace::Error, span: Span) -> Diagnostic {
+    match e {
+        sdt_trace::Error::ProbeNotFound {
+            spec,
+            searched,
+            suggestions,
+        } => {
+            let files: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
+            let mut d = Diagnostic::error(
+                span,
+                format!("no probe matches `{spec}` in {}", files.join(", ")),
+            )
+            .label("nothing matches");
+            if let Some(h) = crate::diag::did_you_mean(&suggestions) {
+                d = d.hint(h);
+            }
+            d.hint("`sdt list FILE` lists the probes of a file, `sdt run -l PATTERN` the functions too")
+        }
+        sdt_trace::Error::NoUsableSite { reasons } => {
+            Diagnostic::error(span, "no site of this probe can be traced").hint(reasons.join("; "))
+        }
+        other => Diagnostic::error(span, other.to_string()),
+    }
+}

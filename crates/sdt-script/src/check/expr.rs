@@ -1,0 +1,1122 @@
+//! Expressions: builtins, operators, casts, and reading C data.
+
+use super::{Checker, Scope, Stop, R};
+use crate::ast::{BinOp, Expr, ExprKind, UnOp};
+use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
+use crate::hir::{Builtin, ProbeKind, TExpr, TKind};
+use crate::types::{Ty, INT64, UINT32, UINT64};
+
+/// Builtin identifiers, for suggestions.
+pub(crate) const BUILTINS: &[&str] = &[
+    "pid", "tid", "uid", "gid", "nsecs", "elapsed", "cpu", "comm", "cgroup", "rand", "numaid",
+    "cpid", "curtask", "probe", "func", "retval", "args", "username", "ustack", "arg0", "arg1",
+    "arg2", "arg3", "arg4", "arg5", "arg6", "arg7", "arg8", "arg9", "arg10", "arg11", "sarg0",
+    "sarg1", "sarg2",
+];
+
+impl Checker<'_> {
+    pub(crate) fn expr(&mut self, e: &Expr, scope: &mut Scope) -> R<TExpr> {
+        let span = e.span;
+        let typed = |kind, ty| TExpr { kind, ty, span };
+        Ok(match &e.kind {
+            ExprKind::Int(n) => self.int_literal(*n, span)?,
+            ExprKind::Str(bytes) => typed(
+                TKind::Str(bytes.clone()),
+                Ty::Str {
+                    size: bytes.len() as u32 + 1,
+                },
+            ),
+            ExprKind::Ident(name) => self.ident(name, span, scope)?,
+            ExprKind::Var(name) => match scope.vars.iter().position(|(n, _)| n == name) {
+                Some(i) => typed(TKind::Var(i), scope.vars[i].1.clone()),
+                None => {
+                    let names: Vec<String> =
+                        scope.vars.iter().map(|(n, _)| format!("${n}")).collect();
+                    let mut d =
+                        Diagnostic::error(span, format!("${name} is used before it is assigned"))
+                            .label("not assigned yet in this probe");
+                    if let Some(h) = did_you_mean(&suggest(
+                        &format!("${name}"),
+                        names.iter().map(String::as_str),
+                    )) {
+                        d = d.hint(h);
+                    }
+                    return Err(self.error(d));
+                }
+            },
+            ExprKind::Map(map) => {
+                let keys = self.map_keys(map, scope)?;
+                let id = self.known_map(&map.name, map.span)?;
+                let decl = self.maps[id].clone();
+                if decl.keys.len() != keys.len() {
+                    return Err(self.error(
+                        Diagnostic::error(
+                            map.span,
+                            format!(
+                                "@{} has {} key{}, but {} {} given here",
+                                map.name,
+                                decl.keys.len(),
+                                super::plural(decl.keys.len()),
+                                keys.len(),
+                                if keys.len() == 1 { "is" } else { "are" }
+                            ),
+                        )
+                        .related(decl.span, "first assigned here"),
+                    ));
+                }
+                if let Ty::Agg(agg) = decl.value {
+                    return Err(self.error(
+                        Diagnostic::error(
+                            span,
+                            format!("@{} holds {}(), which can only be printed, not read in a probe", map.name, agg.name()),
+                        )
+                        .hint("keep a plain copy in another map if a probe needs the value: @n = @n + 1"),
+                    ));
+                }
+                typed(TKind::MapGet { map: id, keys }, decl.value)
+            }
+            ExprKind::Param(n) => self.param(*n, span)?,
+            ExprKind::ParamCount => typed(TKind::Int(self.options.params.len() as i64), INT64),
+            ExprKind::Call { name, args, .. } => self.call_expr(name, args, span, scope)?,
+            ExprKind::Unary { op, expr } => self.unary(*op, expr, span, scope)?,
+            ExprKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, span, scope)?,
+            ExprKind::Ternary {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let cond = self.expr(cond, scope)?;
+                let cond = self.condition(cond)?;
+                let then = self.expr(then, scope)?;
+                let then = self.value(then)?;
+                let otherwise = self.expr(otherwise, scope)?;
+                let otherwise = self.value(otherwise)?;
+                let ty = match (&then.ty, &otherwise.ty) {
+                    (a, b) if a.is_scalar() && b.is_scalar() => Ty::arithmetic(a, b),
+                    (Ty::Str { size: a }, Ty::Str { size: b }) => Ty::Str { size: *a.max(b) },
+                    (a, b) => {
+                        return Err(self.error(Diagnostic::error(
+                            span,
+                            format!(
+                                "the two sides of `?:` have different types: {} and {}",
+                                a.display(&self.registry),
+                                b.display(&self.registry)
+                            ),
+                        )))
+                    }
+                };
+                typed(
+                    TKind::Ternary {
+                        cond: Box::new(cond),
+                        then: Box::new(then),
+                        otherwise: Box::new(otherwise),
+                    },
+                    ty,
+                )
+            }
+            ExprKind::Cast { ty, expr } => {
+                let target = self.resolve_type(ty)?;
+                let value = self.expr(expr, scope)?;
+                self.cast(value, target, span)?
+            }
+            ExprKind::Field {
+                expr,
+                field,
+                field_span,
+                arrow,
+            } => {
+                let base = self.expr(expr, scope)?;
+                self.field(base, field, *field_span, *arrow, span, scope)?
+            }
+            ExprKind::TupleIndex { expr, index } => {
+                let tuple = self.expr(expr, scope)?;
+                let tuple = self.value(tuple)?;
+                let Ty::Tuple(items) = &tuple.ty else {
+                    return Err(self.error(Diagnostic::error(
+                        span,
+                        format!(
+                            "`.{index}` needs a tuple, not {}",
+                            tuple.ty.display(&self.registry)
+                        ),
+                    )));
+                };
+                let Some(item) = items.get(*index as usize).cloned() else {
+                    return Err(self.error(Diagnostic::error(
+                        span,
+                        format!(
+                            "the tuple has {} items; `.{index}` is out of range",
+                            items.len()
+                        ),
+                    )));
+                };
+                typed(
+                    TKind::TupleIndex {
+                        tuple: Box::new(tuple),
+                        index: *index as usize,
+                    },
+                    item,
+                )
+            }
+            ExprKind::Index { expr, index } => {
+                let base = self.expr(expr, scope)?;
+                let index = self.expr(index, scope)?;
+                self.index(base, index, span)?
+            }
+            ExprKind::Tuple(items) => {
+                let mut values = Vec::new();
+                for item in items {
+                    let v = self.expr(item, scope)?;
+                    let v = self.value(v)?;
+                    self.not_void(&v)?;
+                    values.push(v);
+                }
+                let ty = Ty::Tuple(values.iter().map(|v| super::widen(&v.ty)).collect());
+                typed(TKind::Tuple(values), ty)
+            }
+            ExprKind::IncDec {
+                target,
+                increment,
+                prefix,
+            } => {
+                let delta = if *increment { 1 } else { -1 };
+                match &target.kind {
+                    ExprKind::Var(name) => {
+                        let Some(var) = scope.vars.iter().position(|(n, _)| n == name) else {
+                            return Err(self.error(Diagnostic::error(
+                                target.span,
+                                format!("${name} is used before it is assigned"),
+                            )));
+                        };
+                        let ty = scope.vars[var].1.clone();
+                        if !ty.is_integer() {
+                            return Err(self.error(Diagnostic::error(
+                                target.span,
+                                format!(
+                                    "`++` and `--` need an integer; ${name} is {}",
+                                    ty.display(&self.registry)
+                                ),
+                            )));
+                        }
+                        typed(
+                            TKind::VarIncDec {
+                                var,
+                                delta,
+                                prefix: *prefix,
+                            },
+                            ty,
+                        )
+                    }
+                    ExprKind::Map(map) => {
+                        let keys = self.map_keys(map, scope)?;
+                        let zero = TExpr::int(0, INT64, span);
+                        let id = self.learn_map(map, &keys, zero.ty.clone(), span)?;
+                        let ty = self.maps[id].value.clone();
+                        if !ty.is_integer() {
+                            return Err(self.error(Diagnostic::error(
+                                target.span,
+                                format!(
+                                    "`++` and `--` need an integer; @{} holds {}",
+                                    map.name,
+                                    ty.display(&self.registry)
+                                ),
+                            )));
+                        }
+                        typed(
+                            TKind::MapIncDec {
+                                map: id,
+                                keys,
+                                delta,
+                                prefix: *prefix,
+                            },
+                            ty,
+                        )
+                    }
+                    _ => unreachable!("the parser only makes ++/-- of variables and maps"),
+                }
+            }
+            ExprKind::SizeofType(ty) => {
+                let t = self.resolve_type(ty)?;
+                typed(TKind::Int(self.registry.c_size(&t) as i64), UINT64)
+            }
+            ExprKind::Offsetof { ty, field } => {
+                let t = self.resolve_type(ty)?;
+                let Ty::Record(id) = t else {
+                    return Err(self.error(Diagnostic::error(
+                        ty.span,
+                        "offsetof() needs a struct or union",
+                    )));
+                };
+                let Some(found) = self.registry.field(id, field) else {
+                    return Err(self.unknown_field(id, field, span));
+                };
+                typed(TKind::Int(found.offset as i64), UINT64)
+            }
+        })
+    }
+
+    fn int_literal(&mut self, n: i128, span: Span) -> R<TExpr> {
+        if let Ok(v) = i64::try_from(n) {
+            return Ok(TExpr::int(v, INT64, span));
+        }
+        // As in bpftrace, a literal above i64::MAX is still an int64:
+        // `0xffffffffffffffff` is -1.
+        if let Ok(v) = u64::try_from(n) {
+            return Ok(TExpr::int(v as i64, INT64, span));
+        }
+        Err(self.error(Diagnostic::error(
+            span,
+            "this integer does not fit in 64 bits",
+        )))
+    }
+
+    fn param(&mut self, n: u32, span: Span) -> R<TExpr> {
+        let value = self.positional(n).unwrap_or_default().to_string();
+        let as_int = value
+            .strip_prefix('-')
+            .map(|v| crate::lexer::parse_int(v).ok().map(|x| -(x as i128)))
+            .unwrap_or_else(|| crate::lexer::parse_int(&value).ok().map(i128::from));
+        match as_int {
+            Some(v) => self.int_literal(v, span),
+            // An absent parameter is 0 where a number is wanted and the
+            // empty string where a string is, as in bpftrace.
+            None if value.is_empty() => Ok(TExpr::int(0, INT64, span)),
+            None => Ok(TExpr {
+                kind: TKind::Str(value.clone().into_bytes()),
+                ty: Ty::Str {
+                    size: value.len() as u32 + 1,
+                },
+                span,
+            }),
+        }
+    }
+
+    fn ident(&mut self, name: &str, span: Span, scope: &mut Scope) -> R<TExpr> {
+        let typed = |kind, ty| Ok(TExpr { kind, ty, span });
+        let builtin = |b| {
+            Ok(TExpr {
+                kind: TKind::Builtin(b),
+                ty: UINT64,
+                span,
+            })
+        };
+        match name {
+            "pid" => return typed(TKind::Builtin(Builtin::Pid), UINT32),
+            "tid" => return typed(TKind::Builtin(Builtin::Tid), UINT32),
+            "uid" => return typed(TKind::Builtin(Builtin::Uid), UINT32),
+            "gid" => return typed(TKind::Builtin(Builtin::Gid), UINT32),
+            "nsecs" => return builtin(Builtin::Nsecs),
+            "elapsed" => return builtin(Builtin::Elapsed),
+            "cpu" => return typed(TKind::Builtin(Builtin::Cpu), UINT32),
+            "comm" => return typed(TKind::Builtin(Builtin::Comm), Ty::Str { size: 16 }),
+            "cgroup" => return builtin(Builtin::Cgroup),
+            "rand" => return typed(TKind::Builtin(Builtin::Rand), UINT32),
+            "numaid" => return typed(TKind::Builtin(Builtin::NumaId), UINT32),
+            "cpid" => return typed(TKind::Builtin(Builtin::Cpid), UINT32),
+            "curtask" => return builtin(Builtin::CurTask),
+            "probe" => return typed(TKind::Probe, Ty::Probe),
+            "func" => {
+                if !matches!(
+                    scope.kind,
+                    ProbeKind::Uprobe | ProbeKind::Uretprobe | ProbeKind::Usdt
+                ) {
+                    return Err(self.error(Diagnostic::error(
+                        span,
+                        format!("`func` is not available in {} probes", scope.kind.name()),
+                    )));
+                }
+                return typed(TKind::Func, Ty::Func);
+            }
+            "username" => {
+                let uid = TExpr {
+                    kind: TKind::Builtin(Builtin::Uid),
+                    ty: UINT32,
+                    span,
+                };
+                return typed(TKind::Retype(Box::new(uid)), Ty::Username);
+            }
+            "retval" => {
+                if scope.kind != ProbeKind::Uretprobe {
+                    return Err(self.error(
+                        Diagnostic::error(
+                            span,
+                            format!(
+                                "`retval` is only available in uretprobe probes, not {}",
+                                scope.kind.name()
+                            ),
+                        )
+                        .hint("attach a uretprobe:PATH:FUNCTION to read the return value"),
+                    ));
+                }
+                return typed(TKind::Retval, UINT64);
+            }
+            "args" => return self.args_record(span, scope),
+            "ustack" => {
+                return typed(
+                    TKind::UStack,
+                    Ty::UStack {
+                        perf_mode: false,
+                        depth: 127,
+                    },
+                )
+            }
+            "kstack" | "ksym" | "kaddr" => {
+                return Err(self.error(Diagnostic::error(
+                    span,
+                    format!("`{name}` reads the kernel, and sdt traces user space"),
+                )))
+            }
+            "ctx" => {
+                return Err(self.error(Diagnostic::error(
+                    span,
+                    "`ctx` is not supported; use argN, args or reg()",
+                )))
+            }
+            _ => {}
+        }
+        if let Some(n) = name.strip_prefix("arg").and_then(|n| n.parse::<u8>().ok()) {
+            return self.arg(n, span, scope);
+        }
+        if let Some(n) = name.strip_prefix("sarg").and_then(|n| n.parse::<u8>().ok()) {
+            if scope.kind != ProbeKind::Uprobe {
+                return Err(self.error(Diagnostic::error(
+                    span,
+                    format!("`{name}` is only available in uprobe probes"),
+                )));
+            }
+            return typed(TKind::SArg(n), INT64);
+        }
+        if let Some(value) = self.defines.get(name).cloned() {
+            return self.expr(&value, scope);
+        }
+        if let Some((id, value)) = self.registry.enumerator(name) {
+            let def = self.registry.enum_def(id);
+            let ty = Ty::Enum {
+                id,
+                bytes: def.bytes,
+                signed: def.signed,
+            };
+            return typed(TKind::Int(value), ty);
+        }
+        let mut d = Diagnostic::error(span, format!("unknown identifier `{name}`"));
+        if let Some(h) = did_you_mean(&suggest(name, BUILTINS.iter().copied())) {
+            d = d.hint(h);
+        } else {
+            d = d.hint("variables start with `$` and maps with `@`");
+        }
+        Err(self.error(d))
+    }
+
+    fn arg(&mut self, n: u8, span: Span, scope: &Scope) -> R<TExpr> {
+        match scope.kind {
+            ProbeKind::Usdt if n < 12 => {}
+            ProbeKind::Uprobe | ProbeKind::Uretprobe if n < 6 => {}
+            ProbeKind::Usdt => {
+                return Err(self.error(Diagnostic::error(
+                    span,
+                    "USDT probes have at most 12 arguments (arg0 to arg11)",
+                )))
+            }
+            ProbeKind::Uprobe | ProbeKind::Uretprobe => {
+                return Err(self.error(
+                    Diagnostic::error(
+                        span,
+                        format!("arg{n} is not in a register: uprobes read arg0 to arg5"),
+                    )
+                    .hint("read later arguments from the stack with sargN"),
+                ))
+            }
+            ProbeKind::Tracepoint => {
+                return Err(self.error(
+                    Diagnostic::error(
+                        span,
+                        format!("arg{n} is not available in tracepoint probes"),
+                    )
+                    .hint("read the tracepoint's fields as args.NAME"),
+                ))
+            }
+            other => {
+                return Err(self.error(Diagnostic::error(
+                    span,
+                    format!("arg{n} is not available in {} probes", other.name()),
+                )))
+            }
+        }
+        Ok(TExpr {
+            kind: TKind::Arg(n),
+            ty: UINT64,
+            span,
+        })
+    }
+
+    fn args_record(&mut self, span: Span, scope: &Scope) -> R<TExpr> {
+        match &scope.tracepoint {
+            Some((id, _)) => Ok(TExpr {
+                kind: TKind::CtxRecord,
+                ty: Ty::Record(*id),
+                span,
+            }),
+            None => Err(self.error(
+                Diagnostic::error(
+                    span,
+                    format!("`args` is not available in {} probes", scope.kind.name()),
+                )
+                .hint(if scope.kind.is_uprobe() {
+                    "read arguments as arg0, arg1, ..."
+                } else {
+                    "`args` holds a tracepoint's fields"
+                }),
+            )),
+        }
+    }
+
+    /// Turns a place into a value: a `char[N]` into a string, another
+    /// struct or array into a copy of its bytes. As in bpftrace, only
+    /// (signed) `char` arrays are strings: `unsigned char b[4]` is a list
+    /// of four numbers.
+    pub(crate) fn value(&mut self, e: TExpr) -> R<TExpr> {
+        if !e.is_place() {
+            return Ok(e);
+        }
+        let span = e.span;
+        Ok(match &e.ty {
+            Ty::Array { elem, len }
+                if matches!(
+                    **elem,
+                    Ty::Int {
+                        bytes: 1,
+                        signed: true
+                    }
+                ) =>
+            {
+                let size = (*len as u32).clamp(1, super::MAX_STRLEN - 1) + 1;
+                TExpr {
+                    kind: TKind::ArrayStr(Box::new(e)),
+                    ty: Ty::Str { size },
+                    span,
+                }
+            }
+            ty => {
+                let size = self.registry.c_size(ty);
+                if size > u64::from(super::MAX_STRLEN) {
+                    return Err(self.error(Diagnostic::error(
+                        span,
+                        format!(
+                            "{} is {size} bytes, more than a value may hold ({})",
+                            ty.display(&self.registry),
+                            super::MAX_STRLEN
+                        ),
+                    )));
+                }
+                let ty = ty.clone();
+                TExpr {
+                    kind: TKind::CopyPlace(Box::new(e)),
+                    ty,
+                    span,
+                }
+            }
+        })
+    }
+
+    pub(crate) fn not_void(&mut self, e: &TExpr) -> R<()> {
+        if e.ty == Ty::Void {
+            return Err(self.error(Diagnostic::error(e.span, "this call returns no value")));
+        }
+        Ok(())
+    }
+
+    /// A value tested for truth: an integer or a pointer.
+    pub(crate) fn condition(&mut self, e: TExpr) -> R<TExpr> {
+        let e = self.value(e)?;
+        if matches!(e.ty, Ty::Int { .. } | Ty::Enum { .. } | Ty::Ptr(_)) {
+            return Ok(e);
+        }
+        Err(self.error(
+            Diagnostic::error(
+                e.span,
+                format!(
+                    "a condition must be an integer, not {}",
+                    e.ty.display(&self.registry)
+                ),
+            )
+            .hint(if e.ty.is_string() {
+                "compare strings with == or strncmp()"
+            } else {
+                "compare it with something"
+            }),
+        ))
+    }
+
+    fn unary(&mut self, op: UnOp, operand: &Expr, span: Span, scope: &mut Scope) -> R<TExpr> {
+        let value = self.expr(operand, scope)?;
+        match op {
+            UnOp::Deref => {
+                let value = self.value(value)?;
+                let Ty::Ptr(pointee) = value.ty.clone() else {
+                    return Err(self.error(
+                        Diagnostic::error(
+                            span,
+                            format!(
+                                "`*` needs a pointer, not {}",
+                                value.ty.display(&self.registry)
+                            ),
+                        )
+                        .hint("cast it first: *(uint32 *)arg0"),
+                    ));
+                };
+                self.pointee_place(value, *pointee, span)
+            }
+            UnOp::AddrOf => {
+                if !matches!(
+                    value.kind,
+                    TKind::UserPlace(_)
+                        | TKind::Field { .. }
+                        | TKind::Index { .. }
+                        | TKind::Load { .. }
+                ) {
+                    return Err(self.error(Diagnostic::error(
+                        span,
+                        "`&` needs a field or an element of traced memory",
+                    )));
+                }
+                let (place, ty) = match value.kind {
+                    TKind::Load { place, .. } => (*place, value.ty),
+                    _ => (value.clone(), value.ty.clone()),
+                };
+                if super::expr_is_ctx(&place) {
+                    return Err(self.error(Diagnostic::error(
+                        span,
+                        "a tracepoint's fields have no address in the traced program",
+                    )));
+                }
+                Ok(TExpr {
+                    kind: TKind::AddrOf(Box::new(place)),
+                    ty: Ty::Ptr(Box::new(ty)),
+                    span,
+                })
+            }
+            UnOp::Neg | UnOp::BitNot | UnOp::Not => {
+                let value = self.value(value)?;
+                if !value.ty.is_integer() && !matches!(value.ty, Ty::Ptr(_)) {
+                    return Err(self.error(Diagnostic::error(
+                        span,
+                        format!(
+                            "`{}` needs an integer, not {}",
+                            match op {
+                                UnOp::Neg => "-",
+                                UnOp::BitNot => "~",
+                                _ => "!",
+                            },
+                            value.ty.display(&self.registry)
+                        ),
+                    )));
+                }
+                // `-` and `~` keep their operand's type, as in bpftrace:
+                // `-arg0` is a uint64, `~(uint32)0` is 4294967295.
+                if let (UnOp::Neg | UnOp::BitNot, TKind::Int(v)) = (op, &value.kind) {
+                    let folded = if op == UnOp::Neg {
+                        v.wrapping_neg()
+                    } else {
+                        !v
+                    };
+                    return Ok(TExpr::int(
+                        value.ty.truncate(folded),
+                        value.ty.clone(),
+                        span,
+                    ));
+                }
+                let ty = match (op, &value.ty) {
+                    (UnOp::Not, _) => INT64,
+                    (_, Ty::Ptr(_)) => UINT64,
+                    (_, ty) => super::widen(ty),
+                };
+                Ok(TExpr {
+                    kind: TKind::Unary {
+                        op,
+                        expr: Box::new(value),
+                    },
+                    ty,
+                    span,
+                })
+            }
+        }
+    }
+
+    /// What `*ptr` is: a scalar read, or a place for a struct or array.
+    fn pointee_place(&mut self, ptr: TExpr, pointee: Ty, span: Span) -> R<TExpr> {
+        match pointee {
+            Ty::Void => Err(self.error(
+                Diagnostic::error(span, "cannot read through a `void *`")
+                    .hint("cast it to a pointer type first"),
+            )),
+            Ty::Record(id) if self.registry.record(id).incomplete => Err(self.error(
+                Diagnostic::error(
+                    span,
+                    format!(
+                        "`{}` is declared but not defined",
+                        self.registry.record(id).name
+                    ),
+                )
+                .hint("define the struct in the script"),
+            )),
+            ty @ (Ty::Record(_) | Ty::Array { .. }) => Ok(TExpr {
+                kind: TKind::UserPlace(Box::new(ptr)),
+                ty,
+                span,
+            }),
+            ty if ty.is_scalar() => {
+                let place = TExpr {
+                    kind: TKind::UserPlace(Box::new(ptr)),
+                    ty: ty.clone(),
+                    span,
+                };
+                Ok(TExpr {
+                    kind: TKind::Load {
+                        place: Box::new(place),
+                        bitfield: None,
+                    },
+                    ty,
+                    span,
+                })
+            }
+            other => Err(self.error(Diagnostic::error(
+                span,
+                format!(
+                    "cannot read a {} through a pointer",
+                    other.display(&self.registry)
+                ),
+            ))),
+        }
+    }
+
+    pub(crate) fn binary(
+        &mut self,
+        op: BinOp,
+        lhs: &Expr,
+        rhs: &Expr,
+        span: Span,
+        scope: &mut Scope,
+    ) -> R<TExpr> {
+        let l = self.expr(lhs, scope)?;
+        let l = self.value(l)?;
+        let r = self.expr(rhs, scope)?;
+        let r = self.value(r)?;
+        self.not_void(&l)?;
+        self.not_void(&r)?;
+        if l.ty.is_string() || r.ty.is_string() {
+            return match (op, l.ty.is_string() && r.ty.is_string()) {
+                (BinOp::Eq | BinOp::Ne, true) => Ok(TExpr {
+                    kind: TKind::StrEq {
+                        lhs: Box::new(l),
+                        rhs: Box::new(r),
+                        negate: op == BinOp::Ne,
+                    },
+                    ty: INT64,
+                    span,
+                }),
+                (BinOp::Eq | BinOp::Ne, false) => Err(self.error(Diagnostic::error(
+                    span,
+                    format!(
+                        "cannot compare {} with {}",
+                        l.ty.display(&self.registry),
+                        r.ty.display(&self.registry)
+                    ),
+                ))),
+                _ => Err(self.error(
+                    Diagnostic::error(span, format!("`{}` does not apply to strings", op.symbol()))
+                        .hint("strings can be compared with == and != or strncmp()"),
+                )),
+            };
+        }
+        for side in [&l, &r] {
+            let printable_only = matches!(
+                side.ty,
+                Ty::USym
+                    | Ty::Probe
+                    | Ty::Func
+                    | Ty::Username
+                    | Ty::Strerror
+                    | Ty::Inet { .. }
+                    | Ty::Timestamp { .. }
+            );
+            if !side.ty.is_scalar() || (printable_only && !op.is_comparison()) {
+                return Err(self.error(Diagnostic::error(
+                    side.span,
+                    format!(
+                        "`{}` needs integers, and this is {}",
+                        op.symbol(),
+                        side.ty.display(&self.registry)
+                    ),
+                )));
+            }
+        }
+        if matches!(op, BinOp::And | BinOp::Or) {
+            return Ok(TExpr {
+                kind: TKind::Logical {
+                    and: op == BinOp::And,
+                    lhs: Box::new(l),
+                    rhs: Box::new(r),
+                },
+                ty: INT64,
+                span,
+            });
+        }
+        // Pointer arithmetic scales by the pointee's size, as in C.
+        let (l, r) = match (&l.ty, &r.ty, op) {
+            (Ty::Ptr(p), t, BinOp::Add | BinOp::Sub) if t.is_integer() => {
+                let size = self.registry.c_size(p).max(1) as i64;
+                let scaled = scale(r, size);
+                (l, scaled)
+            }
+            (t, Ty::Ptr(p), BinOp::Add) if t.is_integer() => {
+                let size = self.registry.c_size(p).max(1) as i64;
+                (scale(l, size), r)
+            }
+            _ => (l, r),
+        };
+        let ty = if op.is_comparison() {
+            INT64
+        } else if let (Ty::Ptr(_), Ty::Ptr(_), BinOp::Sub) = (&l.ty, &r.ty, op) {
+            INT64
+        } else if let Ty::Ptr(_) = l.ty {
+            l.ty.clone()
+        } else if let (Ty::Ptr(_), BinOp::Add) = (&r.ty, op) {
+            r.ty.clone()
+        } else {
+            Ty::arithmetic(&l.ty, &r.ty)
+        };
+        if let (TKind::Int(a), TKind::Int(b)) = (&l.kind, &r.kind) {
+            if let Some(v) = fold(op, *a, *b, Ty::arithmetic(&l.ty, &r.ty).is_signed()) {
+                return Ok(TExpr::int(v, ty, span));
+            }
+        }
+        Ok(TExpr {
+            kind: TKind::Binary {
+                op,
+                lhs: Box::new(l),
+                rhs: Box::new(r),
+            },
+            ty,
+            span,
+        })
+    }
+
+    fn cast(&mut self, value: TExpr, target: Ty, span: Span) -> R<TExpr> {
+        // As in C, an array in traced memory cast to a pointer is the
+        // address of its first element: `(struct s *)$p->one_element_array`.
+        let value = match (&target, &value.ty) {
+            (Ty::Ptr(_), Ty::Array { elem, .. })
+                if value.is_place() && !super::expr_is_ctx(&value) =>
+            {
+                TExpr {
+                    ty: Ty::Ptr(elem.clone()),
+                    span: value.span,
+                    kind: TKind::AddrOf(Box::new(value)),
+                }
+            }
+            _ => value,
+        };
+        let value = self.value(value)?;
+        match (&target, &value.ty) {
+            (Ty::Int { .. } | Ty::Enum { .. }, from) if from.is_scalar() => Ok(match value.kind {
+                TKind::Int(v) => TExpr::int(target.truncate(v), target, span),
+                _ => TExpr {
+                    kind: TKind::IntCast(Box::new(value)),
+                    ty: target,
+                    span,
+                },
+            }),
+            (Ty::Ptr(_), from) if from.is_scalar() => Ok(TExpr {
+                ty: target,
+                span,
+                ..value
+            }),
+            (Ty::Array { elem, len }, Ty::Int { .. })
+                if matches!(**elem, Ty::Int { .. }) && self.registry.c_size(&target) <= 8 =>
+            {
+                let _ = len;
+                Err(self.error(Diagnostic::error(
+                    span,
+                    "casting an integer to an array is not supported",
+                )))
+            }
+            (to, from) => Err(self.error(
+                Diagnostic::error(
+                    span,
+                    format!(
+                        "cannot cast {} to {}",
+                        from.display(&self.registry),
+                        to.display(&self.registry)
+                    ),
+                )
+                .hint(if matches!(to, Ty::Record(_)) {
+                    "cast to a pointer and use ->: ((struct foo *)arg0)->field"
+                } else {
+                    "casts convert integers and pointers"
+                }),
+            )),
+        }
+    }
+
+    pub(crate) fn resolve_type(&mut self, ty: &crate::ast::TypeName) -> R<Ty> {
+        let Some(mut t) = crate::cdecl::base_type(&self.registry, &ty.name) else {
+            let mut d = Diagnostic::error(ty.span, format!("unknown type `{}`", ty.name));
+            let names: Vec<&str> = self
+                .registry
+                .type_names()
+                .chain(crate::parser::INT_TYPE_NAMES.iter().copied())
+                .collect();
+            if let Some(h) = did_you_mean(&suggest(&ty.name, names)) {
+                d = d.hint(h);
+            } else if ty.name.starts_with("struct")
+                || ty.name.starts_with("union")
+                || ty.name.starts_with("enum")
+            {
+                d = d.hint("define it at the top of the script in C, as in a header");
+            }
+            return Err(self.error(d));
+        };
+        for _ in 0..ty.pointers {
+            t = Ty::Ptr(Box::new(t));
+        }
+        if let Some(len) = ty.array {
+            t = Ty::Array {
+                elem: Box::new(t),
+                len,
+            };
+        }
+        if t == Ty::Void {
+            return Err(self.error(Diagnostic::error(ty.span, "cannot cast to void")));
+        }
+        Ok(t)
+    }
+
+    fn field(
+        &mut self,
+        base: TExpr,
+        field: &str,
+        field_span: Span,
+        arrow: bool,
+        span: Span,
+        scope: &mut Scope,
+    ) -> R<TExpr> {
+        // `args.f` and `args->f` both name a tracepoint field.
+        let is_ctx = matches!(base.kind, TKind::CtxRecord);
+        let place = match (&base.ty, arrow) {
+            (Ty::Record(_), false) if base.is_place() || is_ctx => base,
+            (Ty::Record(_), true) if is_ctx => base,
+            (Ty::Ptr(pointee), true) => {
+                let pointee = (**pointee).clone();
+                if !matches!(pointee, Ty::Record(_)) {
+                    return Err(self.error(Diagnostic::error(
+                        span,
+                        format!(
+                            "`->` needs a pointer to a struct, not {}",
+                            base.ty.display(&self.registry)
+                        ),
+                    )));
+                }
+                self.pointee_place(base, pointee, span)?
+            }
+            (Ty::Ptr(_), false) => {
+                return Err(self.error(
+                    Diagnostic::error(span, "`.` on a pointer")
+                        .hint(format!("use `->{field}` to read through the pointer")),
+                ))
+            }
+            (Ty::Record(_), true) => {
+                return Err(self.error(
+                    Diagnostic::error(span, "`->` on a struct that is not a pointer")
+                        .hint(format!("use `.{field}`")),
+                ))
+            }
+            (Ty::Tuple(_), _) => {
+                return Err(self.error(Diagnostic::error(
+                    field_span,
+                    "tuple items are read by position: $t.0, $t.1, ...",
+                )))
+            }
+            (other, _) => {
+                return Err(self.error(
+                    Diagnostic::error(
+                        span,
+                        format!("{} has no fields", other.display(&self.registry)),
+                    )
+                    .hint("cast a pointer to a struct type first: ((struct foo *)arg0)->field"),
+                ))
+            }
+        };
+        let Ty::Record(id) = place.ty else {
+            unreachable!("checked above")
+        };
+        if let (true, Some((_, data_locs))) = (is_ctx, &scope.tracepoint) {
+            if let Some(&offset) = data_locs.get(field) {
+                return Ok(TExpr {
+                    kind: TKind::DataLoc { offset },
+                    ty: Ty::Str {
+                        size: self.options.strlen,
+                    },
+                    span,
+                });
+            }
+        }
+        let Some(found) = self.registry.field(id, field) else {
+            return Err(self.unknown_field(id, field, field_span));
+        };
+        let member = TExpr {
+            kind: TKind::Field {
+                base: Box::new(place),
+                offset: found.offset,
+            },
+            ty: found.ty.clone(),
+            span,
+        };
+        Ok(self.load_if_scalar(member, found.bitfield))
+    }
+
+    pub(crate) fn unknown_field(
+        &mut self,
+        id: crate::types::RecordId,
+        field: &str,
+        span: Span,
+    ) -> Stop {
+        let record = self.registry.record(id);
+        let names = self.registry.field_names(id);
+        let mut d = Diagnostic::error(span, format!("{} has no field `{field}`", record.name));
+        d = match did_you_mean(&suggest(field, names.iter().copied())) {
+            Some(h) => d.hint(h),
+            None if !names.is_empty() => d.hint(format!("its fields are {}", names.join(", "))),
+            None => d,
+        };
+        self.error(d)
+    }
+
+    /// A scalar member is read; a struct or array member stays a place.
+    fn load_if_scalar(&self, member: TExpr, bitfield: Option<(u8, u8)>) -> TExpr {
+        if member.ty.is_scalar() {
+            let ty = member.ty.clone();
+            let span = member.span;
+            TExpr {
+                kind: TKind::Load {
+                    place: Box::new(member),
+                    bitfield,
+                },
+                ty,
+                span,
+            }
+        } else {
+            member
+        }
+    }
+
+    fn index(&mut self, base: TExpr, index: TExpr, span: Span) -> R<TExpr> {
+        let index = self.value(index)?;
+        if !index.ty.is_integer() {
+            return Err(self.error(Diagnostic::error(index.span, "an index must be an integer")));
+        }
+        let (place, elem) = match base.ty.clone() {
+            Ty::Array { elem, len } if base.is_place() => {
+                if let TKind::Int(i) = index.kind {
+                    if i < 0 || (len > 0 && i as u64 >= len) {
+                        return Err(self.error(Diagnostic::error(
+                            index.span,
+                            format!("index {i} is out of bounds of an array of {len}"),
+                        )));
+                    }
+                }
+                (base, *elem)
+            }
+            Ty::Ptr(pointee) => {
+                let elem = *pointee;
+                if elem == Ty::Void {
+                    return Err(self.error(Diagnostic::error(span, "cannot index a `void *`")));
+                }
+                let array = Ty::Array {
+                    elem: Box::new(elem.clone()),
+                    len: 0,
+                };
+                let place = TExpr {
+                    kind: TKind::UserPlace(Box::new(base)),
+                    ty: array,
+                    span,
+                };
+                (place, elem)
+            }
+            other => {
+                return Err(self.error(
+                    Diagnostic::error(
+                        span,
+                        format!("{} cannot be indexed", other.display(&self.registry)),
+                    )
+                    .hint("index arrays and pointers; map keys go in @map[key]"),
+                ))
+            }
+        };
+        let stride = self.registry.c_size(&elem);
+        let element = TExpr {
+            kind: TKind::Index {
+                base: Box::new(place),
+                index: Box::new(index),
+                stride,
+            },
+            ty: elem,
+            span,
+        };
+        Ok(self.load_if_scalar(element, None))
+    }
+}
+
+/// `e * size`, folded when `e` is a constant.
+fn scale(e: TExpr, size: i64) -> TExpr {
+    if size == 1 {
+        return e;
+    }
+    let span = e.span;
+    let ty = e.ty.clone();
+    if let TKind::Int(v) = e.kind {
+        return TExpr::int(v.wrapping_mul(size), ty, span);
+    }
+    TExpr {
+        kind: TKind::Binary {
+            op: BinOp::Mul,
+            lhs: Box::new(e),
+            rhs: Box::new(TExpr::int(size, INT64, span)),
+        },
+        ty,
+        span,
+    }
+}
+
+/// Folds an operation on two constants, if it is defined.
+fn fold(op: BinOp, a: i64, b: i64, signed: bool) -> Option<i64> {
+    use BinOp::*;
+    let (ua, ub) = (a as u64, b as u64);
+    Some(match op {
+        Add => a.wrapping_add(b),
+        Sub => a.wrapping_sub(b),
+        Mul => a.wrapping_mul(b),
+        // bpftrace divides unsigned and shifts right logically, also
+        // signed operands. Dividing by zero gives what BPF gives at run
+        // time (0, and the dividend for `%`); bpftrace's result is
+        // undefined.
+        Div if b == 0 => 0,
+        Div => (ua / ub) as i64,
+        Mod if b == 0 => a,
+        Mod => (ua % ub) as i64,
+        BitAnd => a & b,
+        BitOr => a | b,
+        BitXor => a ^ b,
+        Shl => ua.checked_shl(ub.try_into().ok()?).unwrap_or(0) as i64,
+        Shr => ua.checked_shr(ub.try_into().ok()?).unwrap_or(0) as i64,
+        Eq => i64::from(a == b),
+        Ne => i64::from(a != b),
+        Lt if signed => i64::from(a < b),
+        Le if signed => i64::from(a <= b),
+        Gt if signed => i64::from(a > b),
+        Ge if signed => i64::from(a >= b),
+        Lt => i64::from(ua < ub),
+        Le => i64::from(ua <= ub),
+        Gt => i64::from(ua > ub),
+        Ge => i64::from(ua >= ub),
+        And | Or => return None,
+    })
+}

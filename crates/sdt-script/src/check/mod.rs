@@ -1,0 +1,801 @@
+//! The checker: names resolved, types inferred and checked, syntax tree
+//! to [`hir::Program`].
+//!
+//! Maps are global and their types come from every assignment in the
+//! script, in any probe, so the checker runs over the whole script until
+//! no assignment teaches it anything new about a map, and only the last
+//! run reports errors. Variables belong to one probe block and take their
+//! type from their first assignment, in text order, as in bpftrace.
+//!
+//! Each probe block is checked once per attach point, and once per
+//! tracepoint of a tracepoint glob, because `args` differs between
+//! tracepoints.
+
+mod calls;
+mod expr;
+
+use std::collections::HashMap;
+
+use crate::ast::{self, BinOp, Expr, ExprKind, Script, Stmt, StmtKind};
+use crate::diag::{did_you_mean, suggest, Diagnostic, Diagnostics, Span};
+use crate::hir::{MapDecl, MapId, ProbeInstance, ProbeKind, Program, TExpr, TKind, TStmt, VarId};
+use crate::types::{Field, Record, RecordId, Ty, TypeRegistry};
+pub use sdt_trace::TracepointField;
+
+/// What the checker needs to know from outside the script.
+#[derive(Clone, Debug)]
+pub struct CheckOptions {
+    /// Positional parameters: `$1` is `params[0]`.
+    pub params: Vec<String>,
+    /// Bytes of a string buffer, including the NUL (`BPFTRACE_STRLEN`).
+    pub strlen: u32,
+    /// Whether `system()` and `signal()` are allowed (`--unsafe`).
+    pub allow_unsafe: bool,
+    /// Whether `__sdt_event(...)`, the statement behind `sdt trace`, may
+    /// be used. Scripts from users never have it.
+    pub internal: bool,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions {
+            params: Vec::new(),
+            strlen: DEFAULT_STRLEN,
+            allow_unsafe: false,
+            internal: false,
+        }
+    }
+}
+
+/// bpftrace's default string size.
+pub const DEFAULT_STRLEN: u32 = 64;
+/// The largest string buffer: strings live in a per-CPU scratch map, not
+/// on the 512-byte BPF stack, so this is bounded by the scratch map.
+pub const MAX_STRLEN: u32 = 4096;
+
+/// What one attach point expands to, as far as the checker cares.
+#[derive(Clone, Debug)]
+pub struct AttachInfo {
+    pub kind: ProbeKind,
+    /// One entry per instance: one for most probes, one per tracepoint
+    /// for a tracepoint glob.
+    pub targets: Vec<TargetInfo>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct TargetInfo {
+    /// The tracepoint's record format, for `args`.
+    pub tracepoint: Option<TracepointFormat>,
+}
+
+/// A tracepoint's record, from its `format` file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TracepointFormat {
+    /// `category:name`.
+    pub name: String,
+    pub fields: Vec<TracepointField>,
+}
+
+/// Checks `script`; `attach[i][j]` describes attach point `j` of probe `i`.
+pub fn check(
+    script: &Script,
+    attach: &[Vec<AttachInfo>],
+    options: &CheckOptions,
+) -> Result<Program, Diagnostics> {
+    let mut checker = Checker::new(script, options)?;
+    // Learn map types until nothing changes, then check for real.
+    for _ in 0..64 {
+        checker.final_pass = false;
+        checker.learned = false;
+        checker.run(script, attach);
+        if !checker.learned {
+            break;
+        }
+    }
+    checker.final_pass = true;
+    checker.errors.clear();
+    let probes = checker.run(script, attach);
+    if !checker.errors.is_empty() {
+        return Err(Diagnostics(checker.errors));
+    }
+    Ok(Program {
+        registry: checker.registry,
+        maps: checker.maps,
+        probes,
+        formats: checker.formats,
+        time_formats: checker.time_formats,
+        join_separators: checker.join_separators,
+        strlen: options.strlen,
+    })
+}
+
+/// A diagnostic was recorded; the construct is skipped.
+pub(crate) struct Stop;
+
+pub(crate) type R<T> = Result<T, Stop>;
+
+pub(crate) struct Checker<'o> {
+    options: &'o CheckOptions,
+    pub(crate) registry: TypeRegistry,
+    /// `#define NAME VALUE` constants.
+    defines: HashMap<String, Expr>,
+    pub(crate) maps: Vec<MapDecl>,
+    map_index: HashMap<String, MapId>,
+    pub(crate) formats: Vec<crate::format::Format>,
+    pub(crate) time_formats: Vec<String>,
+    pub(crate) join_separators: Vec<String>,
+    errors: Vec<Diagnostic>,
+    /// Whether this run reports errors (the last one).
+    final_pass: bool,
+    /// Whether this run learned something new about a map.
+    learned: bool,
+}
+
+/// What is known inside one probe block instance.
+pub(crate) struct Scope {
+    pub kind: ProbeKind,
+    pub vars: Vec<(String, Ty)>,
+    /// The tracepoint's record and its `__data_loc` fields.
+    pub tracepoint: Option<(RecordId, HashMap<String, u32>)>,
+    pub loops: u32,
+}
+
+impl<'o> Checker<'o> {
+    fn new(script: &Script, options: &'o CheckOptions) -> Result<Checker<'o>, Diagnostics> {
+        let mut registry = TypeRegistry::default();
+        let mut errors = Vec::new();
+        for definition in &script.definitions {
+            if let Err(e) = crate::cdecl::define(&mut registry, &definition.text, definition.span) {
+                errors.push(e);
+            }
+        }
+        let mut defines = HashMap::new();
+        for (span, text) in &script.directives {
+            if let Some(rest) = text.strip_prefix("define") {
+                match parse_define(rest, *span) {
+                    Ok(Some((name, value))) => {
+                        defines.insert(name, value);
+                    }
+                    Ok(None) => {}
+                    Err(e) => errors.push(e),
+                }
+            }
+            // `#include` lines name kernel or system headers that sdt
+            // cannot read; scripts that need their types define them.
+        }
+        if !errors.is_empty() {
+            return Err(Diagnostics(errors));
+        }
+        let mut checker = Checker {
+            options,
+            registry,
+            defines,
+            maps: Vec::new(),
+            map_index: HashMap::new(),
+            formats: Vec::new(),
+            time_formats: Vec::new(),
+            join_separators: Vec::new(),
+            errors: Vec::new(),
+            final_pass: false,
+            learned: false,
+        };
+        for entry in &script.config {
+            checker.config_entry(entry)?;
+        }
+        Ok(checker)
+    }
+
+    fn config_entry(&mut self, entry: &ast::ConfigEntry) -> Result<(), Diagnostics> {
+        let known = [
+            "max_strlen",
+            "max_map_keys",
+            "missing_probes",
+            "print_maps_on_exit",
+            "perf_rb_pages",
+            "stack_mode",
+            "max_bpf_progs",
+            "max_probes",
+            "log_size",
+            "on_stack_limit",
+            "lazy_symbolication",
+        ];
+        if !known.contains(&entry.name.as_str()) {
+            let mut d = Diagnostic::error(
+                entry.span,
+                format!("unknown config option `{}`", entry.name),
+            );
+            if let Some(h) = did_you_mean(&suggest(&entry.name, known)) {
+                d = d.hint(h);
+            }
+            return Err(d.into());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn error(&mut self, d: Diagnostic) -> Stop {
+        if self.final_pass {
+            self.errors.push(d);
+        }
+        Stop
+    }
+
+    fn run(&mut self, script: &Script, attach: &[Vec<AttachInfo>]) -> Vec<ProbeInstance> {
+        self.formats.clear();
+        self.time_formats.clear();
+        self.join_separators.clear();
+        let mut instances = Vec::new();
+        for (block, probe) in script.probes.iter().enumerate() {
+            let Some(points) = attach.get(block) else {
+                continue;
+            };
+            for (attach_point, info) in points.iter().enumerate() {
+                for (target, target_info) in info.targets.iter().enumerate() {
+                    if let Some(instance) =
+                        self.instance(probe, block, attach_point, target, info.kind, target_info)
+                    {
+                        instances.push(instance);
+                    }
+                }
+            }
+        }
+        instances
+    }
+
+    fn instance(
+        &mut self,
+        probe: &ast::Probe,
+        block: usize,
+        attach_point: usize,
+        target: usize,
+        kind: ProbeKind,
+        info: &TargetInfo,
+    ) -> Option<ProbeInstance> {
+        let tracepoint = info
+            .tracepoint
+            .as_ref()
+            .and_then(|format| self.tracepoint_record(format, probe.span));
+        let mut scope = Scope {
+            kind,
+            vars: Vec::new(),
+            tracepoint,
+            loops: 0,
+        };
+        let predicate = match &probe.predicate {
+            Some(p) => {
+                let e = self.expr(p, &mut scope).ok()?;
+                Some(self.condition(e).ok()?)
+            }
+            None => None,
+        };
+        let body = self.block(&probe.body, &mut scope);
+        Some(ProbeInstance {
+            block,
+            attach_point,
+            target,
+            kind,
+            span: probe.attach_points[attach_point].span,
+            vars: scope.vars.into_iter().map(|(_, t)| t).collect(),
+            predicate,
+            body,
+        })
+    }
+
+    /// Builds the record type of a tracepoint's format.
+    fn tracepoint_record(
+        &mut self,
+        format: &TracepointFormat,
+        span: Span,
+    ) -> Option<(RecordId, HashMap<String, u32>)> {
+        let mut fields = Vec::new();
+        let mut data_locs = HashMap::new();
+        let mut size = 0u64;
+        for f in &format.fields {
+            size = size.max(u64::from(f.offset) + u64::from(f.size));
+            if f.c_type.contains("__data_loc") {
+                data_locs.insert(f.name.clone(), f.offset);
+                fields.push(Field {
+                    name: f.name.clone(),
+                    ty: Ty::int(4, false),
+                    offset: u64::from(f.offset),
+                    bitfield: None,
+                });
+                continue;
+            }
+            let ty = tracepoint_field_type(&self.registry, f);
+            fields.push(Field {
+                name: f.name.clone(),
+                ty,
+                offset: u64::from(f.offset),
+                bitfield: None,
+            });
+        }
+        if fields.is_empty() {
+            self.error(Diagnostic::error(
+                span,
+                format!("tracepoint {} has no fields", format.name),
+            ));
+        }
+        let id = self.registry.add_record(Record {
+            name: format!("tracepoint {}", format.name),
+            is_union: false,
+            size,
+            align: 8,
+            fields,
+            incomplete: false,
+        });
+        Some((id, data_locs))
+    }
+
+    fn block(&mut self, stmts: &[Stmt], scope: &mut Scope) -> Vec<TStmt> {
+        let mut out = Vec::new();
+        for stmt in stmts {
+            if let Ok(s) = self.stmt(stmt, scope) {
+                out.extend(s);
+            }
+        }
+        out
+    }
+
+    fn stmt(&mut self, stmt: &Stmt, scope: &mut Scope) -> R<Option<TStmt>> {
+        Ok(Some(match &stmt.kind {
+            StmtKind::Expr(e) => return self.expr_stmt(e, scope),
+            StmtKind::AssignVar {
+                name,
+                name_span,
+                op,
+                value,
+            } => {
+                let value = match op {
+                    None => self.expr(value, scope)?,
+                    Some(op) => {
+                        let current = Expr {
+                            kind: ExprKind::Var(name.clone()),
+                            span: *name_span,
+                        };
+                        self.binary(*op, &current, value, stmt.span, scope)?
+                    }
+                };
+                let value = self.value(value)?;
+                self.not_void(&value)?;
+                if let Ty::Agg(agg) = value.ty {
+                    return Err(self.error(
+                        Diagnostic::error(
+                            value.span,
+                            format!("{}() can only be assigned to a map", agg.name()),
+                        )
+                        .hint(format!("write @{name} = {}(...)", agg.name())),
+                    ));
+                }
+                let var = self.define_var(scope, name, value.ty.clone(), *name_span)?;
+                TStmt::AssignVar { var, value }
+            }
+            StmtKind::AssignMap { map, op, value } => {
+                return self.assign_map(map, *op, value, stmt.span, scope).map(Some)
+            }
+            StmtKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let cond = self.expr(cond, scope)?;
+                let cond = self.condition(cond)?;
+                let then = self.block(then, scope);
+                let otherwise = otherwise
+                    .as_ref()
+                    .map(|b| self.block(b, scope))
+                    .unwrap_or_default();
+                TStmt::If {
+                    cond,
+                    then,
+                    otherwise,
+                }
+            }
+            StmtKind::Unroll { count, body } => {
+                let n = self.expr(count, scope)?;
+                let TKind::Int(n_value) = n.kind else {
+                    return Err(self.error(
+                        Diagnostic::error(count.span, "the unroll count must be a constant")
+                            .hint("write unroll (5) { ... }"),
+                    ));
+                };
+                if !(1..=100).contains(&n_value) {
+                    return Err(self.error(Diagnostic::error(
+                        count.span,
+                        format!("unroll count {n_value} is not between 1 and 100"),
+                    )));
+                }
+                let body = self.block(body, scope);
+                TStmt::Unroll {
+                    count: n_value as u32,
+                    body,
+                }
+            }
+            StmtKind::While { cond, body } => {
+                let cond = self.expr(cond, scope)?;
+                let cond = self.condition(cond)?;
+                scope.loops += 1;
+                let body = self.block(body, scope);
+                scope.loops -= 1;
+                TStmt::While {
+                    cond,
+                    body,
+                    span: stmt.span,
+                }
+            }
+            StmtKind::For { map_span, .. } => {
+                return Err(self.error(
+                    Diagnostic::error(*map_span, "`for` loops over maps are not supported yet")
+                        .hint("print the map with print(@map), or use a while loop over an index"),
+                ))
+            }
+            StmtKind::Break | StmtKind::Continue if scope.loops == 0 => {
+                return Err(self.error(Diagnostic::error(
+                    stmt.span,
+                    "`break` and `continue` belong inside a while loop",
+                )))
+            }
+            StmtKind::Break => TStmt::Break,
+            StmtKind::Continue => TStmt::Continue,
+            StmtKind::Return => TStmt::Return,
+        }))
+    }
+
+    fn expr_stmt(&mut self, e: &Expr, scope: &mut Scope) -> R<Option<TStmt>> {
+        if let ExprKind::Call { name, args, .. } = &e.kind {
+            if let Some(stmt) = self.call_stmt(name, args, e.span, scope)? {
+                return Ok(Some(stmt));
+            }
+        }
+        let value = self.expr(e, scope)?;
+        if let Ty::Agg(agg) = value.ty {
+            return Err(self.error(
+                Diagnostic::error(
+                    e.span,
+                    format!("the result of {}() is not used", agg.name()),
+                )
+                .hint(format!("assign it to a map: @name = {}(...)", agg.name())),
+            ));
+        }
+        Ok(Some(TStmt::Expr(value)))
+    }
+
+    fn assign_map(
+        &mut self,
+        map: &ast::MapRef,
+        op: Option<BinOp>,
+        value: &Expr,
+        span: Span,
+        scope: &mut Scope,
+    ) -> R<TStmt> {
+        let keys = self.map_keys(map, scope)?;
+        if op.is_none() {
+            if let ExprKind::Call { name, args, .. } = &value.kind {
+                if let Some((agg, arg)) = self.aggregation(name, args, value.span, scope)? {
+                    let id = self.learn_map(map, &keys, Ty::Agg(agg), value.span)?;
+                    return Ok(TStmt::Aggregate {
+                        map: id,
+                        keys,
+                        agg,
+                        value: arg,
+                        span,
+                    });
+                }
+            }
+        }
+        let value = match op {
+            None => self.expr(value, scope)?,
+            Some(op) => {
+                let current = Expr {
+                    kind: ExprKind::Map(map.clone()),
+                    span: map.span,
+                };
+                self.binary(op, &current, value, span, scope)?
+            }
+        };
+        let value = self.value(value)?;
+        self.not_void(&value)?;
+        let id = self.learn_map(map, &keys, value.ty.clone(), value.span)?;
+        Ok(TStmt::AssignMap {
+            map: id,
+            keys,
+            value,
+        })
+    }
+
+    /// Checks a map's key expressions, as values.
+    pub(crate) fn map_keys(&mut self, map: &ast::MapRef, scope: &mut Scope) -> R<Vec<TExpr>> {
+        let mut keys = Vec::new();
+        for k in &map.keys {
+            let key = self.expr(k, scope)?;
+            let key = self.value(key)?;
+            self.not_void(&key)?;
+            if let Ty::Agg(_) = key.ty {
+                return Err(self.error(Diagnostic::error(
+                    k.span,
+                    "an aggregation cannot be a map key",
+                )));
+            }
+            keys.push(key);
+        }
+        Ok(keys)
+    }
+
+    /// Records that `map` holds `value` under `keys`, unifying with what
+    /// is known; returns its id.
+    pub(crate) fn learn_map(
+        &mut self,
+        map: &ast::MapRef,
+        keys: &[TExpr],
+        value: Ty,
+        span: Span,
+    ) -> R<MapId> {
+        let key_types: Vec<Ty> = keys.iter().map(|k| widen(&k.ty)).collect();
+        let value = widen(&value);
+        let Some(&id) = self.map_index.get(&map.name) else {
+            self.maps.push(MapDecl {
+                name: map.name.clone(),
+                keys: key_types,
+                value,
+                span,
+            });
+            self.map_index.insert(map.name.clone(), self.maps.len() - 1);
+            self.learned = true;
+            return Ok(self.maps.len() - 1);
+        };
+        let decl = self.maps[id].clone();
+        if decl.keys.len() != key_types.len() {
+            return Err(self.error(
+                Diagnostic::error(
+                    map.span,
+                    format!(
+                        "@{} is used with {} key{} here but with {} elsewhere",
+                        map.name,
+                        key_types.len(),
+                        plural(key_types.len()),
+                        decl.keys.len()
+                    ),
+                )
+                .related(decl.span, "first used here"),
+            ));
+        }
+        let mut new_keys = Vec::new();
+        for (i, (old, new)) in decl.keys.iter().zip(&key_types).enumerate() {
+            match unify(old, new) {
+                Some(t) => new_keys.push(t),
+                None => {
+                    return Err(self.error(
+                        Diagnostic::error(
+                            keys[i].span,
+                            format!(
+                                "key {} of @{} is {} here but {} elsewhere",
+                                i + 1,
+                                map.name,
+                                new.display(&self.registry),
+                                old.display(&self.registry)
+                            ),
+                        )
+                        .related(decl.span, "first used here"),
+                    ))
+                }
+            }
+        }
+        let Some(new_value) = unify(&decl.value, &value) else {
+            return Err(self.error(
+                Diagnostic::error(
+                    span,
+                    format!(
+                        "@{} holds {} here but {} elsewhere",
+                        map.name,
+                        value.display(&self.registry),
+                        decl.value.display(&self.registry)
+                    ),
+                )
+                .related(decl.span, "first assigned here")
+                .hint("a map holds one type of value; use another map for this one"),
+            ));
+        };
+        if new_keys != decl.keys || new_value != decl.value {
+            self.learned = true;
+            let m = &mut self.maps[id];
+            m.keys = new_keys;
+            m.value = new_value;
+        }
+        Ok(id)
+    }
+
+    /// The map `name`, which must be assigned somewhere in the script.
+    pub(crate) fn known_map(&mut self, name: &str, span: Span) -> R<MapId> {
+        if let Some(&id) = self.map_index.get(name) {
+            return Ok(id);
+        }
+        let names: Vec<String> = self.map_index.keys().map(|n| format!("@{n}")).collect();
+        let mut d = Diagnostic::error(span, format!("@{name} is never assigned"))
+            .label("used here")
+            .hint("a map must be assigned in some probe before it can be read or printed");
+        if let Some(h) = did_you_mean(&suggest(
+            &format!("@{name}"),
+            names.iter().map(String::as_str),
+        )) {
+            d = d.hint(h);
+        }
+        Err(self.error(d))
+    }
+
+    fn define_var(&mut self, scope: &mut Scope, name: &str, ty: Ty, span: Span) -> R<VarId> {
+        let ty = widen(&ty);
+        if let Some(i) = scope.vars.iter().position(|(n, _)| n == name) {
+            let old = scope.vars[i].1.clone();
+            return match unify(&old, &ty) {
+                Some(t) => {
+                    scope.vars[i].1 = t;
+                    Ok(i)
+                }
+                None => Err(self.error(Diagnostic::error(
+                    span,
+                    format!(
+                        "${name} holds {} but is assigned {} here",
+                        old.display(&self.registry),
+                        ty.display(&self.registry)
+                    ),
+                ))),
+            };
+        }
+        scope.vars.push((name.to_string(), ty));
+        Ok(scope.vars.len() - 1)
+    }
+
+    fn positional(&self, n: u32) -> Option<&str> {
+        (n as usize)
+            .checked_sub(1)
+            .and_then(|i| self.options.params.get(i))
+            .map(String::as_str)
+    }
+}
+
+/// The type a value has once stored in a variable or a map: integers of
+/// any width become 64-bit, as in registers.
+pub(crate) fn widen(ty: &Ty) -> Ty {
+    match ty {
+        Ty::Int { signed, .. } => Ty::Int {
+            bytes: 8,
+            signed: *signed,
+        },
+        Ty::Tuple(items) => Ty::Tuple(items.iter().map(widen).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The type that holds values of both `a` and `b`, if there is one.
+pub(crate) fn unify(a: &Ty, b: &Ty) -> Option<Ty> {
+    Some(match (a, b) {
+        _ if a == b => a.clone(),
+        (Ty::Int { signed: s1, .. }, Ty::Int { signed: s2, .. }) => Ty::Int {
+            bytes: 8,
+            signed: *s1 || *s2,
+        },
+        (Ty::Int { signed, .. }, Ty::Enum { .. }) | (Ty::Enum { .. }, Ty::Int { signed, .. }) => {
+            Ty::Int {
+                bytes: 8,
+                signed: *signed,
+            }
+        }
+        (Ty::Ptr(_), Ty::Int { .. }) | (Ty::Int { .. }, Ty::Ptr(_)) => a.clone(),
+        (Ty::Ptr(_), Ty::Ptr(_)) => a.clone(),
+        (Ty::Str { size: x }, Ty::Str { size: y }) => Ty::Str { size: *x.max(y) },
+        (Ty::Buf { size: x }, Ty::Buf { size: y }) => Ty::Buf { size: *x.max(y) },
+        (Ty::Tuple(xs), Ty::Tuple(ys)) if xs.len() == ys.len() => Ty::Tuple(
+            xs.iter()
+                .zip(ys)
+                .map(|(x, y)| unify(x, y))
+                .collect::<Option<Vec<_>>>()?,
+        ),
+        _ => return None,
+    })
+}
+
+/// Whether a place is (inside) a tracepoint's record.
+pub(crate) fn expr_is_ctx(e: &TExpr) -> bool {
+    match &e.kind {
+        TKind::CtxRecord => true,
+        TKind::Field { base, .. } | TKind::Index { base, .. } => expr_is_ctx(base),
+        _ => false,
+    }
+}
+
+pub(crate) fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// The type of a tracepoint field, from its declaration and the size and
+/// sign the format states (which are what the kernel wrote).
+fn tracepoint_field_type(registry: &TypeRegistry, f: &TracepointField) -> Ty {
+    let decl = f.c_type.trim();
+    let int = Ty::Int {
+        bytes: u8::try_from(f.size)
+            .ok()
+            .filter(|s| [1, 2, 4, 8].contains(s))
+            .unwrap_or(8),
+        signed: f.signed,
+    };
+    if let Some(open) = decl.rfind('[') {
+        let len: u64 = decl[open + 1..]
+            .trim_end_matches(']')
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        let base = decl[..open].trim();
+        let elem = if base.ends_with('*') {
+            Ty::Ptr(Box::new(Ty::int(1, true)))
+        } else {
+            let words: Vec<&str> = base.split_whitespace().collect();
+            let named = crate::cdecl::base_type(registry, &words.join(" "));
+            match named {
+                Some(t @ Ty::Int { .. }) => t,
+                _ if len > 0 => Ty::Int {
+                    bytes: u8::try_from(u64::from(f.size) / len)
+                        .ok()
+                        .filter(|s| [1, 2, 4, 8].contains(s))
+                        .unwrap_or(1),
+                    signed: f.signed,
+                },
+                _ => Ty::int(1, true),
+            }
+        };
+        return Ty::Array {
+            elem: Box::new(elem),
+            len,
+        };
+    }
+    if decl.ends_with('*') {
+        let base = decl.trim_end_matches('*').trim();
+        let pointee = base
+            .split_whitespace()
+            .filter(|w| !matches!(*w, "const" | "volatile" | "__user"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let pointee = crate::cdecl::base_type(registry, &pointee).unwrap_or(Ty::int(1, true));
+        return Ty::Ptr(Box::new(pointee));
+    }
+    int
+}
+
+/// `#define NAME VALUE` with an integer or string value; other macros are
+/// left alone (`None`).
+fn parse_define(rest: &str, span: Span) -> Result<Option<(String, Expr)>, Diagnostic> {
+    let rest = rest.trim();
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    if name.is_empty() || rest[name.len()..].starts_with('(') {
+        return Ok(None);
+    }
+    let value = rest[name.len()..].trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let parsed = crate::parser::parse(&format!("BEGIN {{ {value}; }}"));
+    let Ok(script) = parsed else {
+        return Ok(None);
+    };
+    match script.probes.first().and_then(|p| p.body.first()) {
+        Some(Stmt {
+            kind: StmtKind::Expr(e),
+            ..
+        }) if matches!(e.kind, ExprKind::Int(_) | ExprKind::Str(_)) => Ok(Some((
+            name,
+            Expr {
+                kind: e.kind.clone(),
+                span,
+            },
+        ))),
+        _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,384 @@
+use super::*;
+use crate::hir::Output;
+use crate::types::Agg;
+
+fn run(src: &str, params: &[&str]) -> Result<Program, String> {
+    let script = crate::parser::parse(src).map_err(|d| d.message)?;
+    let params: Vec<String> = params.iter().map(|s| s.to_string()).collect();
+    let attach = crate::driver::offline_attach(&script, &params).map_err(|d| d.message)?;
+    let options = CheckOptions {
+        params,
+        ..CheckOptions::default()
+    };
+    check(&script, &attach, &options).map_err(|d| d.to_text("test.bt", src))
+}
+
+fn ok(src: &str) -> Program {
+    run(src, &[]).unwrap_or_else(|e| panic!("{src}\n{e}"))
+}
+
+fn err(src: &str) -> String {
+    match run(src, &[]) {
+        Ok(_) => panic!("{src} was accepted"),
+        Err(e) => e,
+    }
+}
+
+fn map<'p>(p: &'p Program, name: &str) -> &'p MapDecl {
+    p.maps.iter().find(|m| m.name == name).unwrap()
+}
+
+#[test]
+fn map_types_come_from_every_probe() {
+    let p = ok("END { print(@names); printf(\"%d\\n\", @n); }\n\
+                usdt:/bin/x:p:a { @names[comm, pid] = str(arg0); @n = 1; }\n\
+                usdt:/bin/x:p:b { @names[\"longer than sixteen bytes\", 1] = comm; }");
+    let names = map(&p, "names");
+    // `pid` (unsigned) and `1` (signed) unify to a signed key.
+    assert_eq!(names.keys, [Ty::Str { size: 26 }, crate::types::INT64]);
+    assert_eq!(names.value, Ty::Str { size: 64 });
+    assert_eq!(map(&p, "n").value, crate::types::INT64);
+}
+
+#[test]
+fn aggregations() {
+    let p = ok(
+        "usdt:/bin/x:p:a { @c[probe] = count(); @s = sum(arg0); @h = hist(arg1); \
+                @l[comm] = lhist(arg2, 0, 100, 10); @st = stats(arg0); @mn = min(arg0); }",
+    );
+    assert_eq!(map(&p, "c").value, Ty::Agg(crate::types::Agg::Count));
+    assert!(map(&p, "h").is_histogram());
+    assert!(map(&p, "l").is_per_cpu());
+    assert_eq!(map(&p, "l").keys.len(), 1);
+    assert!(matches!(
+        p.probes[0].body[3],
+        TStmt::Aggregate {
+            agg: crate::types::Agg::Lhist {
+                min: 0,
+                max: 100,
+                step: 10
+            },
+            ..
+        }
+    ));
+}
+
+#[test]
+fn printf_formats_are_checked() {
+    let p = ok("BEGIN { printf(\"%s %d %-5x %c\\n\", comm, pid, 255, 65); }");
+    assert_eq!(p.formats.len(), 1);
+    assert!(
+        matches!(&p.probes[0].body[0], TStmt::Output(Output::Printf { args, .. }) if args.len() == 4)
+    );
+    assert!(err("BEGIN { printf(\"%d %d\\n\", 1); }").contains("2 conversions but 1 value"));
+    assert!(err("BEGIN { printf(\"%d\\n\", comm); }").contains("wants an integer"));
+    let e = err("BEGIN { printf(\"%y\\n\", 1); }");
+    assert!(e.contains("`%y` is not a conversion"), "{e}");
+    assert!(e.contains("test.bt:1:18"), "{e}");
+}
+
+#[test]
+fn structs_from_the_script() {
+    let p = ok("struct point { int x; int y; };\n\
+                struct shape { char name[16]; struct point corners[4]; struct shape *next; unsigned flag : 1; };\n\
+                usdt:/bin/x:p:a {\n\
+                  $s = (struct shape *)arg0;\n\
+                  printf(\"%s %d %d %d\\n\", $s->name, $s->corners[2].y, $s->next->corners[0].x, $s->flag);\n\
+                  @by_name[$s->name] = count();\n\
+                }");
+    let by_name = map(&p, "by_name");
+    assert_eq!(by_name.keys, [Ty::Str { size: 17 }]);
+    let e = err("struct point { int x; };\nusdt:/bin/x:p:a { printf(\"%d\\n\", ((struct point *)arg0)->z); }");
+    assert!(
+        e.contains("struct point has no field `z`") || e.contains("point has no field `z`"),
+        "{e}"
+    );
+    assert!(
+        e.contains("its fields are x") || e.contains("did you mean"),
+        "{e}"
+    );
+    let e = err("usdt:/bin/x:p:a { printf(\"%d\\n\", ((struct nope *)arg0)->z); }");
+    assert!(e.contains("unknown type `struct nope`"), "{e}");
+    assert!(
+        !err("struct p { int x; };\nusdt:/bin/x:p:a { $v = ((struct p *)arg0).x; }")
+            .contains("`->{x}`")
+    );
+}
+
+#[test]
+fn tracepoint_args() {
+    let p = ok("tracepoint:syscalls:sys_enter_openat /pid == 1/ { printf(\"%s %d\\n\", str(args->filename), args.dfd); }");
+    assert_eq!(p.probes[0].kind, ProbeKind::Tracepoint);
+    let e = err("tracepoint:syscalls:sys_enter_openat { printf(\"%d\\n\", args->filenme); }");
+    assert!(e.contains("did you mean `filename`?"), "{e}");
+    assert!(err("tracepoint:syscalls:sys_enter_openat { @ = arg0; }").contains("args.NAME"));
+    assert!(err("usdt:/bin/x:p:a { @ = args->x; }").contains("`args` is not available in usdt"));
+}
+
+#[test]
+fn builtins_belong_to_their_probes() {
+    ok("uretprobe:/bin/x:f { @[retval] = count(); }");
+    assert!(err("uprobe:/bin/x:f { @[retval] = count(); }").contains("only available in uretprobe"));
+    assert!(err("uprobe:/bin/x:f { @ = arg6; }").contains("sargN"));
+    assert!(err("BEGIN { @ = comn; }").contains("did you mean `comm`?"));
+    assert!(err("BEGIN { @ = kstack; }").contains("kernel"));
+}
+
+#[test]
+fn strings_compare_and_do_not_add() {
+    let p = ok("usdt:/bin/x:p:a /comm == \"bash\"/ { if (str(arg0) != \"x\") { @ = 1; } }");
+    assert!(matches!(
+        p.probes[0].predicate.as_ref().unwrap().kind,
+        TKind::StrEq { negate: false, .. }
+    ));
+    assert!(err("BEGIN { @ = comm + 1; }").contains("does not apply to strings"));
+    assert!(err("BEGIN { if (comm) { } }").contains("compare strings"));
+    assert!(err("BEGIN { @ = comm == 1; }").contains("cannot compare"));
+}
+
+#[test]
+fn maps_must_agree_with_themselves() {
+    let e = err("BEGIN { @x = 1; } END { @x = \"s\"; }");
+    assert!(
+        e.contains("@x holds string[2] here but int64 elsewhere"),
+        "{e}"
+    );
+    assert!(e.contains("first assigned here"), "{e}");
+    assert!(
+        err("BEGIN { @x[1] = 1; @x[1, 2] = 1; }").contains("1 key here but with")
+            || err("BEGIN { @x[1] = 1; @x[1, 2] = 1; }").contains("2 keys here")
+    );
+    assert!(err("BEGIN { print(@missing); }").contains("@missing is never assigned"));
+    let e = err("BEGIN { @count = 1; print(@cont); }");
+    assert!(e.contains("did you mean `@count`?"), "{e}");
+    assert!(err("BEGIN { @c = count(); @d = @c + 1; }").contains("can only be printed"));
+    assert!(err("BEGIN { $x = count(); }").contains("must be assigned to a map"));
+    assert!(err("BEGIN { count(); }").contains("must be assigned to a map"));
+}
+
+#[test]
+fn variables_are_per_probe_and_ordered() {
+    ok("BEGIN { $x = 1; $x += 2; $x++; @ = $x; } END { $x = \"s\"; print($x); }");
+    assert!(err("BEGIN { @ = $y; }").contains("$y is used before it is assigned"));
+    assert!(err("BEGIN { $x = 1; $x = \"s\"; }").contains("$x holds int64"));
+}
+
+#[test]
+fn positional_parameters() {
+    let p = run(
+        "BEGIN { printf(\"%s %d %d\\n\", str($1), $2, $#); @[$3] = 1; }",
+        &["hello", "42"],
+    )
+    .unwrap();
+    let TStmt::Output(Output::Printf { args, .. }) = &p.probes[0].body[0] else {
+        panic!()
+    };
+    assert!(matches!(args[0].kind, TKind::Str(ref s) if s == b"hello"));
+    assert!(matches!(args[1].kind, TKind::Int(42)));
+    assert!(matches!(args[2].kind, TKind::Int(2)));
+    assert_eq!(map(&p, "").keys, [crate::types::INT64]);
+    // A number's text, not a read at its address.
+    let p = run("BEGIN { printf(\"%s|%s\\n\", str($1), str($2)); }", &["42"]).unwrap();
+    let TStmt::Output(Output::Printf { args, .. }) = &p.probes[0].body[0] else {
+        panic!()
+    };
+    assert!(matches!(args[0].kind, TKind::Str(ref s) if s == b"42"));
+    assert!(matches!(args[1].kind, TKind::Str(ref s) if s.is_empty()));
+}
+
+#[test]
+fn constants_fold_and_casts_truncate() {
+    // As in bpftrace, `/`, `%` and `>>` are unsigned on 64 bits; a literal
+    // above i64::MAX is an int64; an unsigned side makes a sum unsigned.
+    // Dividing by zero folds to what BPF computes at run time.
+    let p = ok(
+        "BEGIN { @a = (uint8)300; @b = (int8)255; @c = 1 << 4 | 1; @d = -5 / 2; \
+                @e = -7 % 3; @f = -8 >> 1; @g = 0xffffffffffffffff; @h = (uint32)1 > -1; \
+                @i = 9 / 0; @j = 9 % 0; }",
+    );
+    let values: Vec<i64> = p.probes[0]
+        .body
+        .iter()
+        .map(|s| match s {
+            TStmt::AssignMap {
+                value:
+                    TExpr {
+                        kind: TKind::Int(v),
+                        ..
+                    },
+                ..
+            } => *v,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        values,
+        [
+            44,
+            -1,
+            17,
+            (-5i64 as u64 / 2) as i64,
+            0,
+            (-8i64 as u64 >> 1) as i64,
+            -1,
+            0,
+            0,
+            9,
+        ]
+    );
+    assert!(map(&p, "g").value.is_signed(), "0xffffffffffffffff is -1");
+}
+
+#[test]
+fn enums_and_defines() {
+    let p = ok("#define LIMIT 10\nenum state { IDLE, BUSY = 4 };\nBEGIN { @x = BUSY + LIMIT; $s = (enum state)1; @s = $s; }");
+    assert!(matches!(
+        p.probes[0].body[0],
+        TStmt::AssignMap {
+            value: TExpr {
+                kind: TKind::Int(14),
+                ..
+            },
+            ..
+        }
+    ));
+    assert!(matches!(map(&p, "s").value, Ty::Enum { .. }));
+}
+
+#[test]
+fn calls_have_arities_and_names() {
+    assert!(err("BEGIN { @ = hist(); }").contains("hist() takes 1 to 2 arguments, not 0"));
+    let e = err("BEGIN { prinft(\"x\"); }");
+    assert!(e.contains("`printf`"), "{e}");
+    assert!(err("BEGIN { @ = lhist(1, 10, 0, 1); }").contains("min < max"));
+    assert!(err("BEGIN { system(\"ls\"); }").contains("--unsafe"));
+    assert!(err("BEGIN { $x = printf(\"a\"); }").contains("returns no value"));
+    assert!(err("BEGIN { break; }").contains("inside a while loop"));
+    ok("BEGIN { $i = 0; while ($i < 10) { $i++; if ($i == 5) { break; } } unroll(3) { @u++; } exit(); }");
+}
+
+#[test]
+fn several_errors_are_reported_together() {
+    let e = err("BEGIN { @ = nope1; @y = nope2; }");
+    assert!(e.contains("nope1") && e.contains("nope2"), "{e}");
+}
+
+#[test]
+fn aggregations_of_unsigned_values_are_signed_as_in_bpftrace() {
+    // A usdt argument is a uint64; bpftrace's min, max, avg and stats
+    // still treat it as an int64 (a -50 stays -50), and only sum() keeps
+    // the value's sign.
+    let p = ok(
+        "usdt:/bin/x:p:a { @mn = min(arg0); @mx = max(arg0); @av = avg(arg0); \
+                @st = stats(arg0); @su = sum(arg0); @si = sum((int32)arg0); }",
+    );
+    let agg = |name: &str| match map(&p, name).value {
+        Ty::Agg(a) => a,
+        ref other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(agg("mn"), Agg::Min { signed: true });
+    assert_eq!(agg("mx"), Agg::Max { signed: true });
+    assert_eq!(agg("av"), Agg::Avg { signed: true });
+    assert_eq!(agg("st"), Agg::Stats { signed: true });
+    assert_eq!(agg("su"), Agg::Sum { signed: false });
+    assert_eq!(agg("si"), Agg::Sum { signed: true });
+}
+
+#[test]
+fn an_unsigned_side_makes_arithmetic_unsigned() {
+    let p = ok("BEGIN { @a = (uint8)3 + (int8)-5; @b = (uint32)1 > -1; @c = (int8)-3 < 5; }");
+    let values: Vec<i64> = p.probes[0]
+        .body
+        .iter()
+        .map(|s| match s {
+            TStmt::AssignMap {
+                value:
+                    TExpr {
+                        kind: TKind::Int(v),
+                        ..
+                    },
+                ..
+            } => *v,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(values, [-2, 0, 1]);
+    assert!(
+        !map(&p, "a").value.is_signed(),
+        "(uint8) + (int8) is unsigned"
+    );
+}
+
+#[test]
+fn negation_keeps_its_operands_type() {
+    // As in bpftrace: `-arg0` is a uint64, `~(uint32)0` is 4294967295.
+    let p = ok("usdt:/bin/x:p:a { @n = -arg0; @c = ~(uint32)0; @d = -(uint32)1; @s = -(int8)3; }");
+    assert_eq!(map(&p, "n").value, crate::types::UINT64);
+    let consts: Vec<i64> = p.probes[0]
+        .body
+        .iter()
+        .filter_map(|s| match s {
+            TStmt::AssignMap {
+                value:
+                    TExpr {
+                        kind: TKind::Int(v),
+                        ..
+                    },
+                ..
+            } => Some(*v),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(consts, [0xffff_ffff, 0xffff_ffff, -3]);
+}
+
+#[test]
+fn only_char_arrays_are_strings() {
+    // As in bpftrace: `char name[4]` reads as a string, `unsigned char
+    // b[4]` as an array of four numbers.
+    let p = ok("struct s { char name[4]; unsigned char b[4]; };\n\
+                usdt:/bin/x:p:a { @name = ((struct s *)arg0)->name; @b = ((struct s *)arg0)->b; }");
+    assert_eq!(map(&p, "name").value, Ty::Str { size: 5 });
+    assert!(
+        matches!(map(&p, "b").value, Ty::Array { len: 4, .. }),
+        "{:?}",
+        map(&p, "b").value
+    );
+}
+
+#[test]
+fn arrays_in_traced_memory_decay_to_pointers_in_casts() {
+    // SPDK's sched.bt declares per-thread stats as one-element arrays and
+    // casts them to pointers: the cast is the array's address, as in C.
+    let p = ok("struct stats { uint64_t busy; uint64_t idle; };\n\
+                struct info { uint32_t lcore; uint64_t id; struct stats total[1]; struct stats now[1]; };\n\
+                usdt:/bin/x:p:a { $i = (struct info *)arg0; $s = (struct stats *)$i->now; @ = $s->idle; }");
+    let TStmt::AssignVar { value, .. } = &p.probes[0].body[1] else {
+        panic!("{:?}", p.probes[0].body[1])
+    };
+    assert!(matches!(value.ty, Ty::Ptr(_)), "{value:?}");
+    let TKind::AddrOf(place) = &value.kind else {
+        panic!("{value:?}")
+    };
+    assert!(
+        matches!(place.kind, TKind::Field { offset: 32, .. }),
+        "{place:?}"
+    );
+    // An array cast to anything but a pointer is still refused.
+    let e = err("struct s { int a[2]; };\nusdt:/bin/x:p:a { $v = (uint64)((struct s *)arg0)->a; }");
+    assert!(e.contains("cannot cast int32[2] to uint64"), "{e}");
+}
+
+#[test]
+fn formats_that_fit_only_as_bpftrace_reads_them() {
+    // SPDK's sched.bt: as C, `% c` would be a conversion and `%\n` an
+    // error; as bpftrace reads it, two conversions for two values.
+    let p = ok("BEGIN { printf(\"busy:%2d% core_busy:%2d%\\n\", 1, 2); }");
+    assert_eq!(p.formats[0].specs().count(), 2);
+    // sdt's own flags still count where the values fit them.
+    let p = ok("BEGIN { printf(\"% d|%+d\\n\", 1, 2); }");
+    assert_eq!(p.formats[0].specs().count(), 2);
+    // Neither way fits: the C reading's error.
+    assert!(err("BEGIN { printf(\"%d %d\\n\", 1); }").contains("2 conversions but 1 value"));
+    assert!(err("BEGIN { printf(\"%y\\n\", 1); }").contains("`%y` is not a conversion"));
+}

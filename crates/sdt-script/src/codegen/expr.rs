@@ -1,0 +1,1077 @@
+//! Lowering expressions.
+//!
+//! A scalar expression becomes an [`Op`]: a constant, or an 8-byte stack
+//! slot holding the value. Anything larger (a string, a tuple, a copied
+//! struct) is written into memory, usually scratch memory: either where
+//! the caller wants it ([`Gen::write_value`]) or into a temporary
+//! ([`Gen::aggregate`]). Reads of the traced program's memory go through
+//! `bpf_probe_read_user`, reads of a tracepoint's record through direct
+//! context loads.
+
+use sdt_bpf::{AluOp, Helper, Insn, JmpOp, Label, Reg, Size};
+
+use super::mem::{Mem, ARG_SLOT};
+use super::{ArgAccess, Gen, Ids, CTX};
+use crate::ast::{BinOp, UnOp};
+use crate::diag::Diagnostic;
+use crate::hir::{Builtin, ProbeKind, TExpr, TKind};
+use crate::layout;
+use crate::types::Ty;
+
+pub(super) type R<T> = Result<T, Diagnostic>;
+
+/// A scalar value: known now, or in a stack slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Op {
+    Imm(i64),
+    Slot(i16),
+}
+
+/// Where a struct, array or field is.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Place {
+    /// In the traced process, at the address in `slot` plus `off`.
+    User { slot: i16, off: i64 },
+    /// In the tracepoint's record, at `off`.
+    Ctx { off: i64 },
+}
+
+/// `pt_regs` offsets of the x86-64 argument registers, in order.
+const ARG_REGS: [i16; 6] = [112, 104, 96, 88, 72, 64];
+/// `pt_regs` offsets of `rax` and `rsp`.
+const RAX: i16 = 80;
+const RSP: i16 = 152;
+
+impl Gen<'_> {
+    pub(super) fn load_op(&mut self, op: Op, reg: Reg) {
+        match op {
+            Op::Imm(v) => {
+                self.b.load_imm(reg, v);
+            }
+            Op::Slot(s) => {
+                self.b.push(Insn::ldx(Size::DW, reg, Reg::R10, s));
+            }
+        }
+    }
+
+    /// Stores `reg` in a new temporary slot.
+    pub(super) fn spill(&mut self, reg: Reg) -> Op {
+        let slot = self.frame.slot();
+        self.b.push(Insn::stx(Size::DW, Reg::R10, slot, reg));
+        Op::Slot(slot)
+    }
+
+    /// Evaluates a scalar expression.
+    pub(super) fn scalar(&mut self, e: &TExpr) -> R<Op> {
+        Ok(match &e.kind {
+            TKind::Int(v) => Op::Imm(*v),
+            TKind::Var(i) => match self.vars[*i] {
+                Mem::Stack(off) => Op::Slot(off),
+                other => {
+                    other.load(&mut self.b, Size::DW, Reg::R0, 0);
+                    self.spill(Reg::R0)
+                }
+            },
+            TKind::Builtin(b) => self.builtin(*b)?,
+            TKind::Arg(n) => self.arg(*n)?,
+            TKind::SArg(n) => {
+                let slot = self.frame.slot();
+                self.b.push(Insn::ldx(Size::DW, Reg::R3, CTX, RSP));
+                self.b.push(Insn::alu64_imm(
+                    AluOp::Add,
+                    Reg::R3,
+                    8 * (i32::from(*n) + 1),
+                ));
+                self.read_user_into(Mem::Stack(slot), 8);
+                Op::Slot(slot)
+            }
+            TKind::Retval => self.ctx_reg(RAX),
+            TKind::Reg(off) => self.ctx_reg(*off),
+            TKind::Probe => self.identity(true),
+            TKind::Func => self.identity(false),
+            TKind::Unary { op, expr } => {
+                let v = self.scalar(expr)?;
+                self.load_op(v, Reg::R0);
+                match op {
+                    UnOp::Neg => {
+                        self.b.push(Insn::alu64_imm(AluOp::Neg, Reg::R0, 0));
+                    }
+                    UnOp::BitNot => {
+                        self.b.push(Insn::alu64_imm(AluOp::Xor, Reg::R0, -1));
+                    }
+                    UnOp::Not => self.truth(JmpOp::Eq),
+                    UnOp::Deref | UnOp::AddrOf => unreachable!("the checker makes places of these"),
+                }
+                self.spill(Reg::R0)
+            }
+            TKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs)?,
+            TKind::Logical { .. } | TKind::StrEq { .. } | TKind::StrNCmp { .. } => {
+                let skip = self.b.label();
+                let slot = self.frame.slot();
+                self.b.push(Insn::st(Size::DW, Reg::R10, slot, 0));
+                self.cond_jump(e, skip, false)?;
+                self.b.push(Insn::st(Size::DW, Reg::R10, slot, 1));
+                self.b.bind(skip);
+                Op::Slot(slot)
+            }
+            TKind::StrContains { .. } => {
+                return Err(
+                    Diagnostic::error(e.span, "strcontains() is not supported yet")
+                        .hint("compare a prefix with strncmp()"),
+                )
+            }
+            TKind::Ternary {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let slot = self.frame.slot();
+                let else_ = self.b.label();
+                let end = self.b.label();
+                self.cond_jump(cond, else_, false)?;
+                let t = self.scalar(then)?;
+                self.load_op(t, Reg::R0);
+                self.b.push(Insn::stx(Size::DW, Reg::R10, slot, Reg::R0));
+                self.b.jump(end);
+                self.b.bind(else_);
+                let o = self.scalar(otherwise)?;
+                self.load_op(o, Reg::R0);
+                self.b.push(Insn::stx(Size::DW, Reg::R10, slot, Reg::R0));
+                self.b.bind(end);
+                Op::Slot(slot)
+            }
+            TKind::IntCast(inner) => {
+                let v = self.scalar(inner)?;
+                if let Op::Imm(x) = v {
+                    return Ok(Op::Imm(e.ty.truncate(x)));
+                }
+                self.load_op(v, Reg::R0);
+                narrow_to(&mut self.b, Reg::R0, &e.ty);
+                self.spill(Reg::R0)
+            }
+            TKind::Load { place, bitfield } => self.load_place(place, &e.ty, *bitfield)?,
+            TKind::AddrOf(place) => match self.place(place)? {
+                Place::User { slot, off } => {
+                    self.b.push(Insn::ldx(Size::DW, Reg::R0, Reg::R10, slot));
+                    self.add_const(Reg::R0, off);
+                    self.spill(Reg::R0)
+                }
+                Place::Ctx { .. } => {
+                    return Err(Diagnostic::error(
+                        e.span,
+                        "a tracepoint's fields have no address",
+                    ))
+                }
+            },
+            TKind::MapGet { map, keys } => {
+                let key = self.build_key(*map, keys, None)?;
+                let slot = self.frame.slot();
+                self.b.push(Insn::st(Size::DW, Reg::R10, slot, 0));
+                self.lookup(layout::user_map(*map), key);
+                let missing = self.b.label();
+                self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, missing);
+                self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R0, 0));
+                self.b.push(Insn::stx(Size::DW, Reg::R10, slot, Reg::R1));
+                self.b.bind(missing);
+                Op::Slot(slot)
+            }
+            TKind::MapIncDec {
+                map,
+                keys,
+                delta,
+                prefix,
+            } => {
+                let key = self.build_key(*map, keys, None)?;
+                let old = self.frame.slot();
+                let new = self.frame.slot();
+                self.b.push(Insn::st(Size::DW, Reg::R10, old, 0));
+                self.lookup(layout::user_map(*map), key);
+                let missing = self.b.label();
+                self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, missing);
+                self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R0, 0));
+                self.b.push(Insn::stx(Size::DW, Reg::R10, old, Reg::R1));
+                self.b.bind(missing);
+                self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R10, old));
+                self.b
+                    .push(Insn::alu64_imm(AluOp::Add, Reg::R1, *delta as i32));
+                self.b.push(Insn::stx(Size::DW, Reg::R10, new, Reg::R1));
+                self.update(*map, key, Mem::Stack(new), 0);
+                Op::Slot(if *prefix { new } else { old })
+            }
+            TKind::VarIncDec { var, delta, prefix } => {
+                let home = self.vars[*var];
+                let result = self.frame.slot();
+                home.load(&mut self.b, Size::DW, Reg::R1, 0);
+                if !prefix {
+                    self.b.push(Insn::stx(Size::DW, Reg::R10, result, Reg::R1));
+                }
+                self.b
+                    .push(Insn::alu64_imm(AluOp::Add, Reg::R1, *delta as i32));
+                home.store(&mut self.b, Size::DW, 0, Reg::R1);
+                if *prefix {
+                    self.b.push(Insn::stx(Size::DW, Reg::R10, result, Reg::R1));
+                }
+                Op::Slot(result)
+            }
+            TKind::TupleIndex { tuple, index } => {
+                let Ty::Tuple(items) = &tuple.ty else {
+                    unreachable!("the checker only indexes tuples")
+                };
+                let offsets = Ty::tuple_offsets(items, &self.program.registry);
+                let at = offsets[*index];
+                let mem = self.aggregate(tuple)?;
+                mem.load(&mut self.b, Size::DW, Reg::R0, at);
+                self.spill(Reg::R0)
+            }
+            TKind::Strftime(inner) | TKind::Retype(inner) => self.scalar(inner)?,
+            TKind::Bswap(inner) => {
+                let v = self.scalar(inner)?;
+                self.load_op(v, Reg::R0);
+                self.b.push(Insn::bswap64(Reg::R0));
+                let bytes = match inner.ty {
+                    Ty::Int { bytes, .. } | Ty::Enum { bytes, .. } => bytes,
+                    _ => 8,
+                };
+                if bytes < 8 {
+                    self.b.push(Insn::alu64_imm(
+                        AluOp::Rsh,
+                        Reg::R0,
+                        64 - 8 * i32::from(bytes),
+                    ));
+                }
+                self.spill(Reg::R0)
+            }
+            _ => {
+                return Err(Diagnostic::error(
+                    e.span,
+                    format!(
+                        "internal error: {} used as a number (a bug in sdt)",
+                        e.ty.display(&self.program.registry)
+                    ),
+                ))
+            }
+        })
+    }
+
+    /// `R0 = (R0 <op> 0) ? 1 : 0`.
+    fn truth(&mut self, op: JmpOp) {
+        let yes = self.b.label();
+        let end = self.b.label();
+        self.b.jump_imm(op, Reg::R0, 0, yes);
+        self.b.push(Insn::mov64_imm(Reg::R0, 0));
+        self.b.jump(end);
+        self.b.bind(yes);
+        self.b.push(Insn::mov64_imm(Reg::R0, 1));
+        self.b.bind(end);
+    }
+
+    fn add_const(&mut self, reg: Reg, v: i64) {
+        if v == 0 {
+            return;
+        }
+        match i32::try_from(v) {
+            Ok(small) => {
+                self.b.push(Insn::alu64_imm(AluOp::Add, reg, small));
+            }
+            Err(_) => {
+                let tmp = if reg == Reg::R1 { Reg::R2 } else { Reg::R1 };
+                self.b.load_imm(tmp, v);
+                self.b.push(Insn::alu64_reg(AluOp::Add, reg, tmp));
+            }
+        }
+    }
+
+    fn ctx_reg(&mut self, off: i16) -> Op {
+        self.b.push(Insn::ldx(Size::DW, Reg::R0, CTX, off));
+        self.spill(Reg::R0)
+    }
+
+    /// The probe id (high half of the cookie) or the site id (low half).
+    fn identity(&mut self, probe: bool) -> Op {
+        match self.unit.ids {
+            Ids::Const { probe: p, site } => Op::Imm(i64::from(if probe { p } else { site })),
+            Ids::Cookie => {
+                self.b.push(Insn::mov64_reg(Reg::R1, CTX));
+                self.b.call(Helper::GetAttachCookie);
+                if probe {
+                    self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 32));
+                } else {
+                    self.b.push(Insn::mov32_reg(Reg::R0, Reg::R0));
+                }
+                self.spill(Reg::R0)
+            }
+        }
+    }
+
+    fn builtin(&mut self, b: Builtin) -> R<Op> {
+        let call = |g: &mut Self, h: Helper| {
+            g.b.call(h);
+        };
+        match b {
+            Builtin::Pid | Builtin::Tid => {
+                call(self, Helper::GetCurrentPidTgid);
+                if b == Builtin::Pid {
+                    self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 32));
+                } else {
+                    self.b.push(Insn::mov32_reg(Reg::R0, Reg::R0));
+                }
+            }
+            Builtin::Uid | Builtin::Gid => {
+                call(self, Helper::GetCurrentUidGid);
+                if b == Builtin::Gid {
+                    self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 32));
+                } else {
+                    self.b.push(Insn::mov32_reg(Reg::R0, Reg::R0));
+                }
+            }
+            Builtin::Nsecs => call(self, Helper::KtimeGetNs),
+            Builtin::Elapsed => {
+                call(self, Helper::KtimeGetNs);
+                self.b.load_imm(Reg::R1, self.options.start_ns as i64);
+                self.b.push(Insn::alu64_reg(AluOp::Sub, Reg::R0, Reg::R1));
+            }
+            Builtin::Cpu => call(self, Helper::GetSmpProcessorId),
+            Builtin::Cgroup => call(self, Helper::GetCurrentCgroupId),
+            Builtin::Rand => call(self, Helper::GetPrandomU32),
+            Builtin::NumaId => call(self, Helper::GetNumaNodeId),
+            Builtin::Cpid => return Ok(Op::Imm(i64::from(self.options.cpid))),
+            Builtin::CurTask => call(self, Helper::GetCurrentTask),
+            Builtin::Comm => unreachable!("comm is a string"),
+        }
+        Ok(self.spill(Reg::R0))
+    }
+
+    fn arg(&mut self, n: u8) -> R<Op> {
+        match &self.unit.args {
+            ArgAccess::Usdt(sources) => {
+                let Some(source) = sources.get(usize::from(n)).copied() else {
+                    return Err(self
+                        .error(format!(
+                            "{} has {} argument{}; arg{n} does not exist",
+                            self.unit.display,
+                            sources.len(),
+                            if sources.len() == 1 { "" } else { "s" }
+                        ))
+                        .hint("`sdt list -v` shows each probe's arguments"));
+                };
+                source
+                    .emit_load(&mut self.b, CTX, ARG_SLOT, Reg::R0)
+                    .map_err(|e| self.error(format!("internal error reading arg{n}: {e}")))?;
+                Ok(self.spill(Reg::R0))
+            }
+            ArgAccess::Registers => Ok(self.ctx_reg(ARG_REGS[usize::from(n)])),
+            ArgAccess::None => Err(self.error(format!("arg{n} is not available here"))),
+        }
+    }
+
+    fn binary(&mut self, op: BinOp, lhs: &TExpr, rhs: &TExpr) -> R<Op> {
+        let signed = Ty::arithmetic(&lhs.ty, &rhs.ty).is_signed();
+        if op.is_comparison() {
+            let skip = self.b.label();
+            let slot = self.frame.slot();
+            let (l, r) = (self.scalar(lhs)?, self.scalar(rhs)?);
+            self.b.push(Insn::st(Size::DW, Reg::R10, slot, 1));
+            self.compare_jump(op, signed, l, r, skip, true);
+            self.b.push(Insn::st(Size::DW, Reg::R10, slot, 0));
+            self.b.bind(skip);
+            return Ok(Op::Slot(slot));
+        }
+        let l = self.scalar(lhs)?;
+        let r = self.scalar(rhs)?;
+        self.load_op(l, Reg::R0);
+        let alu = match op {
+            BinOp::Add => AluOp::Add,
+            BinOp::Sub => AluOp::Sub,
+            BinOp::Mul => AluOp::Mul,
+            BinOp::Div => AluOp::Div,
+            BinOp::Mod => AluOp::Mod,
+            BinOp::BitAnd => AluOp::And,
+            BinOp::BitOr => AluOp::Or,
+            BinOp::BitXor => AluOp::Xor,
+            BinOp::Shl => AluOp::Lsh,
+            // As in bpftrace, `>>` shifts in zeros and `/` and `%` divide
+            // unsigned, whatever the operands' signs.
+            BinOp::Shr => AluOp::Rsh,
+            _ => unreachable!("comparisons and logic are handled above"),
+        };
+        match r {
+            // A negative immediate would be sign-extended, then divided by
+            // as unsigned: fine, that is the 64-bit value it stands for.
+            // The verifier refuses a division by an immediate 0, though
+            // one by a register that holds 0 is defined (it gives 0).
+            Op::Imm(v)
+                if i32::try_from(v).is_ok()
+                    && !(v == 0 && matches!(alu, AluOp::Div | AluOp::Mod)) =>
+            {
+                self.b.push(Insn::alu64_imm(alu, Reg::R0, v as i32));
+            }
+            _ => {
+                self.load_op(r, Reg::R1);
+                self.b.push(Insn::alu64_reg(alu, Reg::R0, Reg::R1));
+            }
+        }
+        Ok(self.spill(Reg::R0))
+    }
+
+    /// Jumps to `target` when `l op r` is `when`.
+    fn compare_jump(&mut self, op: BinOp, signed: bool, l: Op, r: Op, target: Label, when: bool) {
+        let op = if when { op } else { negate(op) };
+        let jmp = match (op, signed) {
+            (BinOp::Eq, _) => JmpOp::Eq,
+            (BinOp::Ne, _) => JmpOp::Ne,
+            (BinOp::Lt, true) => JmpOp::Slt,
+            (BinOp::Le, true) => JmpOp::Sle,
+            (BinOp::Gt, true) => JmpOp::Sgt,
+            (BinOp::Ge, true) => JmpOp::Sge,
+            (BinOp::Lt, false) => JmpOp::Lt,
+            (BinOp::Le, false) => JmpOp::Le,
+            (BinOp::Gt, false) => JmpOp::Gt,
+            (BinOp::Ge, false) => JmpOp::Ge,
+            _ => unreachable!("only comparisons jump"),
+        };
+        self.load_op(l, Reg::R1);
+        match r {
+            Op::Imm(v) if i32::try_from(v).is_ok() => {
+                self.b.jump_imm(jmp, Reg::R1, v as i32, target);
+            }
+            _ => {
+                self.load_op(r, Reg::R2);
+                self.b.jump_reg(jmp, Reg::R1, Reg::R2, target);
+            }
+        }
+    }
+
+    /// Jumps to `target` when the truth of `e` is `when`.
+    pub(super) fn cond_jump(&mut self, e: &TExpr, target: Label, when: bool) -> R<()> {
+        match &e.kind {
+            TKind::Int(v) => {
+                if (*v != 0) == when {
+                    self.b.jump(target);
+                }
+            }
+            TKind::Binary { op, lhs, rhs } if op.is_comparison() => {
+                let signed = Ty::arithmetic(&lhs.ty, &rhs.ty).is_signed();
+                let l = self.scalar(lhs)?;
+                let r = self.scalar(rhs)?;
+                self.compare_jump(*op, signed, l, r, target, when);
+            }
+            TKind::Logical { and, lhs, rhs } => {
+                // `a && b` is false when either is; `a || b` true when either is.
+                if *and != when {
+                    self.cond_jump(lhs, target, when)?;
+                    self.cond_jump(rhs, target, when)?;
+                } else {
+                    let skip = self.b.label();
+                    self.cond_jump(lhs, skip, !when)?;
+                    self.cond_jump(rhs, target, when)?;
+                    self.b.bind(skip);
+                }
+            }
+            TKind::Unary {
+                op: UnOp::Not,
+                expr,
+            } => self.cond_jump(expr, target, !when)?,
+            TKind::StrEq { lhs, rhs, negate } => {
+                let a = self.aggregate(lhs)?;
+                let b = self.aggregate(rhs)?;
+                let (sa, sb) = (self.value_size(&lhs.ty), self.value_size(&rhs.ty));
+                // Equal strings jump to `target` when `when != negate`.
+                self.compare_bytes(a, sa, b, sb, None, target, when != *negate);
+            }
+            TKind::StrNCmp { lhs, rhs, n } => {
+                let a = self.aggregate(lhs)?;
+                let b = self.aggregate(rhs)?;
+                let (sa, sb) = (self.value_size(&lhs.ty), self.value_size(&rhs.ty));
+                // strncmp() is 0 (false) when the prefixes are equal.
+                self.compare_bytes(a, sa, b, sb, Some(*n), target, !when);
+            }
+            _ => {
+                let v = self.scalar(e)?;
+                self.load_op(v, Reg::R1);
+                self.b
+                    .jump_imm(if when { JmpOp::Ne } else { JmpOp::Eq }, Reg::R1, 0, target);
+            }
+        }
+        Ok(())
+    }
+
+    /// Compares two NUL-padded strings (their first `limit` bytes, or all
+    /// of them), 8 bytes at a time, treating bytes past the shorter one as
+    /// NUL; jumps to `target` if equality is `when`.
+    #[allow(clippy::too_many_arguments)]
+    fn compare_bytes(
+        &mut self,
+        a: Mem,
+        sa: u32,
+        b: Mem,
+        sb: u32,
+        limit: Option<u32>,
+        target: Label,
+        when: bool,
+    ) {
+        let len = limit
+            .unwrap_or(sa.max(sb))
+            .min(sa.max(sb).next_multiple_of(8));
+        let differ = self.b.label();
+        let equal = self.b.label();
+        let words = len.div_ceil(8);
+        for w in 0..words {
+            let at = w * 8;
+            let load = |g: &mut Self, mem: Mem, size: u32, reg: Reg| {
+                if at < size.next_multiple_of(8) {
+                    mem.load(&mut g.b, Size::DW, reg, at);
+                } else {
+                    g.b.push(Insn::mov64_imm(reg, 0));
+                }
+            };
+            load(self, a, sa, Reg::R1);
+            load(self, b, sb, Reg::R2);
+            let tail = len - at;
+            if tail < 8 {
+                // Only the low `tail` bytes count (little-endian).
+                let shift = 64 - 8 * tail as i32;
+                for r in [Reg::R1, Reg::R2] {
+                    self.b.push(Insn::alu64_imm(AluOp::Lsh, r, shift));
+                }
+            }
+            self.b.jump_reg(JmpOp::Ne, Reg::R1, Reg::R2, differ);
+        }
+        self.b.bind(equal);
+        if when {
+            self.b.jump(target);
+            self.b.bind(differ);
+        } else {
+            let end = self.b.label();
+            self.b.jump(end);
+            self.b.bind(differ);
+            self.b.jump(target);
+            self.b.bind(end);
+        }
+    }
+
+    /// Where a place is.
+    pub(super) fn place(&mut self, e: &TExpr) -> R<Place> {
+        Ok(match &e.kind {
+            TKind::UserPlace(ptr) => {
+                let v = self.scalar(ptr)?;
+                let slot = match v {
+                    Op::Slot(s) => s,
+                    Op::Imm(_) => {
+                        self.load_op(v, Reg::R0);
+                        let Op::Slot(s) = self.spill(Reg::R0) else {
+                            unreachable!()
+                        };
+                        s
+                    }
+                };
+                Place::User { slot, off: 0 }
+            }
+            TKind::CtxRecord => Place::Ctx { off: 0 },
+            TKind::Field { base, offset } => match self.place(base)? {
+                Place::User { slot, off } => Place::User {
+                    slot,
+                    off: off + *offset as i64,
+                },
+                Place::Ctx { off } => Place::Ctx {
+                    off: off + *offset as i64,
+                },
+            },
+            TKind::Index {
+                base,
+                index,
+                stride,
+            } => {
+                let base = self.place(base)?;
+                let idx = self.scalar(index)?;
+                match (base, idx) {
+                    (Place::User { slot, off }, Op::Imm(i)) => Place::User {
+                        slot,
+                        off: off + i * *stride as i64,
+                    },
+                    (Place::Ctx { off }, Op::Imm(i)) => Place::Ctx {
+                        off: off + i * *stride as i64,
+                    },
+                    (Place::User { slot, off }, idx) => {
+                        self.load_op(idx, Reg::R0);
+                        self.b
+                            .push(Insn::alu64_imm(AluOp::Mul, Reg::R0, *stride as i32));
+                        self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R10, slot));
+                        self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R0, Reg::R1));
+                        let Op::Slot(s) = self.spill(Reg::R0) else {
+                            unreachable!()
+                        };
+                        Place::User { slot: s, off }
+                    }
+                    (Place::Ctx { .. }, _) => {
+                        return Err(Diagnostic::error(
+                            index.span,
+                            "an index into a tracepoint field must be a constant",
+                        ))
+                    }
+                }
+            }
+            _ => {
+                return Err(Diagnostic::error(
+                    e.span,
+                    "internal error: not a place (a bug in sdt)",
+                ))
+            }
+        })
+    }
+
+    /// `R3 = address of place + at` for a user place.
+    fn user_address(&mut self, slot: i16, off: i64) {
+        self.b.push(Insn::ldx(Size::DW, Reg::R3, Reg::R10, slot));
+        if off != 0 {
+            match i32::try_from(off) {
+                Ok(o) => {
+                    self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R3, o));
+                }
+                Err(_) => {
+                    self.b.load_imm(Reg::R2, off);
+                    self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R3, Reg::R2));
+                }
+            }
+        }
+    }
+
+    /// `bpf_probe_read_user(dst, size, R3)`; the address must be in R3.
+    pub(super) fn read_user_into(&mut self, dst: Mem, size: u32) {
+        dst.address(&mut self.b, Reg::R1, 0);
+        self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+        self.b.call(Helper::ProbeReadUser);
+    }
+
+    /// Copies `size` bytes of a place into `dst`.
+    pub(super) fn read_place(&mut self, place: Place, size: u32, dst: Mem) {
+        match place {
+            Place::User { slot, off } => {
+                self.user_address(slot, off);
+                self.read_user_into(dst, size);
+            }
+            Place::Ctx { off } => {
+                // Direct context loads, each aligned to its own size.
+                let mut at = 0u32;
+                while at < size {
+                    let here = off + i64::from(at);
+                    let chunk = [8u32, 4, 2, 1]
+                        .into_iter()
+                        .find(|c| here % i64::from(*c) == 0 && at + c <= size)
+                        .unwrap_or(1);
+                    let width = Size::from_bytes(chunk as usize).unwrap_or(Size::B);
+                    self.b.push(Insn::ldx(width, Reg::R0, CTX, here as i16));
+                    dst.store(&mut self.b, width, at, Reg::R0);
+                    at += chunk;
+                }
+            }
+        }
+    }
+
+    /// Reads a scalar of type `ty` from a place.
+    fn load_place(&mut self, place: &TExpr, ty: &Ty, bitfield: Option<(u8, u8)>) -> R<Op> {
+        let size = self.program.registry.c_size(&place.ty) as u32;
+        let Some(width) = Size::from_bytes(size as usize) else {
+            return Err(Diagnostic::error(
+                place.span,
+                format!("reading a {size}-byte value is not supported"),
+            ));
+        };
+        let p = self.place(place)?;
+        match p {
+            Place::User { slot, off } => {
+                let tmp = self.frame.slot();
+                self.b.push(Insn::st(Size::DW, Reg::R10, tmp, 0));
+                self.user_address(slot, off);
+                self.read_user_into(Mem::Stack(tmp), size);
+                self.b.push(Insn::ldx(width, Reg::R0, Reg::R10, tmp));
+            }
+            Place::Ctx { off } => {
+                self.b.push(Insn::ldx(width, Reg::R0, CTX, off as i16));
+            }
+        }
+        match bitfield {
+            Some((bit, bits)) => {
+                // Move the field to the top, then back down with its sign.
+                let top = 64 - i32::from(bit) - i32::from(bits);
+                if top > 0 {
+                    self.b.push(Insn::alu64_imm(AluOp::Lsh, Reg::R0, top));
+                }
+                let down = if ty.is_signed() {
+                    AluOp::Arsh
+                } else {
+                    AluOp::Rsh
+                };
+                self.b
+                    .push(Insn::alu64_imm(down, Reg::R0, 64 - i32::from(bits)));
+            }
+            None => narrow_to(&mut self.b, Reg::R0, ty),
+        }
+        Ok(self.spill(Reg::R0))
+    }
+
+    /// The memory holding the value of a non-scalar expression.
+    pub(super) fn aggregate(&mut self, e: &TExpr) -> R<Mem> {
+        match &e.kind {
+            TKind::Var(i) => Ok(self.vars[*i]),
+            TKind::TupleIndex { tuple, index } => {
+                let Ty::Tuple(items) = &tuple.ty else {
+                    unreachable!("the checker only indexes tuples")
+                };
+                let at = Ty::tuple_offsets(items, &self.program.registry)[*index];
+                Ok(self.aggregate(tuple)?.offset(at))
+            }
+            _ => {
+                let size = self.value_size(&e.ty).next_multiple_of(8).max(8);
+                let dst = self.frame.scratch(size);
+                self.aggregate_into(e, dst)?;
+                Ok(dst)
+            }
+        }
+    }
+
+    /// Writes the value of `e`, in the layout of its own type, at `dst`.
+    pub(super) fn aggregate_into(&mut self, e: &TExpr, dst: Mem) -> R<()> {
+        let size = self.value_size(&e.ty);
+        let padded = size.next_multiple_of(8).max(8);
+        match &e.kind {
+            TKind::Str(bytes) => self.store_bytes(dst, bytes, padded),
+            TKind::Builtin(Builtin::Comm) => {
+                dst.address(&mut self.b, Reg::R1, 0);
+                self.b.push(Insn::mov64_imm(Reg::R2, 16));
+                self.b.call(Helper::GetCurrentComm);
+            }
+            TKind::StrRead { ptr, len } => {
+                let p = self.scalar(ptr)?;
+                let n = match len {
+                    Some(len) => Some(self.scalar(len)?),
+                    None => None,
+                };
+                self.zero(dst, padded);
+                match n {
+                    None => {
+                        self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+                    }
+                    Some(Op::Imm(v)) => {
+                        let n = v.saturating_add(1).clamp(0, i64::from(size));
+                        self.b.push(Insn::mov64_imm(Reg::R2, n as i32));
+                    }
+                    Some(n) => {
+                        // Read min(len + 1, size) bytes, NUL included.
+                        let ok = self.b.label();
+                        self.load_op(n, Reg::R2);
+                        self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R2, 1));
+                        self.b.jump_imm(JmpOp::Le, Reg::R2, size as i32, ok);
+                        self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+                        self.b.bind(ok);
+                    }
+                }
+                self.load_op(p, Reg::R3);
+                dst.address(&mut self.b, Reg::R1, 0);
+                self.b.call(Helper::ProbeReadUserStr);
+            }
+            TKind::ArrayStr(place) => {
+                let len = size - 1;
+                let p = self.place(place)?;
+                match p {
+                    Place::User { slot, off } => {
+                        self.zero(dst, padded);
+                        self.user_address(slot, off);
+                        dst.address(&mut self.b, Reg::R1, 0);
+                        self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+                        self.b.call(Helper::ProbeReadUserStr);
+                    }
+                    Place::Ctx { .. } => {
+                        // Copy the bytes out of the record, then read them
+                        // again as a string so that nothing after the NUL
+                        // is kept.
+                        let raw = self.frame.scratch(len);
+                        self.read_place(p, len, raw);
+                        self.zero(dst, padded);
+                        raw.address(&mut self.b, Reg::R3, 0);
+                        dst.address(&mut self.b, Reg::R1, 0);
+                        self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+                        self.b.call(Helper::ProbeReadKernelStr);
+                    }
+                }
+                // An array with no NUL still ends in one.
+                dst.store_imm(&mut self.b, Size::B, len, 0);
+            }
+            TKind::DataLoc { offset } => {
+                self.zero(dst, padded);
+                self.b
+                    .push(Insn::ldx(Size::W, Reg::R3, CTX, *offset as i16));
+                self.b.push(Insn::alu64_imm(AluOp::And, Reg::R3, 0xffff));
+                self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R3, CTX));
+                dst.address(&mut self.b, Reg::R1, 0);
+                self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+                self.b.call(Helper::ProbeReadKernelStr);
+            }
+            TKind::BufRead { ptr, len } => {
+                let Ty::Buf { size: cap } = e.ty else {
+                    unreachable!("buf() is a buffer")
+                };
+                let p = self.scalar(ptr)?;
+                let n = self.scalar(len)?;
+                self.zero(dst, padded);
+                let ok = self.b.label();
+                self.load_op(n, Reg::R2);
+                self.b.jump_imm(JmpOp::Le, Reg::R2, cap as i32, ok);
+                self.b.push(Insn::mov64_imm(Reg::R2, cap as i32));
+                self.b.bind(ok);
+                dst.store(&mut self.b, Size::DW, 0, Reg::R2);
+                self.load_op(p, Reg::R3);
+                dst.address(&mut self.b, Reg::R1, 8);
+                self.b.call(Helper::ProbeReadUser);
+            }
+            TKind::Tuple(items) => {
+                let Ty::Tuple(types) = &e.ty else {
+                    unreachable!("a tuple has a tuple type")
+                };
+                let offsets = Ty::tuple_offsets(types, &self.program.registry);
+                self.zero(dst, padded);
+                for ((item, ty), at) in items.iter().zip(types).zip(offsets) {
+                    self.write_value(item, dst.offset(at), ty)?;
+                }
+            }
+            TKind::CopyPlace(place) => {
+                let p = self.place(place)?;
+                self.zero(dst, padded);
+                self.read_place(p, size, dst);
+            }
+            TKind::USym(addr) => {
+                let a = self.scalar(addr)?;
+                self.load_op(a, Reg::R0);
+                dst.store(&mut self.b, Size::DW, 0, Reg::R0);
+                self.b.call(Helper::GetCurrentPidTgid);
+                self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 32));
+                dst.store(&mut self.b, Size::DW, 8, Reg::R0);
+            }
+            TKind::UStack => {
+                if !self.kind().is_uprobe() && self.kind() != ProbeKind::Tracepoint {
+                    return Err(Diagnostic::error(
+                        e.span,
+                        "ustack is only available in probes of processes",
+                    ));
+                }
+                self.shared.stacks = true;
+                self.b.push(Insn::mov64_reg(Reg::R1, CTX));
+                self.b.ld_map_index(Reg::R2, layout::STACK_MAP);
+                self.b
+                    .push(Insn::mov64_imm(Reg::R3, sdt_bpf::STACKID_USER as i32));
+                self.b.call(Helper::GetStackid);
+                dst.store(&mut self.b, Size::DW, 0, Reg::R0);
+                let ok = self.b.label();
+                self.b.jump_imm(JmpOp::Sge, Reg::R0, 0, ok);
+                self.count_lost(layout::LOST_STACKS);
+                self.b.bind(ok);
+                self.b.call(Helper::GetCurrentPidTgid);
+                self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 32));
+                dst.store(&mut self.b, Size::DW, 8, Reg::R0);
+            }
+            TKind::Ternary {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let else_ = self.b.label();
+                let end = self.b.label();
+                self.cond_jump(cond, else_, false)?;
+                self.write_value(then, dst, &e.ty)?;
+                self.b.jump(end);
+                self.b.bind(else_);
+                self.write_value(otherwise, dst, &e.ty)?;
+                self.b.bind(end);
+            }
+            TKind::MapGet { map, keys } => {
+                let key = self.build_key(*map, keys, None)?;
+                let value_size = self.program.maps[*map].value_size(&self.program.registry);
+                self.lookup(layout::user_map(*map), key);
+                let missing = self.b.label();
+                let end = self.b.label();
+                self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, missing);
+                self.copy_from_reg(Reg::R0, dst, value_size.min(padded));
+                self.b.jump(end);
+                self.b.bind(missing);
+                self.zero(dst, padded);
+                self.b.bind(end);
+            }
+            TKind::Var(_) | TKind::TupleIndex { .. } => {
+                let src = self.aggregate(e)?;
+                self.copy(src, dst, padded);
+            }
+            _ if e.ty.is_scalar() => {
+                let v = self.scalar(e)?;
+                self.load_op(v, Reg::R0);
+                dst.store(&mut self.b, Size::DW, 0, Reg::R0);
+            }
+            // The same bytes, printed another way (`ntop` of 16 bytes).
+            TKind::Retype(inner) => self.write_value(inner, dst, &inner.ty)?,
+            _ => {
+                return Err(Diagnostic::error(
+                    e.span,
+                    format!(
+                        "internal error: cannot make a value of {} (a bug in sdt)",
+                        e.ty.display(&self.program.registry)
+                    ),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `e` at `dst` in the layout of `ty`, which may be wider than
+    /// `e`'s own type (a map's unified key or value type).
+    pub(super) fn write_value(&mut self, e: &TExpr, dst: Mem, ty: &Ty) -> R<()> {
+        if ty.is_scalar() {
+            let v = self.scalar(e)?;
+            self.load_op(v, Reg::R0);
+            dst.store(&mut self.b, Size::DW, 0, Reg::R0);
+            return Ok(());
+        }
+        if e.ty == *ty {
+            return self.aggregate_into(e, dst);
+        }
+        match (&e.kind, ty) {
+            (TKind::Tuple(items), Ty::Tuple(types)) => {
+                let offsets = Ty::tuple_offsets(types, &self.program.registry);
+                self.zero(dst, self.value_size(ty).next_multiple_of(8));
+                for ((item, t), at) in items.iter().zip(types).zip(offsets) {
+                    self.write_value(item, dst.offset(at), t)?;
+                }
+                Ok(())
+            }
+            _ => {
+                let src = self.aggregate(e)?;
+                self.convert(src, &e.ty, dst, ty);
+                Ok(())
+            }
+        }
+    }
+
+    /// Copies a value of type `from` at `src` into the layout of `to` at `dst`.
+    fn convert(&mut self, src: Mem, from: &Ty, dst: Mem, to: &Ty) {
+        let registry = &self.program.registry;
+        match (from, to) {
+            (Ty::Tuple(xs), Ty::Tuple(ys)) if xs.len() == ys.len() => {
+                let (xo, yo) = (
+                    Ty::tuple_offsets(xs, registry),
+                    Ty::tuple_offsets(ys, registry),
+                );
+                let pairs: Vec<_> = xs
+                    .iter()
+                    .cloned()
+                    .zip(ys.iter().cloned())
+                    .zip(xo.into_iter().zip(yo))
+                    .collect();
+                for ((x, y), (a, b)) in pairs {
+                    self.convert(src.offset(a), &x, dst.offset(b), &y);
+                }
+            }
+            _ => {
+                let have = from.value_size(registry).next_multiple_of(8);
+                let want = to.value_size(registry).next_multiple_of(8);
+                self.copy(src, dst, have.min(want));
+                if want > have {
+                    self.zero(dst.offset(have), want - have);
+                }
+            }
+        }
+    }
+
+    /// Stores constant bytes, NUL-padded to `len`.
+    fn store_bytes(&mut self, dst: Mem, bytes: &[u8], len: u32) {
+        for at in (0..len).step_by(8) {
+            let mut word = [0u8; 8];
+            for (i, slot) in word.iter_mut().enumerate() {
+                *slot = bytes.get(at as usize + i).copied().unwrap_or(0);
+            }
+            let v = i64::from_le_bytes(word);
+            match i32::try_from(v) {
+                Ok(small) => dst.store_imm(&mut self.b, Size::DW, at, small),
+                Err(_) => {
+                    self.b.load_imm(Reg::R0, v);
+                    dst.store(&mut self.b, Size::DW, at, Reg::R0);
+                }
+            }
+        }
+    }
+
+    /// Zeroes `len` bytes (a multiple of 8).
+    pub(super) fn zero(&mut self, dst: Mem, len: u32) {
+        if len <= 128 || matches!(dst, Mem::Stack(_)) {
+            for at in (0..len).step_by(8) {
+                dst.store_imm(&mut self.b, Size::DW, at, 0);
+            }
+        } else {
+            // A failed read zeroes its destination: one helper call instead
+            // of hundreds of stores.
+            dst.address(&mut self.b, Reg::R1, 0);
+            self.b.push(Insn::mov64_imm(Reg::R2, len as i32));
+            self.b.push(Insn::mov64_imm(Reg::R3, 0));
+            self.b.call(Helper::ProbeReadKernel);
+        }
+    }
+
+    /// Copies `len` bytes (a multiple of 8) between program memory.
+    pub(super) fn copy(&mut self, src: Mem, dst: Mem, len: u32) {
+        if src == dst {
+            return;
+        }
+        if len <= 128 {
+            for at in (0..len).step_by(8) {
+                src.load(&mut self.b, Size::DW, Reg::R0, at);
+                dst.store(&mut self.b, Size::DW, at, Reg::R0);
+            }
+        } else {
+            src.address(&mut self.b, Reg::R3, 0);
+            dst.address(&mut self.b, Reg::R1, 0);
+            self.b.push(Insn::mov64_imm(Reg::R2, len as i32));
+            self.b.call(Helper::ProbeReadKernel);
+        }
+    }
+
+    /// Copies `len` bytes from the memory `reg` points at (a map value).
+    pub(super) fn copy_from_reg(&mut self, reg: Reg, dst: Mem, len: u32) {
+        if len <= 128 {
+            for at in (0..len).step_by(8) {
+                self.b.push(Insn::ldx(Size::DW, Reg::R1, reg, at as i16));
+                dst.store(&mut self.b, Size::DW, at, Reg::R1);
+            }
+        } else {
+            self.b.push(Insn::mov64_reg(Reg::R3, reg));
+            dst.address(&mut self.b, Reg::R1, 0);
+            self.b.push(Insn::mov64_imm(Reg::R2, len as i32));
+            self.b.call(Helper::ProbeReadKernel);
+        }
+    }
+}
+
+/// Narrows a register to an integer type's width and sign.
+pub(super) fn narrow_to(b: &mut sdt_bpf::Builder, reg: Reg, ty: &Ty) {
+    let (bytes, signed) = match ty {
+        Ty::Int { bytes, signed } | Ty::Enum { bytes, signed, .. } => (*bytes, *signed),
+        _ => return,
+    };
+    if bytes >= 8 {
+        return;
+    }
+    let shift = 64 - 8 * i32::from(bytes);
+    b.push(Insn::alu64_imm(AluOp::Lsh, reg, shift));
+    b.push(Insn::alu64_imm(
+        if signed { AluOp::Arsh } else { AluOp::Rsh },
+        reg,
+        shift,
+    ));
+}
+
+fn negate(op: BinOp) -> BinOp {
+    match op {
+        BinOp::Eq => BinOp::Ne,
+        BinOp::Ne => BinOp::Eq,
+        BinOp::Lt => BinOp::Ge,
+        BinOp::Ge => BinOp::Lt,
+        BinOp::Gt => BinOp::Le,
+        BinOp::Le => BinOp::Gt,
+        other => other,
+    }
+}

@@ -1,0 +1,427 @@
+//! Lowering: the checked program to eBPF instructions, one program per
+//! probe instance and argument shape.
+//!
+//! Written by hand, because no crate generates BPF from a language that
+//! is not C, and because every instruction here is read by the kernel's
+//! verifier, whose rules shape the code:
+//!
+//! * **Registers.** `R6` holds the context, `R9` the scratch memory when a
+//!   program needs it, `R7` and `R8` hold what must survive a helper call
+//!   for a few instructions. Every value an expression computes goes to
+//!   an 8-byte stack slot, so that nothing is lost in the registers that
+//!   helper calls clobber; the verifier tracks spilled values exactly.
+//! * **Memory.** Strings, tuples, struct copies, map keys that hold them,
+//!   and records for user space live in a per-CPU scratch map, not on the
+//!   512-byte stack; a program looks the scratch map up once, at entry.
+//!   Scalars and small keys stay on the stack.
+//! * **Maps are referenced by index.** Map references hold the map's
+//!   index in [`Compiled::maps`] until [`sdt_bpf::relocate_maps`] puts file
+//!   descriptors in, so that programs can be generated, dumped and
+//!   checked without privileges.
+//! * **Arguments are compiled per site.** A USDT probe's sites may keep
+//!   an argument in different places; sites with the same places share a
+//!   program (see `sdt_bpf::arg`), and the attach cookie says which probe
+//!   fired.
+
+mod dce;
+mod expr;
+mod mem;
+mod stmt;
+
+use std::collections::HashMap;
+
+use sdt_bpf::arg::ArgSource;
+use sdt_bpf::{Builder, Insn, MapSpec, MapType, ProgramType, Reg};
+
+use crate::diag::{Diagnostic, Span};
+use crate::hir::{ProbeInstance, ProbeKind, Program};
+use crate::layout::{self, OutputInfo};
+use crate::types::Ty;
+
+use self::mem::{Frame, Mem};
+
+pub use crate::hir::StringArg;
+
+/// How a program reads `argN`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ArgAccess {
+    /// No arguments (BEGIN, END, interval, tracepoints).
+    None,
+    /// A USDT site's arguments, as its note says.
+    Usdt(Vec<ArgSource>),
+    /// The x86-64 calling convention's argument registers.
+    Registers,
+}
+
+/// How a program knows which probe fired, for `probe`, `func` and events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ids {
+    /// Fixed: the program serves one probe.
+    Const { probe: u32, site: u32 },
+    /// From the attach cookie: probe id in the high 32 bits, site (or
+    /// function) id in the low 32 bits.
+    Cookie,
+}
+
+/// One program to generate: a probe instance, compiled for one way of
+/// reading its arguments.
+#[derive(Clone, Debug)]
+pub struct Unit {
+    /// Index into [`Program::probes`].
+    pub instance: usize,
+    pub prog_type: ProgramType,
+    pub args: ArgAccess,
+    pub ids: Ids,
+    /// The name the kernel shows (`bpftool prog`).
+    pub name: String,
+    /// The probe's name for messages: `usdt:/bin/x:p:n`.
+    pub display: String,
+}
+
+/// Settings that hold for every program of a script.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Records wake the reader once this many bytes wait in the ring.
+    pub wake_at: u32,
+    /// `CLOCK_MONOTONIC` at start, for `elapsed`.
+    pub start_ns: u64,
+    /// The `-c` command's PID, for `cpid`.
+    pub cpid: u32,
+    /// Entries of each user map.
+    pub map_entries: u32,
+    /// Bytes of the ring buffer.
+    pub ring_size: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            wake_at: 1 << 19,
+            start_ns: 0,
+            cpid: 0,
+            map_entries: 4096,
+            ring_size: 4 << 20,
+        }
+    }
+}
+
+/// A generated program.
+#[derive(Clone, Debug)]
+pub struct CompiledProgram {
+    pub name: String,
+    pub display: String,
+    pub prog_type: ProgramType,
+    /// Map references hold indices into [`Compiled::maps`].
+    pub insns: Vec<Insn>,
+    /// Where the code for each statement starts, to map a verifier
+    /// rejection back to the script.
+    pub spans: Vec<(usize, Span)>,
+    /// The unit it was generated for.
+    pub unit: Unit,
+}
+
+/// A map to create, with what it is for.
+#[derive(Clone, Debug)]
+pub struct MapDef {
+    pub spec: MapSpec,
+    /// Whether any program uses it; unused fixed maps are still created
+    /// small, so that map indices stay fixed.
+    pub used: bool,
+}
+
+/// Everything generated for a script.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    pub maps: Vec<MapDef>,
+    pub programs: Vec<CompiledProgram>,
+    /// What each output id means.
+    pub outputs: Vec<OutputInfo>,
+    /// Bytes of scratch memory per CPU.
+    pub scratch_size: u32,
+}
+
+impl Compiled {
+    /// Names of the maps by index, for disassembly listings.
+    pub fn map_names(&self) -> HashMap<i32, String> {
+        self.maps
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (i as i32, m.spec.name.clone()))
+            .collect()
+    }
+}
+
+/// The largest scratch area: the kernel's limit for a per-CPU map value.
+pub const MAX_SCRATCH: u32 = 32 * 1024;
+
+/// Generates every unit's program.
+pub fn compile(
+    program: &Program,
+    units: &[Unit],
+    options: &Options,
+) -> Result<Compiled, Vec<Diagnostic>> {
+    let mut shared = Shared::default();
+    let mut programs = Vec::new();
+    let mut errors = Vec::new();
+    for unit in units {
+        match Gen::new(program, unit, options, &mut shared).generate() {
+            Ok(mut p) => {
+                dce::remove_unreachable(&mut p.insns, &mut p.spans);
+                programs.push(p);
+            }
+            Err(d) => errors.push(d),
+        }
+    }
+    if !errors.is_empty() {
+        errors.dedup_by(|a, b| a.message == b.message && a.span == b.span);
+        return Err(errors);
+    }
+    let registry = &program.registry;
+    let scratch_size = shared.scratch.max(8).next_multiple_of(8);
+    let mut maps = vec![
+        MapDef {
+            spec: MapSpec::new(MapType::RingBuf, 0, 0, options.ring_size).name("sdt_ring"),
+            used: true,
+        },
+        MapDef {
+            spec: MapSpec::new(
+                MapType::PerCpuArray,
+                4,
+                8,
+                layout::LOST_MAP_UPDATES + program.maps.len() as u32,
+            )
+            .name("sdt_lost"),
+            used: true,
+        },
+        MapDef {
+            spec: MapSpec::new(MapType::PerCpuArray, 4, scratch_size, 1).name("sdt_scratch"),
+            used: shared.scratch > 0,
+        },
+        MapDef {
+            spec: MapSpec::new(
+                MapType::StackTrace,
+                4,
+                8 * 127,
+                if shared.stacks { 16384 } else { 1 },
+            )
+            .name("sdt_stacks"),
+            used: shared.stacks,
+        },
+        MapDef {
+            spec: MapSpec::new(MapType::Array, 4, 8, 1).name("sdt_control"),
+            used: true,
+        },
+    ];
+    for decl in &program.maps {
+        let map_type = if decl.is_per_cpu() {
+            MapType::PerCpuHash
+        } else {
+            MapType::Hash
+        };
+        maps.push(MapDef {
+            spec: MapSpec::new(
+                map_type,
+                decl.key_size(registry),
+                decl.value_size(registry),
+                options.map_entries,
+            )
+            .name(format!("m_{}", decl.name)),
+            used: true,
+        });
+    }
+    Ok(Compiled {
+        maps,
+        programs,
+        outputs: shared.outputs,
+        scratch_size,
+    })
+}
+
+/// What all programs of a script share while they are generated.
+#[derive(Default)]
+struct Shared {
+    outputs: Vec<OutputInfo>,
+    /// The most scratch memory one program needs.
+    scratch: u32,
+    /// Whether a program records user stacks.
+    stacks: bool,
+}
+
+/// The generator of one program.
+struct Gen<'a> {
+    program: &'a Program,
+    unit: &'a Unit,
+    instance: &'a ProbeInstance,
+    options: &'a Options,
+    shared: &'a mut Shared,
+    b: Builder,
+    frame: Frame,
+    /// Where each variable lives.
+    vars: Vec<Mem>,
+    /// The label of the program's end (for `return` and predicates).
+    exit: sdt_bpf::Label,
+    /// `(continue, break)` labels of the enclosing loops.
+    loops: Vec<(sdt_bpf::Label, sdt_bpf::Label)>,
+    spans: Vec<(usize, Span)>,
+    /// The statement being generated, for errors.
+    span: Span,
+}
+
+/// The context pointer, kept for the whole program.
+const CTX: Reg = Reg::R6;
+/// The scratch memory pointer.
+const SCRATCH: Reg = Reg::R9;
+
+impl<'a> Gen<'a> {
+    fn new(
+        program: &'a Program,
+        unit: &'a Unit,
+        options: &'a Options,
+        shared: &'a mut Shared,
+    ) -> Gen<'a> {
+        let instance = &program.probes[unit.instance];
+        let mut b = Builder::new();
+        let exit = b.label();
+        Gen {
+            program,
+            unit,
+            instance,
+            options,
+            shared,
+            b,
+            frame: Frame::new(),
+            vars: Vec::new(),
+            exit,
+            loops: Vec::new(),
+            spans: Vec::new(),
+            span: instance.span,
+        }
+    }
+
+    fn error(&self, message: impl Into<String>) -> Diagnostic {
+        Diagnostic::error(self.span, message)
+    }
+
+    fn generate(mut self) -> Result<CompiledProgram, Diagnostic> {
+        self.b.push(Insn::mov64_reg(CTX, Reg::R1));
+        if !matches!(
+            self.kind(),
+            ProbeKind::Begin | ProbeKind::End | ProbeKind::Interval
+        ) {
+            // Once the run has ended, an attached probe does nothing.
+            let exit = self.exit;
+            self.b.ld_map_value_index(Reg::R1, layout::CONTROL_MAP, 0);
+            self.b
+                .push(Insn::ldx(sdt_bpf::Size::DW, Reg::R1, Reg::R1, 0));
+            self.b.jump_imm(sdt_bpf::JmpOp::Ne, Reg::R1, 0, exit);
+        }
+        for ty in &self.instance.vars {
+            let home = self.frame.alloc_for(ty, &self.program.registry);
+            self.vars.push(home);
+        }
+        if let Some(predicate) = &self.instance.predicate {
+            self.span = predicate.span;
+            self.mark_span();
+            let exit = self.exit;
+            self.cond_jump(predicate, exit, false)?;
+        }
+        let body = &self.instance.body;
+        self.block(body)?;
+        self.b.bind(self.exit);
+        self.b.push(Insn::mov64_imm(Reg::R0, 0)).exit();
+
+        let scratch = self.frame.scratch_size();
+        if scratch > MAX_SCRATCH {
+            return Err(Diagnostic::error(
+                self.instance.span,
+                format!("this probe needs {scratch} bytes of scratch memory, more than the {MAX_SCRATCH} available"),
+            )
+            .hint("use shorter strings (BPFTRACE_STRLEN) or fewer string values in one statement"));
+        }
+        if self.frame.stack_size() > 512 {
+            return Err(Diagnostic::error(
+                self.instance.span,
+                format!(
+                    "this probe needs {} bytes of BPF stack, more than 512",
+                    self.frame.stack_size()
+                ),
+            )
+            .hint("split long expressions into several statements"));
+        }
+        self.shared.scratch = self.shared.scratch.max(scratch);
+        let mut insns = self.b.finish().map_err(|e| {
+            Diagnostic::error(
+                self.instance.span,
+                format!("internal error generating code (a bug in sdt): {e}"),
+            )
+        })?;
+        let mut spans = self.spans;
+        // Whether the program needs the scratch pointer is only known once
+        // its body is generated, so the load is spliced in after the first
+        // instruction (`r6 = r1`), where no jump crosses it.
+        if scratch > 0 {
+            let prologue = scratch_prologue();
+            let at = 1;
+            let extra = prologue.len();
+            insns.splice(at..at, prologue);
+            for (start, _) in &mut spans {
+                if *start >= at {
+                    *start += extra;
+                }
+            }
+        }
+        Ok(CompiledProgram {
+            name: self.unit.name.clone(),
+            display: self.unit.display.clone(),
+            prog_type: self.unit.prog_type,
+            insns,
+            spans,
+            unit: self.unit.clone(),
+        })
+    }
+
+    fn mark_span(&mut self) {
+        self.spans.push((self.b.len(), self.span));
+    }
+
+    /// Returns early unless the current process is in the tree map.
+    /// Registers the layout of an output record and returns its id.
+    fn output_id(&mut self, info: OutputInfo) -> u32 {
+        if let Some(i) = self.shared.outputs.iter().position(|o| *o == info) {
+            return i as u32;
+        }
+        self.shared.outputs.push(info);
+        self.shared.outputs.len() as u32 - 1
+    }
+
+    fn kind(&self) -> ProbeKind {
+        self.instance.kind
+    }
+
+    fn value_size(&self, ty: &Ty) -> u32 {
+        ty.value_size(&self.program.registry)
+    }
+}
+
+/// `R9 = &scratch[0]`, or return if the lookup fails (it cannot).
+fn scratch_prologue() -> Vec<Insn> {
+    use sdt_bpf::{AluOp, Helper, JmpOp, Size};
+    let mut b = Builder::new();
+    let out = b.label();
+    let go = b.label();
+    b.push(Insn::st(Size::W, Reg::R10, mem::KEY_SLOT, 0));
+    b.ld_map_index(Reg::R1, layout::SCRATCH_MAP);
+    b.push(Insn::mov64_reg(Reg::R2, Reg::R10));
+    b.push(Insn::alu64_imm(
+        AluOp::Add,
+        Reg::R2,
+        i32::from(mem::KEY_SLOT),
+    ));
+    b.call(Helper::MapLookupElem);
+    b.jump_imm(JmpOp::Ne, Reg::R0, 0, go);
+    b.bind(out);
+    b.push(Insn::mov64_imm(Reg::R0, 0)).exit();
+    b.bind(go);
+    b.push(Insn::mov64_reg(SCRATCH, Reg::R0));
+    b.finish().expect("the prologue's labels are bound")
+}

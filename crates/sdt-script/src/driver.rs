@@ -1,0 +1,475 @@
+//! The compiler's passes, in order: parse, bind probes to sites, check,
+//! lower. Everything here reads files but loads nothing into the kernel,
+//! so `--dump` works without privileges and every error is found before
+//! anything is attached.
+
+use std::collections::HashMap;
+
+use sdt_bpf::arg::ArgSource;
+use sdt_bpf::{Mechanism, ProgramType};
+use sdt_trace::{Attach, AttachSite, PlannedSite, ProgramSpec, Scope};
+
+use crate::ast::Script;
+use crate::attach::AttachSpec;
+use crate::bind::{self, Bound, Target};
+use crate::check::{self, CheckOptions};
+use crate::codegen::{self, ArgAccess, Compiled, Ids, Unit};
+use crate::diag::Diagnostics;
+use crate::hir::{ProbeKind, Program};
+use crate::runtime::Names;
+
+/// What compiling needs besides the script.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub check: CheckOptions,
+    pub scope: Scope,
+    /// How programs will be attached: without cookies, each site gets a
+    /// program of its own.
+    pub mechanism: Mechanism,
+    pub codegen: codegen::Options,
+}
+
+/// What a program is run for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Begin,
+    End,
+    /// Run every `period_ns`.
+    Interval {
+        period_ns: u64,
+    },
+    /// Attached to probes.
+    Probe,
+}
+
+/// A compiled script, ready to load.
+pub struct Compilation {
+    pub script: Script,
+    pub bound: Vec<Vec<Bound>>,
+    pub program: Program,
+    pub compiled: Compiled,
+    pub names: Names,
+    /// What each program is run for, and where it attaches.
+    pub roles: Vec<Role>,
+    pub attach: Vec<Attach>,
+    /// Every USDT site, by the site id in cookies.
+    pub sites: Vec<PlannedSite>,
+    /// Probes as bpftrace counts them, for `Attaching N probes...`.
+    pub probe_count: usize,
+    /// Sites refused and notes skipped, one line each.
+    pub warnings: Vec<String>,
+}
+
+impl Compilation {
+    /// The programs with their attach targets, for the session.
+    pub fn program_specs(&self) -> Vec<ProgramSpec> {
+        self.compiled
+            .programs
+            .iter()
+            .zip(&self.attach)
+            .map(|(p, attach)| ProgramSpec {
+                name: p.name.clone(),
+                prog_type: p.prog_type,
+                insns: p.insns.clone(),
+                attach: attach.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Compiles script text.
+pub fn compile(source: &str, options: &Options) -> Result<Compilation, Diagnostics> {
+    let script = crate::parser::parse(source)?;
+    compile_script(script, options)
+}
+
+/// Compiles a parsed script.
+pub fn compile_script(script: Script, options: &Options) -> Result<Compilation, Diagnostics> {
+    let bound = bind::bind(&script, &options.check.params, &options.scope)?;
+    let attach_info: Vec<Vec<_>> = bound
+        .iter()
+        .map(|points| points.iter().map(Bound::info).collect())
+        .collect();
+    let program = check::check(&script, &attach_info, &options.check)?;
+    let mut lowering = Lowering {
+        names: Names::default(),
+        probe_ids: HashMap::new(),
+        func_ids: HashMap::new(),
+        sites: Vec::new(),
+        units: Vec::new(),
+        roles: Vec::new(),
+        attach: Vec::new(),
+        cookies: options.mechanism.supports_cookies(),
+    };
+    for (index, instance) in program.probes.iter().enumerate() {
+        let b = &bound[instance.block][instance.attach_point];
+        lowering.instance(index, instance.kind, instance.target, b);
+    }
+    let compiled =
+        codegen::compile(&program, &lowering.units, &options.codegen).map_err(Diagnostics)?;
+    let probe_count = bound.iter().flatten().map(Bound::probe_count).sum();
+    let warnings = bound
+        .iter()
+        .flatten()
+        .flat_map(|b| b.warnings.clone())
+        .collect();
+    Ok(Compilation {
+        script,
+        bound,
+        program,
+        compiled,
+        names: lowering.names,
+        roles: lowering.roles,
+        attach: lowering.attach,
+        sites: lowering.sites,
+        probe_count,
+        warnings,
+    })
+}
+
+/// Compiles as if every attach point matched something: each USDT probe
+/// one site whose twelve arguments are constants, each uprobe one
+/// function, each tracepoint a record like `syscalls:sys_enter_openat`'s.
+/// It reads no file and touches no kernel interface: the fuzz target
+/// drives the parser, the checker and the code generator through it.
+pub fn compile_offline(
+    source: &str,
+    params: &[String],
+) -> Result<(Program, Compiled), Diagnostics> {
+    let script = crate::parser::parse(source)?;
+    let attach_info = offline_attach(&script, params)?;
+    let options = CheckOptions {
+        params: params.to_vec(),
+        ..CheckOptions::default()
+    };
+    let program = check::check(&script, &attach_info, &options)?;
+    let units: Vec<Unit> = program
+        .probes
+        .iter()
+        .enumerate()
+        .map(|(instance, p)| {
+            let (prog_type, args) = match p.kind {
+                ProbeKind::Begin | ProbeKind::End | ProbeKind::Interval => {
+                    (ProgramType::RawTracepoint, ArgAccess::None)
+                }
+                ProbeKind::Usdt => (
+                    ProgramType::Kprobe,
+                    ArgAccess::Usdt((0..12).map(ArgSource::Const).collect()),
+                ),
+                ProbeKind::Uprobe | ProbeKind::Uretprobe => {
+                    (ProgramType::Kprobe, ArgAccess::Registers)
+                }
+                ProbeKind::Tracepoint => (ProgramType::Tracepoint, ArgAccess::None),
+            };
+            Unit {
+                instance,
+                prog_type,
+                args,
+                ids: Ids::Cookie,
+                name: format!("p{instance}"),
+                display: p.kind.name().to_string(),
+            }
+        })
+        .collect();
+    let compiled =
+        codegen::compile(&program, &units, &codegen::Options::default()).map_err(Diagnostics)?;
+    Ok((program, compiled))
+}
+
+/// What the checker would learn about each attach point if every one
+/// matched (see [`compile_offline`]).
+pub fn offline_attach(
+    script: &Script,
+    params: &[String],
+) -> Result<Vec<Vec<check::AttachInfo>>, crate::diag::Diagnostic> {
+    let mut attach_info = Vec::new();
+    for probe in &script.probes {
+        let mut points = Vec::new();
+        for raw in &probe.attach_points {
+            let spec = crate::attach::parse(raw, params)?;
+            let kind = match spec {
+                AttachSpec::Begin => ProbeKind::Begin,
+                AttachSpec::End => ProbeKind::End,
+                AttachSpec::Interval { .. } => ProbeKind::Interval,
+                AttachSpec::Usdt { .. } => ProbeKind::Usdt,
+                AttachSpec::Uprobe { ret: false, .. } => ProbeKind::Uprobe,
+                AttachSpec::Uprobe { ret: true, .. } => ProbeKind::Uretprobe,
+                AttachSpec::Tracepoint { .. } => ProbeKind::Tracepoint,
+            };
+            let tracepoint = (kind == ProbeKind::Tracepoint).then(|| check::TracepointFormat {
+                name: "syscalls:sys_enter_openat".into(),
+                fields: sdt_trace::parse_format(OPENAT_FORMAT),
+            });
+            points.push(check::AttachInfo {
+                kind,
+                targets: vec![check::TargetInfo { tracepoint }],
+            });
+        }
+        attach_info.push(points);
+    }
+    Ok(attach_info)
+}
+
+/// The format of `syscalls:sys_enter_openat` on x86-64, as tracefs shows it.
+const OPENAT_FORMAT: &str = "\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;
+\tfield:int dfd;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:const char * filename;\toffset:24;\tsize:8;\tsigned:0;
+\tfield:int flags;\toffset:32;\tsize:8;\tsigned:0;
+\tfield:umode_t mode;\toffset:40;\tsize:8;\tsigned:0;
+";
+
+/// Turns bound probe instances into code generation units.
+struct Lowering {
+    names: Names,
+    probe_ids: HashMap<String, u32>,
+    func_ids: HashMap<String, u32>,
+    sites: Vec<PlannedSite>,
+    units: Vec<Unit>,
+    roles: Vec<Role>,
+    attach: Vec<Attach>,
+    cookies: bool,
+}
+
+impl Lowering {
+    fn probe_id(&mut self, name: String) -> u32 {
+        if let Some(&id) = self.probe_ids.get(&name) {
+            return id;
+        }
+        self.names.probes.push(name.clone());
+        let id = self.names.probes.len() as u32 - 1;
+        self.probe_ids.insert(name, id);
+        id
+    }
+
+    fn func_id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.func_ids.get(name) {
+            return id;
+        }
+        self.names.funcs.push(name.to_string());
+        let id = self.names.funcs.len() as u32 - 1;
+        self.func_ids.insert(name.to_string(), id);
+        id
+    }
+
+    fn push(&mut self, unit: Unit, role: Role, attach: Attach) {
+        self.units.push(unit);
+        self.roles.push(role);
+        self.attach.push(attach);
+    }
+
+    fn instance(&mut self, index: usize, kind: ProbeKind, target: usize, b: &Bound) {
+        let n = self.units.len();
+        let unit = |prog_type, args, ids, name: String, display: String| Unit {
+            instance: index,
+            prog_type,
+            args,
+            ids,
+            name,
+            display,
+        };
+        match &b.target {
+            Target::Plain => {
+                let (role, display, short) = match b.spec {
+                    AttachSpec::Begin => (Role::Begin, "BEGIN".to_string(), "begin"),
+                    AttachSpec::End => (Role::End, "END".to_string(), "end"),
+                    AttachSpec::Interval { period_ns } => (
+                        Role::Interval { period_ns },
+                        interval_name(period_ns),
+                        "interval",
+                    ),
+                    _ => unreachable!("plain targets are BEGIN, END and intervals"),
+                };
+                let probe = self.probe_id(display.clone());
+                let u = unit(
+                    ProgramType::RawTracepoint,
+                    ArgAccess::None,
+                    Ids::Const { probe, site: 0 },
+                    format!("{short}_{n}"),
+                    display,
+                );
+                self.push(u, role, Attach::Triggered);
+            }
+            Target::Usdt(planned) => {
+                let written = match &b.spec {
+                    AttachSpec::Usdt { path, .. } => path.clone(),
+                    _ => None,
+                };
+                // Sites whose arguments live in the same places share a program.
+                let mut groups: Vec<(Vec<ArgSource>, Vec<AttachSite>, String)> = Vec::new();
+                for site in planned {
+                    let display = format!(
+                        "usdt:{}:{}:{}",
+                        shown_path(written.as_deref(), &site.path),
+                        site.provider,
+                        site.name
+                    );
+                    let probe = self.probe_id(display.clone());
+                    self.sites.push(site.clone());
+                    let site_id = self.sites.len() as u32 - 1;
+                    let cookie = (u64::from(probe) << 32) | u64::from(site_id);
+                    let attach_site = AttachSite {
+                        path: site.path.clone(),
+                        attach_path: site.attach_path.clone(),
+                        attach_fd: site.attach_fd.clone(),
+                        offset: site.attach_offset,
+                        ref_ctr_offset: site.semaphore_offset,
+                        cookie: if self.cookies { cookie } else { 0 },
+                    };
+                    let shape: Vec<ArgSource> = site.args.iter().map(|a| a.source).collect();
+                    if self.cookies {
+                        match groups.iter_mut().find(|g| g.0 == shape) {
+                            Some(g) => g.1.push(attach_site),
+                            None => groups.push((shape, vec![attach_site], display)),
+                        }
+                    } else {
+                        let u = unit(
+                            ProgramType::Kprobe,
+                            ArgAccess::Usdt(shape),
+                            Ids::Const {
+                                probe,
+                                site: site_id,
+                            },
+                            format!("usdt_{}", self.units.len()),
+                            display,
+                        );
+                        self.push(
+                            u,
+                            Role::Probe,
+                            Attach::Uprobe {
+                                sites: vec![attach_site],
+                                retprobe: false,
+                            },
+                        );
+                    }
+                }
+                for (shape, sites, display) in groups {
+                    let u = unit(
+                        ProgramType::Kprobe,
+                        ArgAccess::Usdt(shape),
+                        Ids::Cookie,
+                        format!("usdt_{}", self.units.len()),
+                        display,
+                    );
+                    self.push(
+                        u,
+                        Role::Probe,
+                        Attach::Uprobe {
+                            sites,
+                            retprobe: false,
+                        },
+                    );
+                }
+            }
+            Target::Functions(functions) => {
+                let (written, ret) = match &b.spec {
+                    AttachSpec::Uprobe { path, ret, .. } => (path.clone(), *ret),
+                    _ => (None, false),
+                };
+                let kind_name = if ret { "uretprobe" } else { "uprobe" };
+                let mut sites = Vec::new();
+                let mut first_display = None;
+                for f in functions {
+                    let display = format!(
+                        "{kind_name}:{}:{}",
+                        shown_path(written.as_deref(), &f.path),
+                        f.symbol
+                    );
+                    let probe = self.probe_id(display.clone());
+                    let func = self.func_id(&f.function);
+                    let site = AttachSite {
+                        path: f.path.clone(),
+                        attach_path: f.attach_path.clone(),
+                        attach_fd: f.attach_fd.clone(),
+                        offset: f.file_offset,
+                        ref_ctr_offset: None,
+                        cookie: if self.cookies {
+                            (u64::from(probe) << 32) | u64::from(func)
+                        } else {
+                            0
+                        },
+                    };
+                    if self.cookies {
+                        first_display.get_or_insert(display);
+                        sites.push(site);
+                    } else {
+                        let u = unit(
+                            ProgramType::Kprobe,
+                            ArgAccess::Registers,
+                            Ids::Const { probe, site: func },
+                            format!("up_{}", self.units.len()),
+                            display,
+                        );
+                        self.push(
+                            u,
+                            Role::Probe,
+                            Attach::Uprobe {
+                                sites: vec![site],
+                                retprobe: ret,
+                            },
+                        );
+                    }
+                }
+                if !sites.is_empty() {
+                    let display = first_display.unwrap_or_default();
+                    let u = unit(
+                        ProgramType::Kprobe,
+                        ArgAccess::Registers,
+                        Ids::Cookie,
+                        format!("up_{}", self.units.len()),
+                        display,
+                    );
+                    self.push(
+                        u,
+                        Role::Probe,
+                        Attach::Uprobe {
+                            sites,
+                            retprobe: ret,
+                        },
+                    );
+                }
+            }
+            Target::Tracepoints(tps) => {
+                let tp = &tps[target];
+                let display = format!("tracepoint:{}:{}", tp.category, tp.name);
+                let probe = self.probe_id(display.clone());
+                let u = unit(
+                    ProgramType::Tracepoint,
+                    ArgAccess::None,
+                    Ids::Const { probe, site: 0 },
+                    format!("tp_{}", self.units.len()),
+                    display,
+                );
+                self.push(u, Role::Probe, Attach::Tracepoint { id: tp.id });
+            }
+        }
+        let _ = kind;
+    }
+}
+
+/// The path a probe's name shows: as written when it is a path, the
+/// object's own path when the script gave a name to look up (`libc`) or
+/// none.
+fn shown_path(written: Option<&str>, path: &std::path::Path) -> String {
+    match written {
+        Some(w) if w.contains('/') && !w.contains(['*', '?', '[']) => w.to_string(),
+        _ => path.display().to_string(),
+    }
+}
+
+/// `interval:s:1`, `interval:ms:250`, as bpftrace names them.
+fn interval_name(ns: u64) -> String {
+    if ns % 1_000_000_000 == 0 {
+        format!("interval:s:{}", ns / 1_000_000_000)
+    } else if ns % 1_000_000 == 0 {
+        format!("interval:ms:{}", ns / 1_000_000)
+    } else if ns % 1_000 == 0 {
+        format!("interval:us:{}", ns / 1_000)
+    } else {
+        format!("interval:ns:{ns}")
+    }
+}

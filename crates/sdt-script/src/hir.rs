@@ -1,0 +1,427 @@
+//! The checked program: every name resolved, every expression typed.
+//!
+//! The checker turns the syntax tree into this form and the code
+//! generator reads nothing else. What was implicit in the text is
+//! explicit here: a struct field read is a [`TKind::Load`] from a place
+//! with a known offset, a string comparison is a [`TKind::StrEq`], a map
+//! read names the map by index, and each probe block is checked once per
+//! attach point (once per tracepoint of a glob, whose `args` differ).
+
+use crate::ast::UnOp;
+use crate::diag::Span;
+use crate::format::Format;
+use crate::types::{Agg, Ty, TypeRegistry};
+
+pub type VarId = usize;
+pub type MapId = usize;
+
+/// A checked script.
+#[derive(Clone, Debug, Default)]
+pub struct Program {
+    pub registry: TypeRegistry,
+    pub maps: Vec<MapDecl>,
+    pub probes: Vec<ProbeInstance>,
+    /// `printf`, `system` and `cat` formats, by id.
+    pub formats: Vec<Format>,
+    /// Time formats of `time()` and `strftime()`, by id.
+    pub time_formats: Vec<String>,
+    /// Separators of `join()`, by id.
+    pub join_separators: Vec<String>,
+    /// Bytes of a string read with `str()` when no length is given,
+    /// including the NUL.
+    pub strlen: u32,
+}
+
+/// A map, with the types every use of it agreed on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapDecl {
+    pub name: String,
+    /// Key types; empty for a map without a key (`@x`).
+    pub keys: Vec<Ty>,
+    pub value: Ty,
+    /// Where it was first assigned.
+    pub span: Span,
+}
+
+impl MapDecl {
+    /// `@name`, as printed.
+    pub fn display_name(&self) -> String {
+        format!("@{}", self.name)
+    }
+
+    /// Bytes of the kernel key: each key part 8-byte aligned, then the
+    /// bucket for histograms. A map without a key has one `u64` zero key.
+    pub fn key_size(&self, registry: &TypeRegistry) -> u32 {
+        let parts: u32 = self
+            .keys
+            .iter()
+            .map(|t| t.value_size(registry).next_multiple_of(8))
+            .sum();
+        let bucket = if self.is_histogram() { 8 } else { 0 };
+        (parts + bucket).max(8)
+    }
+
+    /// Offsets of the key parts in the kernel key.
+    pub fn key_offsets(&self, registry: &TypeRegistry) -> Vec<u32> {
+        Ty::tuple_offsets(&self.keys, registry)
+    }
+
+    /// Offset of the histogram bucket in the kernel key.
+    pub fn bucket_offset(&self, registry: &TypeRegistry) -> u32 {
+        self.keys
+            .iter()
+            .map(|t| t.value_size(registry).next_multiple_of(8))
+            .sum()
+    }
+
+    pub fn value_size(&self, registry: &TypeRegistry) -> u32 {
+        self.value.value_size(registry).next_multiple_of(8).max(8)
+    }
+
+    pub fn aggregation(&self) -> Option<Agg> {
+        match self.value {
+            Ty::Agg(agg) => Some(agg),
+            _ => None,
+        }
+    }
+
+    pub fn is_histogram(&self) -> bool {
+        self.aggregation().is_some_and(Agg::is_histogram)
+    }
+
+    /// Aggregations live in per-CPU maps, merged when printed.
+    pub fn is_per_cpu(&self) -> bool {
+        self.aggregation().is_some()
+    }
+}
+
+/// The kind of probe a block runs in, which decides the builtins it may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProbeKind {
+    Begin,
+    End,
+    Interval,
+    Usdt,
+    Uprobe,
+    Uretprobe,
+    Tracepoint,
+}
+
+impl ProbeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeKind::Begin => "BEGIN",
+            ProbeKind::End => "END",
+            ProbeKind::Interval => "interval",
+            ProbeKind::Usdt => "usdt",
+            ProbeKind::Uprobe => "uprobe",
+            ProbeKind::Uretprobe => "uretprobe",
+            ProbeKind::Tracepoint => "tracepoint",
+        }
+    }
+
+    /// Runs in the traced program, with its registers as context.
+    pub fn is_uprobe(self) -> bool {
+        matches!(
+            self,
+            ProbeKind::Usdt | ProbeKind::Uprobe | ProbeKind::Uretprobe
+        )
+    }
+}
+
+/// One probe block checked for one attach point (or one tracepoint).
+#[derive(Clone, Debug)]
+pub struct ProbeInstance {
+    /// Index of the probe block in the script.
+    pub block: usize,
+    /// Index of the attach point in the block.
+    pub attach_point: usize,
+    /// For a tracepoint glob: which of its tracepoints.
+    pub target: usize,
+    pub kind: ProbeKind,
+    pub span: Span,
+    /// Types of the block's variables, by [`VarId`].
+    pub vars: Vec<Ty>,
+    pub predicate: Option<TExpr>,
+    pub body: Vec<TStmt>,
+}
+
+#[derive(Clone, Debug)]
+pub enum TStmt {
+    Expr(TExpr),
+    AssignVar {
+        var: VarId,
+        value: TExpr,
+    },
+    AssignMap {
+        map: MapId,
+        keys: Vec<TExpr>,
+        value: TExpr,
+    },
+    /// `@m[keys] = count()` and the other aggregations; `args` are the
+    /// aggregated value (none for `count`).
+    Aggregate {
+        map: MapId,
+        keys: Vec<TExpr>,
+        agg: Agg,
+        value: Option<TExpr>,
+        span: Span,
+    },
+    Delete {
+        map: MapId,
+        keys: Vec<TExpr>,
+    },
+    If {
+        cond: TExpr,
+        then: Vec<TStmt>,
+        otherwise: Vec<TStmt>,
+    },
+    While {
+        cond: TExpr,
+        body: Vec<TStmt>,
+        span: Span,
+    },
+    Unroll {
+        count: u32,
+        body: Vec<TStmt>,
+    },
+    Break,
+    Continue,
+    Return,
+    /// `printf` and the other calls that send a record to user space.
+    Output(Output),
+}
+
+/// A record for user space to act on, in the order probes sent them.
+#[derive(Clone, Debug)]
+pub enum Output {
+    Printf {
+        format: u32,
+        args: Vec<TExpr>,
+    },
+    /// `system(fmt, ...)`: run a command (needs `--unsafe`).
+    System {
+        format: u32,
+        args: Vec<TExpr>,
+    },
+    /// `cat(fmt, ...)`: print a file's contents.
+    Cat {
+        format: u32,
+        args: Vec<TExpr>,
+    },
+    /// `print(@m)`, `print(@m, top)`, `print(@m, top, div)`.
+    PrintMap {
+        map: MapId,
+        top: u64,
+        div: u64,
+    },
+    /// `print(value)`.
+    PrintValue(TExpr),
+    Clear(MapId),
+    Zero(MapId),
+    Exit(Option<TExpr>),
+    /// `time()` or `time(fmt)`.
+    Time(u32),
+    /// `join(array_of_strings, sep)`.
+    Join {
+        array: TExpr,
+        separator: u32,
+    },
+    /// One hit with every argument of its site, for `sdt trace`; scripts
+    /// cannot write this.
+    Event {
+        strings: Vec<StringArg>,
+    },
+}
+
+/// An argument to read as a string in an `sdt trace` event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StringArg {
+    /// The argument that holds the string's address.
+    pub arg: usize,
+    /// The argument that holds its length, for strings without a NUL
+    /// (the `sdt` crate passes `&str` as pointer and length).
+    pub len_arg: Option<usize>,
+}
+
+#[derive(Clone, Debug)]
+pub struct TExpr {
+    pub kind: TKind,
+    pub ty: Ty,
+    pub span: Span,
+}
+
+/// Builtins whose value comes from a helper or a constant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Builtin {
+    Pid,
+    Tid,
+    Uid,
+    Gid,
+    Nsecs,
+    Elapsed,
+    Cpu,
+    Comm,
+    Cgroup,
+    Rand,
+    NumaId,
+    Cpid,
+    CurTask,
+}
+
+#[derive(Clone, Debug)]
+pub enum TKind {
+    Int(i64),
+    /// A string literal (the type has room for the NUL).
+    Str(Vec<u8>),
+    Var(VarId),
+    /// A map's value; zero (or empty) when the key is missing.
+    MapGet {
+        map: MapId,
+        keys: Vec<TExpr>,
+    },
+    /// `@m[k]++` and friends: update the map, yield the old (postfix) or
+    /// new (prefix) value.
+    MapIncDec {
+        map: MapId,
+        keys: Vec<TExpr>,
+        delta: i64,
+        prefix: bool,
+    },
+    VarIncDec {
+        var: VarId,
+        delta: i64,
+        prefix: bool,
+    },
+    Builtin(Builtin),
+    /// `argN` of a USDT probe (read as each site's note says) or of a
+    /// uprobe (the calling convention's registers).
+    Arg(u8),
+    /// `sargN`: the Nth stack argument of a uprobe.
+    SArg(u8),
+    /// The return value of a uretprobe.
+    Retval,
+    /// `reg("name")`: a register, by its `pt_regs` offset.
+    Reg(i16),
+    /// The probe's name; for a probe that expands to several, the cookie
+    /// says which.
+    Probe,
+    /// The traced function's name.
+    Func,
+    Unary {
+        op: UnOp,
+        expr: Box<TExpr>,
+    },
+    Binary {
+        op: crate::ast::BinOp,
+        lhs: Box<TExpr>,
+        rhs: Box<TExpr>,
+    },
+    /// `&&` and `||`, which evaluate their right side only when needed.
+    Logical {
+        and: bool,
+        lhs: Box<TExpr>,
+        rhs: Box<TExpr>,
+    },
+    /// String (in)equality.
+    StrEq {
+        lhs: Box<TExpr>,
+        rhs: Box<TExpr>,
+        negate: bool,
+    },
+    /// `strncmp(a, b, n)`: 0 when the first `n` bytes agree.
+    StrNCmp {
+        lhs: Box<TExpr>,
+        rhs: Box<TExpr>,
+        n: u32,
+    },
+    /// `strcontains(haystack, needle)`.
+    StrContains {
+        haystack: Box<TExpr>,
+        needle: Box<TExpr>,
+    },
+    Ternary {
+        cond: Box<TExpr>,
+        then: Box<TExpr>,
+        otherwise: Box<TExpr>,
+    },
+    /// An integer conversion to the expression's type.
+    IntCast(Box<TExpr>),
+    /// The tracepoint's record (a place in the context).
+    CtxRecord,
+    /// `*ptr` where the pointee is a struct or array: a place in the
+    /// traced process's memory.
+    UserPlace(Box<TExpr>),
+    /// A member of a struct place.
+    Field {
+        base: Box<TExpr>,
+        offset: u64,
+    },
+    /// An element of an array place, or of memory a pointer points at.
+    Index {
+        base: Box<TExpr>,
+        index: Box<TExpr>,
+        stride: u64,
+    },
+    /// A scalar read from a place.
+    Load {
+        place: Box<TExpr>,
+        bitfield: Option<(u8, u8)>,
+    },
+    /// The address of a place.
+    AddrOf(Box<TExpr>),
+    /// A `char[N]` place read as a string.
+    ArrayStr(Box<TExpr>),
+    /// A tracepoint's `__data_loc` string field, whose `u32` at `offset`
+    /// in the record holds the string's length and offset.
+    DataLoc {
+        offset: u32,
+    },
+    /// A struct or array place copied as a value.
+    CopyPlace(Box<TExpr>),
+    /// `str(ptr)` or `str(ptr, len)`: a string read from the traced process.
+    StrRead {
+        ptr: Box<TExpr>,
+        len: Option<Box<TExpr>>,
+    },
+    /// `buf(ptr, len)`.
+    BufRead {
+        ptr: Box<TExpr>,
+        len: Box<TExpr>,
+    },
+    Tuple(Vec<TExpr>),
+    TupleIndex {
+        tuple: Box<TExpr>,
+        index: usize,
+    },
+    /// `usym(addr)`: the address and the current process.
+    USym(Box<TExpr>),
+    /// `ustack`.
+    UStack,
+    /// `strftime(fmt, ns)`.
+    Strftime(Box<TExpr>),
+    /// `bswap(x)`.
+    Bswap(Box<TExpr>),
+    /// A value whose type only changes how it prints (`username`,
+    /// `strerror`).
+    Retype(Box<TExpr>),
+}
+
+impl TExpr {
+    pub fn int(value: i64, ty: Ty, span: Span) -> TExpr {
+        TExpr {
+            kind: TKind::Int(value),
+            ty,
+            span,
+        }
+    }
+
+    /// Whether the expression is a place (struct, union or array in
+    /// memory) rather than a value.
+    pub fn is_place(&self) -> bool {
+        matches!(
+            self.kind,
+            TKind::CtxRecord | TKind::UserPlace(_) | TKind::Field { .. } | TKind::Index { .. }
+        ) && matches!(self.ty, Ty::Record(_) | Ty::Array { .. })
+    }
+}

@@ -1,0 +1,118 @@
+//! What the generated programs send to user space, and where each map
+//! lives: the contract between the code generator and the runtime.
+//!
+//! Every ring-buffer record starts with a `u64` output id, an index into
+//! [`Compiled::outputs`](crate::codegen::Compiled::outputs) that says what
+//! the record is (a `printf`, a `print(@m)`, an `exit()`, ...) and how its
+//! fields are laid out. The fields follow, each at an 8-byte aligned
+//! offset, in the layout of its type ([`Ty::value_size`]).
+
+use crate::hir::MapId;
+use crate::types::Ty;
+
+/// Bytes of the record header (the output id).
+pub const HEADER: u32 = 8;
+
+/// Fixed places in the program's list of maps; user maps follow.
+pub const RING_MAP: u32 = 0;
+/// Per-CPU counters of what could not be done; see [`LOST_EVENTS`].
+pub const LOST_MAP: u32 = 1;
+/// A per-CPU array of one element: scratch memory for strings, keys and
+/// records, so that nothing large lives on the 512-byte BPF stack.
+pub const SCRATCH_MAP: u32 = 2;
+/// User stacks for `ustack`.
+pub const STACK_MAP: u32 = 3;
+/// A one-element array whose `u64` user space sets to 1 when the run ends
+/// ([`STOPPED`]). Every attached program reads it first and returns if
+/// set: the probes do nothing from then on, although the kernel has not
+/// detached them yet. Detaching waits for the kernel, and is left to
+/// another process once the output is complete.
+pub const CONTROL_MAP: u32 = 4;
+/// Index of user map 0.
+pub const FIRST_USER_MAP: u32 = 5;
+
+/// The control map's value once the run has ended.
+pub const STOPPED: u64 = 1;
+
+/// Counter 0 of the lost map: records the ring buffer had no room for.
+pub const LOST_EVENTS: u32 = 0;
+/// Counter 1: stacks that could not be recorded.
+pub const LOST_STACKS: u32 = 1;
+/// Counter `LOST_MAP_UPDATES + map id`: updates a full map refused.
+pub const LOST_MAP_UPDATES: u32 = 2;
+
+/// The map index of user map `id`.
+pub fn user_map(id: MapId) -> u32 {
+    FIRST_USER_MAP + id as u32
+}
+
+/// How user space handles a record with a given output id.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OutputInfo {
+    Printf {
+        format: u32,
+        fields: Vec<Field>,
+    },
+    System {
+        format: u32,
+        fields: Vec<Field>,
+    },
+    Cat {
+        format: u32,
+        fields: Vec<Field>,
+    },
+    PrintMap {
+        map: MapId,
+        top: u64,
+        div: u64,
+    },
+    PrintValue {
+        field: Field,
+    },
+    Clear {
+        map: MapId,
+    },
+    Zero {
+        map: MapId,
+    },
+    /// The code, if given, is the record's `u64` field at offset 8.
+    Exit {
+        has_code: bool,
+    },
+    Time {
+        format: u32,
+    },
+    /// `join()`: up to [`JOIN_MAX`] strings of `size` bytes each, after a
+    /// count.
+    Join {
+        separator: u32,
+        size: u32,
+    },
+    /// One probe hit for `sdt trace`: time, pid/tid, cookie, comm, then
+    /// the site's arguments.
+    Event {
+        args: u32,
+        strings: Vec<crate::codegen::StringArg>,
+    },
+}
+
+/// Strings `join()` reads from an array.
+pub const JOIN_MAX: u32 = 16;
+
+/// A typed field of a record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Field {
+    pub ty: Ty,
+    pub offset: u32,
+}
+
+/// Layout of an `Event` record (see [`OutputInfo::Event`]).
+pub mod event {
+    pub const TIME: u32 = 8;
+    pub const PID_TGID: u32 = 16;
+    pub const COOKIE: u32 = 24;
+    pub const COMM: u32 = 32;
+    pub const ARGS: u32 = 48;
+    /// Bytes read for each string argument, including the NUL.
+    pub const STRING_LEN: u32 = 256;
+}

@@ -1,0 +1,935 @@
+//! The parser: text to [`Script`], by recursive descent.
+//!
+//! The grammar is bpftrace's: C definitions and `#` directives first,
+//! then probes, each a comma-separated list of attach points, an optional
+//! `/predicate/` and a block. Statements end with `;` except the last one
+//! of a block and those that end with a block (`if`, `while`, `unroll`,
+//! `for`). Expressions use C's precedence, with the ternary lowest and
+//! assignment a statement, not an expression.
+//!
+//! A `/` inside a predicate is the end of the predicate when the next
+//! thing after it is `{`; otherwise it divides, as in bpftrace.
+
+use crate::ast::*;
+use crate::diag::{Diagnostic, Span};
+use crate::lexer::{Lexer, Tok, Token};
+
+/// Parses a whole script.
+pub fn parse(source: &str) -> Result<Script, Diagnostic> {
+    Parser::new(source).script()
+}
+
+/// Integer types a cast may name, with C's names for them.
+pub const INT_TYPE_NAMES: &[&str] = &[
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "int8_t", "int16_t",
+    "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "char", "short", "int",
+    "long", "bool", "_Bool", "size_t", "ssize_t", "void",
+];
+
+struct Parser<'s> {
+    lexer: Lexer<'s>,
+    peeked: Option<Token>,
+    /// Inside `/.../`: a `/` followed by `{` ends the predicate.
+    in_predicate: bool,
+    /// Typedef names defined in the script, which may start a cast.
+    typedefs: Vec<String>,
+}
+
+impl<'s> Parser<'s> {
+    fn new(source: &'s str) -> Parser<'s> {
+        Parser {
+            lexer: Lexer::new(source),
+            peeked: None,
+            in_predicate: false,
+            typedefs: Vec::new(),
+        }
+    }
+
+    fn peek(&mut self) -> Result<&Token, Diagnostic> {
+        if self.peeked.is_none() {
+            self.peeked = Some(self.lexer.next_token()?);
+        }
+        Ok(self.peeked.as_ref().expect("just filled"))
+    }
+
+    fn next(&mut self) -> Result<Token, Diagnostic> {
+        match self.peeked.take() {
+            Some(t) => Ok(t),
+            None => self.lexer.next_token(),
+        }
+    }
+
+    fn at(&mut self, punct: &str) -> Result<bool, Diagnostic> {
+        Ok(matches!(&self.peek()?.tok, Tok::Punct(p) if *p == punct))
+    }
+
+    fn at_ident(&mut self, word: &str) -> Result<bool, Diagnostic> {
+        Ok(matches!(&self.peek()?.tok, Tok::Ident(w) if w == word))
+    }
+
+    fn eat(&mut self, punct: &str) -> Result<Option<Span>, Diagnostic> {
+        if self.at(punct)? {
+            Ok(Some(self.next()?.span))
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn expect(&mut self, punct: &str, context: &str) -> Result<Span, Diagnostic> {
+        match self.eat(punct)? {
+            Some(span) => Ok(span),
+            None => {
+                let found = self.peek()?.clone();
+                Err(unexpected(&found, &format!("`{punct}` {context}")))
+            }
+        }
+    }
+
+    fn script(mut self) -> Result<Script, Diagnostic> {
+        let mut script = Script::default();
+        loop {
+            self.lexer.skip_trivia()?;
+            let start = self.lexer.offset();
+            let rest = &self.lexer.source()[start..];
+            if rest.is_empty() {
+                break;
+            }
+            if rest.starts_with('#') {
+                let Token { tok, span } = self.lexer.next_token()?;
+                if let Tok::Directive(text) = tok {
+                    script.directives.push((span, text));
+                }
+                continue;
+            }
+            if ["struct", "union", "enum", "typedef"]
+                .iter()
+                .any(|w| self.lexer.at_word(w))
+            {
+                if !script.probes.is_empty() {
+                    let end = start + rest.find([' ', '\n', '\t']).unwrap_or(rest.len());
+                    return Err(Diagnostic::error(
+                        Span::new(start, end),
+                        "C definitions must come before the first probe",
+                    )
+                    .hint("move this definition to the top of the script"));
+                }
+                let definition = self.c_definition()?;
+                if let Some(name) = typedef_name(&definition.text) {
+                    self.typedefs.push(name);
+                }
+                script.definitions.push(definition);
+                continue;
+            }
+            if self.lexer.at_word("config") && self.config_follows() {
+                self.config(&mut script)?;
+                continue;
+            }
+            script.probes.push(self.probe()?);
+        }
+        if script.probes.is_empty() {
+            let end = self.lexer.source().len();
+            return Err(Diagnostic::error(
+                Span::new(end, end),
+                "the script has no probes",
+            )
+            .hint("a probe looks like: usdt:/path/to/program:provider:name { printf(\"hit\\n\"); }"));
+        }
+        Ok(script)
+    }
+
+    fn config_follows(&self) -> bool {
+        let rest = &self.lexer.source()[self.lexer.offset() + "config".len()..];
+        rest.trim_start().starts_with('=')
+    }
+
+    /// `config = { NAME = VALUE; ... }`.
+    fn config(&mut self, script: &mut Script) -> Result<(), Diagnostic> {
+        self.next()?; // config
+        self.expect("=", "after `config`")?;
+        self.expect("{", "to open the config block")?;
+        while self.eat("}")?.is_none() {
+            let token = self.next()?;
+            let Tok::Ident(name) = token.tok else {
+                return Err(unexpected(&token, "a config option name"));
+            };
+            self.expect("=", "after the config option name")?;
+            let value = self.expr()?;
+            let span = token.span.to(value.span);
+            script.config.push(ConfigEntry { name, value, span });
+            if self.eat(";")?.is_none() && !self.at("}")? {
+                let found = self.peek()?.clone();
+                return Err(unexpected(&found, "`;` between config options"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a C definition as text: up to the `}` that closes its first
+    /// `{` and an optional `;`, or up to a `;` at depth 0.
+    fn c_definition(&mut self) -> Result<CDefinition, Diagnostic> {
+        let source = self.lexer.source();
+        let start = self.lexer.offset();
+        let mut depth = 0usize;
+        let mut end = None;
+        let bytes = source.as_bytes();
+        let mut i = start;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        let after = source[i + 1..].trim_start();
+                        // `} name;` (typedef) or `} ;`: run to the `;`.
+                        let semi = after.find(';');
+                        let next_brace = after.find('{');
+                        end = match semi {
+                            Some(s) if next_brace.is_none_or(|b| s < b) => {
+                                Some(source.len() - after.len() + s + 1)
+                            }
+                            _ => Some(i + 1),
+                        };
+                        break;
+                    }
+                }
+                b';' if depth == 0 => {
+                    end = Some(i + 1);
+                    break;
+                }
+                b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                    while i < bytes.len() && bytes[i] != b'\n' {
+                        i += 1;
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        let Some(end) = end else {
+            return Err(Diagnostic::error(
+                Span::new(start, source.len()),
+                "this C definition never ends",
+            )
+            .hint("close it with `};`"));
+        };
+        self.lexer.seek(end);
+        Ok(CDefinition {
+            text: source[start..end].to_string(),
+            span: Span::new(start, end),
+        })
+    }
+
+    fn probe(&mut self) -> Result<Probe, Diagnostic> {
+        let start = self.lexer.offset();
+        let mut attach_points = Vec::new();
+        loop {
+            let point = self.lexer.attach_point()?;
+            if point.text.is_empty() {
+                let found = self.peek()?.clone();
+                return Err(unexpected(
+                    &found,
+                    "a probe (such as `usdt:PATH:PROVIDER:NAME` or `BEGIN`)",
+                ));
+            }
+            attach_points.push(point);
+            self.lexer.skip_trivia()?;
+            if self.lexer.source()[self.lexer.offset()..].starts_with(',') {
+                self.next()?;
+                continue;
+            }
+            break;
+        }
+        let predicate = if self.at("/")? {
+            let open = self.next()?.span;
+            self.in_predicate = true;
+            let expr = self.expr();
+            self.in_predicate = false;
+            let expr = expr?;
+            if self.eat("/")?.is_none() {
+                let found = self.peek()?.clone();
+                return Err(unexpected(&found, "`/` to end the predicate")
+                    .related(open, "the predicate starts here"));
+            }
+            Some(expr)
+        } else {
+            None
+        };
+        if !self.at("{")? {
+            let found = self.peek()?.clone();
+            let mut d = unexpected(&found, "`{` to start the probe's actions");
+            if let Tok::Ident(_) | Tok::Punct(":") = found.tok {
+                d = d.hint("an attach point has no spaces; quote a path that has some");
+            }
+            return Err(d);
+        }
+        let body = self.block()?;
+        let end = self.last_end();
+        Ok(Probe {
+            attach_points,
+            predicate,
+            body,
+            span: Span::new(start, end),
+        })
+    }
+
+    fn last_end(&self) -> usize {
+        self.lexer.offset()
+    }
+
+    fn block(&mut self) -> Result<Block, Diagnostic> {
+        let open = self.expect("{", "to open a block")?;
+        let mut stmts = Vec::new();
+        loop {
+            while self.eat(";")?.is_some() {}
+            if self.eat("}")?.is_some() {
+                return Ok(stmts);
+            }
+            if self.peek()?.tok == Tok::Eof {
+                let found = self.peek()?.clone();
+                return Err(unexpected(&found, "`}` to close the block")
+                    .related(open, "the block opens here"));
+            }
+            let (stmt, needs_semicolon) = self.stmt()?;
+            stmts.push(stmt);
+            if needs_semicolon && self.eat(";")?.is_none() && !self.at("}")? {
+                let found = self.peek()?.clone();
+                return Err(unexpected(&found, "`;` after the statement"));
+            }
+        }
+    }
+
+    /// One statement, and whether a `;` must follow it.
+    fn stmt(&mut self) -> Result<(Stmt, bool), Diagnostic> {
+        let start = self.peek()?.span;
+        let keyword = match &self.peek()?.tok {
+            Tok::Ident(w) => w.clone(),
+            _ => String::new(),
+        };
+        let block_stmt = |kind, span| Ok((Stmt { kind, span }, false));
+        match keyword.as_str() {
+            "if" => return block_stmt(self.if_stmt()?, start.to(self.span_here())),
+            "unroll" => {
+                self.next()?;
+                self.expect("(", "after `unroll`")?;
+                let count = self.expr()?;
+                self.expect(")", "after the unroll count")?;
+                let body = self.block()?;
+                return block_stmt(StmtKind::Unroll { count, body }, start);
+            }
+            "while" => {
+                self.next()?;
+                self.expect("(", "after `while`")?;
+                let cond = self.expr()?;
+                self.expect(")", "after the loop condition")?;
+                let body = self.block()?;
+                return block_stmt(StmtKind::While { cond, body }, start);
+            }
+            "for" => {
+                self.next()?;
+                self.expect("(", "after `for`")?;
+                let var = self.next()?;
+                let Tok::Var(name) = var.tok else {
+                    return Err(unexpected(&var, "a variable such as `$kv`"));
+                };
+                self.expect(":", "between the variable and the map")?;
+                let map = self.next()?;
+                let Tok::Map(map_name) = map.tok else {
+                    return Err(unexpected(&map, "a map such as `@m`"));
+                };
+                self.expect(")", "after the map")?;
+                let body = self.block()?;
+                return block_stmt(
+                    StmtKind::For {
+                        var: name,
+                        var_span: var.span,
+                        map: map_name,
+                        map_span: map.span,
+                        body,
+                    },
+                    start,
+                );
+            }
+            "break" | "continue" | "return" => {
+                let span = self.next()?.span;
+                let kind = match keyword.as_str() {
+                    "break" => StmtKind::Break,
+                    "continue" => StmtKind::Continue,
+                    _ => StmtKind::Return,
+                };
+                return Ok((Stmt { kind, span }, true));
+            }
+            _ => {}
+        }
+        let target = self.expr()?;
+        let op = match &self.peek()?.tok {
+            Tok::Punct(p) => assignment_op(p),
+            _ => None,
+        };
+        let Some(op) = op else {
+            let span = target.span;
+            return Ok((
+                Stmt {
+                    kind: StmtKind::Expr(target),
+                    span,
+                },
+                true,
+            ));
+        };
+        let op_span = self.next()?.span;
+        let value = self.expr()?;
+        let span = target.span.to(value.span);
+        let kind = match target.kind {
+            ExprKind::Var(name) => StmtKind::AssignVar {
+                name,
+                name_span: target.span,
+                op,
+                value,
+            },
+            ExprKind::Map(map) => StmtKind::AssignMap { map, op, value },
+            ExprKind::TupleIndex { .. } => {
+                return Err(Diagnostic::error(target.span, "tuples cannot be changed")
+                    .hint("make a new tuple and assign that instead"))
+            }
+            _ => {
+                return Err(Diagnostic::error(
+                    target.span,
+                    "only a variable ($name) or a map (@name) can be assigned to",
+                )
+                .related(op_span, "assignment"))
+            }
+        };
+        Ok((Stmt { kind, span }, true))
+    }
+
+    fn span_here(&self) -> Span {
+        let at = self.lexer.offset();
+        Span::new(at, at)
+    }
+
+    fn if_stmt(&mut self) -> Result<StmtKind, Diagnostic> {
+        self.next()?; // if
+        self.expect("(", "after `if`")?;
+        let cond = self.expr()?;
+        self.expect(")", "after the condition")?;
+        let then = self.block()?;
+        let otherwise = if self.at_ident("else")? {
+            self.next()?;
+            if self.at_ident("if")? {
+                let start = self.peek()?.span;
+                let kind = self.if_stmt()?;
+                Some(vec![Stmt { kind, span: start }])
+            } else {
+                Some(self.block()?)
+            }
+        } else {
+            None
+        };
+        Ok(StmtKind::If {
+            cond,
+            then,
+            otherwise,
+        })
+    }
+
+    pub fn expr(&mut self) -> Result<Expr, Diagnostic> {
+        let cond = self.binary(0)?;
+        if self.eat("?")?.is_none() {
+            return Ok(cond);
+        }
+        let then = self.expr()?;
+        self.expect(":", "in the conditional expression `c ? a : b`")?;
+        let otherwise = self.expr()?;
+        let span = cond.span.to(otherwise.span);
+        Ok(Expr {
+            kind: ExprKind::Ternary {
+                cond: Box::new(cond),
+                then: Box::new(then),
+                otherwise: Box::new(otherwise),
+            },
+            span,
+        })
+    }
+
+    /// Binary operators by precedence climbing; `min` is the lowest
+    /// precedence accepted.
+    fn binary(&mut self, min: u8) -> Result<Expr, Diagnostic> {
+        let mut lhs = self.unary()?;
+        while let Tok::Punct(p) = self.peek()?.tok {
+            let Some((op, prec)) = binary_op(p) else {
+                break;
+            };
+            if prec < min {
+                break;
+            }
+            if op == BinOp::Div && self.in_predicate && self.slash_ends_predicate() {
+                break;
+            }
+            self.next()?;
+            let rhs = self.binary(prec + 1)?;
+            let span = lhs.span.to(rhs.span);
+            lhs = Expr {
+                kind: ExprKind::Binary {
+                    op,
+                    lhs: Box::new(lhs),
+                    rhs: Box::new(rhs),
+                },
+                span,
+            };
+        }
+        Ok(lhs)
+    }
+
+    /// Whether the peeked `/` is followed by `{`.
+    fn slash_ends_predicate(&self) -> bool {
+        let Some(peeked) = &self.peeked else {
+            return false;
+        };
+        let after = &self.lexer.source()[peeked.span.end as usize..];
+        let after = after.trim_start();
+        after.is_empty() || after.starts_with('{')
+    }
+
+    fn unary(&mut self) -> Result<Expr, Diagnostic> {
+        let token = self.peek()?.clone();
+        let op = match token.tok {
+            Tok::Punct("-") => Some(UnOp::Neg),
+            Tok::Punct("!") => Some(UnOp::Not),
+            Tok::Punct("~") => Some(UnOp::BitNot),
+            Tok::Punct("*") => Some(UnOp::Deref),
+            Tok::Punct("&") => Some(UnOp::AddrOf),
+            _ => None,
+        };
+        if let Some(op) = op {
+            self.next()?;
+            let operand = self.unary()?;
+            let span = token.span.to(operand.span);
+            // A negative literal is one literal, as in C's constant folding.
+            if let (UnOp::Neg, ExprKind::Int(n)) = (op, &operand.kind) {
+                return Ok(Expr {
+                    kind: ExprKind::Int(-*n),
+                    span,
+                });
+            }
+            return Ok(Expr {
+                kind: ExprKind::Unary {
+                    op,
+                    expr: Box::new(operand),
+                },
+                span,
+            });
+        }
+        if let Tok::Punct(p @ ("++" | "--")) = token.tok {
+            self.next()?;
+            let target = self.unary()?;
+            let span = token.span.to(target.span);
+            check_incdec_target(&target, p)?;
+            return Ok(Expr {
+                kind: ExprKind::IncDec {
+                    target: Box::new(target),
+                    increment: p == "++",
+                    prefix: true,
+                },
+                span,
+            });
+        }
+        if token.tok == Tok::Punct("(") {
+            if let Some(ty) = self.try_cast_type()? {
+                let operand = self.unary()?;
+                let span = ty.span.to(operand.span);
+                return Ok(Expr {
+                    kind: ExprKind::Cast {
+                        ty,
+                        expr: Box::new(operand),
+                    },
+                    span,
+                });
+            }
+        }
+        self.postfix()
+    }
+
+    /// At `(`: if a type name and `)` follow, consumes them and returns
+    /// the type.
+    fn try_cast_type(&mut self) -> Result<Option<TypeName>, Diagnostic> {
+        let Some(open) = &self.peeked else {
+            return Ok(None);
+        };
+        let open_span = open.span;
+        let after = &self.lexer.source()[open_span.end as usize..];
+        let word: String = after
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let is_type = matches!(
+            word.as_str(),
+            "struct" | "union" | "enum" | "unsigned" | "signed"
+        ) || INT_TYPE_NAMES.contains(&word.as_str())
+            || self.typedefs.contains(&word)
+            || (!word.is_empty() && {
+                // `(name *)`: a pointer to a type the script or the
+                // binary's debug information defines.
+                let rest = after.trim_start()[word.len()..].trim_start();
+                rest.starts_with('*') && rest.trim_start_matches(['*', ' ']).starts_with(')')
+            });
+        if !is_type {
+            return Ok(None);
+        }
+        self.next()?; // (
+        let ty = self.type_name(open_span)?;
+        let close = self.expect(")", "to end the cast")?;
+        Ok(Some(TypeName {
+            span: open_span.to(close),
+            ..ty
+        }))
+    }
+
+    /// A type: `[struct|union|enum] name`, C's multi-word integer names,
+    /// then `*`s and an optional `[N]`.
+    fn type_name(&mut self, start: Span) -> Result<TypeName, Diagnostic> {
+        let mut words = Vec::new();
+        loop {
+            let token = self.peek()?.clone();
+            match token.tok {
+                Tok::Ident(w) => {
+                    let tag = matches!(w.as_str(), "struct" | "union" | "enum");
+                    let modifier = matches!(
+                        w.as_str(),
+                        "unsigned" | "signed" | "long" | "short" | "const"
+                    );
+                    let continues = words.last().is_none_or(|l: &String| {
+                        matches!(
+                            l.as_str(),
+                            "struct"
+                                | "union"
+                                | "enum"
+                                | "unsigned"
+                                | "signed"
+                                | "long"
+                                | "short"
+                                | "const"
+                        )
+                    });
+                    if !continues {
+                        break;
+                    }
+                    self.next()?;
+                    if w != "const" {
+                        words.push(w);
+                    }
+                    if !(tag || modifier) {
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        if words.is_empty()
+            || matches!(
+                words.last().map(String::as_str),
+                Some("struct" | "union" | "enum")
+            )
+        {
+            let found = self.peek()?.clone();
+            return Err(unexpected(&found, "a type name"));
+        }
+        let mut pointers = 0u8;
+        while self.eat("*")?.is_some() {
+            pointers = pointers.saturating_add(1);
+        }
+        let array = if self.eat("[")?.is_some() {
+            let token = self.next()?;
+            let Tok::Int(n) = token.tok else {
+                return Err(unexpected(&token, "an array length"));
+            };
+            self.expect("]", "after the array length")?;
+            Some(n)
+        } else {
+            None
+        };
+        let end = self.span_here();
+        Ok(TypeName {
+            name: words.join(" "),
+            pointers,
+            array,
+            span: start.to(end),
+        })
+    }
+
+    fn postfix(&mut self) -> Result<Expr, Diagnostic> {
+        let mut expr = self.primary()?;
+        loop {
+            if self.eat(".")?.is_some() {
+                let token = self.next()?;
+                expr = match token.tok {
+                    Tok::Ident(field) => field_expr(expr, field, token.span, false),
+                    Tok::Int(n) => {
+                        let span = expr.span.to(token.span);
+                        Expr {
+                            kind: ExprKind::TupleIndex {
+                                expr: Box::new(expr),
+                                index: u32::try_from(n).unwrap_or(u32::MAX),
+                            },
+                            span,
+                        }
+                    }
+                    _ => {
+                        return Err(unexpected(
+                            &token,
+                            "a field name or a tuple index after `.`",
+                        ))
+                    }
+                };
+            } else if self.eat("->")?.is_some() {
+                let token = self.next()?;
+                let Tok::Ident(field) = token.tok else {
+                    return Err(unexpected(&token, "a field name after `->`"));
+                };
+                expr = field_expr(expr, field, token.span, true);
+            } else if self.eat("[")?.is_some() {
+                let index = self.expr()?;
+                let close = self.expect("]", "to close the index")?;
+                let span = expr.span.to(close);
+                expr = Expr {
+                    kind: ExprKind::Index {
+                        expr: Box::new(expr),
+                        index: Box::new(index),
+                    },
+                    span,
+                };
+            } else if let Tok::Punct(p @ ("++" | "--")) = self.peek()?.tok {
+                check_incdec_target(&expr, p)?;
+                let op = self.next()?.span;
+                let span = expr.span.to(op);
+                expr = Expr {
+                    kind: ExprKind::IncDec {
+                        target: Box::new(expr),
+                        increment: p == "++",
+                        prefix: false,
+                    },
+                    span,
+                };
+            } else {
+                return Ok(expr);
+            }
+        }
+    }
+
+    fn primary(&mut self) -> Result<Expr, Diagnostic> {
+        let token = self.next()?;
+        let span = token.span;
+        let kind = match token.tok {
+            Tok::Int(n) => ExprKind::Int(i128::from(n)),
+            Tok::Str(s) => ExprKind::Str(s),
+            Tok::Var(name) => ExprKind::Var(name),
+            Tok::Param(n) => ExprKind::Param(n),
+            Tok::ParamCount => ExprKind::ParamCount,
+            Tok::Map(name) => {
+                let mut keys = Vec::new();
+                let mut end = span;
+                if self.eat("[")?.is_some() {
+                    keys = self.args("]")?;
+                    end = self.expect("]", "to close the map key")?;
+                    if keys.is_empty() {
+                        return Err(Diagnostic::error(span.to(end), "an empty map key")
+                            .hint("write `@name` for a map without a key"));
+                    }
+                }
+                return Ok(Expr {
+                    kind: ExprKind::Map(MapRef {
+                        name,
+                        keys,
+                        span: span.to(end),
+                    }),
+                    span: span.to(end),
+                });
+            }
+            Tok::Ident(name) => {
+                if self.at("(")? {
+                    return self.call(name, span);
+                }
+                ExprKind::Ident(name)
+            }
+            Tok::Punct("(") => {
+                let first = self.expr()?;
+                if self.eat(",")?.is_some() {
+                    let mut items = vec![first];
+                    items.extend(self.args(")")?);
+                    let close = self.expect(")", "to close the tuple")?;
+                    return Ok(Expr {
+                        kind: ExprKind::Tuple(items),
+                        span: span.to(close),
+                    });
+                }
+                let close = self.expect(")", "to close the parenthesis")?;
+                return Ok(Expr {
+                    span: span.to(close),
+                    ..first
+                });
+            }
+            _ => return Err(unexpected(&token, "an expression")),
+        };
+        Ok(Expr { kind, span })
+    }
+
+    fn call(&mut self, name: String, name_span: Span) -> Result<Expr, Diagnostic> {
+        let open = self.expect("(", "to start the arguments")?;
+        if name == "sizeof" || name == "offsetof" {
+            let is_type = {
+                let after = &self.lexer.source()[open.end as usize..];
+                let word: String = after
+                    .trim_start()
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                matches!(
+                    word.as_str(),
+                    "struct" | "union" | "enum" | "unsigned" | "signed"
+                ) || INT_TYPE_NAMES.contains(&word.as_str())
+                    || self.typedefs.contains(&word)
+            };
+            if is_type || name == "offsetof" {
+                let ty = self.type_name(open)?;
+                let kind = if name == "sizeof" {
+                    ExprKind::SizeofType(ty)
+                } else {
+                    self.expect(",", "between the type and the field")?;
+                    let token = self.next()?;
+                    let Tok::Ident(field) = token.tok else {
+                        return Err(unexpected(&token, "a field name"));
+                    };
+                    ExprKind::Offsetof { ty, field }
+                };
+                let close = self.expect(")", "to close the call")?;
+                return Ok(Expr {
+                    kind,
+                    span: name_span.to(close),
+                });
+            }
+        }
+        let args = self.args(")")?;
+        let close = self.expect(")", "to close the arguments")?;
+        Ok(Expr {
+            kind: ExprKind::Call {
+                name,
+                name_span,
+                args,
+            },
+            span: name_span.to(close),
+        })
+    }
+
+    /// Comma-separated expressions up to (not including) `close`.
+    fn args(&mut self, close: &str) -> Result<Vec<Expr>, Diagnostic> {
+        let mut args = Vec::new();
+        if self.at(close)? {
+            return Ok(args);
+        }
+        loop {
+            args.push(self.expr()?);
+            if self.eat(",")?.is_none() {
+                return Ok(args);
+            }
+        }
+    }
+}
+
+fn field_expr(expr: Expr, field: String, field_span: Span, arrow: bool) -> Expr {
+    let span = expr.span.to(field_span);
+    Expr {
+        kind: ExprKind::Field {
+            expr: Box::new(expr),
+            field,
+            field_span,
+            arrow,
+        },
+        span,
+    }
+}
+
+fn check_incdec_target(target: &Expr, op: &str) -> Result<(), Diagnostic> {
+    match target.kind {
+        ExprKind::Var(_) | ExprKind::Map(_) => Ok(()),
+        _ => Err(Diagnostic::error(
+            target.span,
+            format!("`{op}` applies to a variable or a map only"),
+        )),
+    }
+}
+
+fn assignment_op(p: &str) -> Option<Option<BinOp>> {
+    use BinOp::*;
+    Some(match p {
+        "=" => None,
+        "+=" => Some(Add),
+        "-=" => Some(Sub),
+        "*=" => Some(Mul),
+        "/=" => Some(Div),
+        "%=" => Some(Mod),
+        "&=" => Some(BitAnd),
+        "|=" => Some(BitOr),
+        "^=" => Some(BitXor),
+        "<<=" => Some(Shl),
+        ">>=" => Some(Shr),
+        _ => return None,
+    })
+}
+
+/// The operator and its precedence (higher binds tighter).
+fn binary_op(p: &str) -> Option<(BinOp, u8)> {
+    use BinOp::*;
+    Some(match p {
+        "||" => (Or, 1),
+        "&&" => (And, 2),
+        "|" => (BitOr, 3),
+        "^" => (BitXor, 4),
+        "&" => (BitAnd, 5),
+        "==" => (Eq, 6),
+        "!=" => (Ne, 6),
+        "<" => (Lt, 7),
+        "<=" => (Le, 7),
+        ">" => (Gt, 7),
+        ">=" => (Ge, 7),
+        "<<" => (Shl, 8),
+        ">>" => (Shr, 8),
+        "+" => (Add, 9),
+        "-" => (Sub, 9),
+        "*" => (Mul, 10),
+        "/" => (Div, 10),
+        "%" => (Mod, 10),
+        _ => return None,
+    })
+}
+
+/// The name a `typedef` definition introduces: the last identifier before
+/// its final `;`.
+fn typedef_name(text: &str) -> Option<String> {
+    let text = text.trim();
+    if !text.starts_with("typedef") {
+        return None;
+    }
+    let body = text.trim_end_matches(';').trim_end();
+    let body = body.strip_suffix(']').map_or(body, |b| {
+        b.rsplit_once('[').map_or(b, |(head, _)| head.trim_end())
+    });
+    let name: String = body
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    (!name.is_empty()).then_some(name)
+}
+
+fn unexpected(found: &Token, wanted: &str) -> Diagnostic {
+    Diagnostic::error(
+        found.span,
+        format!("expected {wanted}, found {}", found.tok.describe()),
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,391 @@
+//! Running a compiled script: BEGIN before the first probe, records as
+//! they come, intervals on time, END after the last probe, then the maps.
+
+use std::io::{self, Write};
+use std::os::fd::BorrowedFd;
+use std::time::{Duration, Instant};
+
+use sdt_bpf::{Map, Mechanism};
+use sdt_trace::{Options as SessionOptions, Session};
+
+use crate::driver::{Compilation, Role};
+use crate::hir::MapId;
+use crate::layout;
+use crate::runtime::{self, Action, Entry, Runtime, Settings};
+
+/// The longest a record waits in the ring before the reader sees it: the
+/// programs wake the reader only when the ring fills up or a record asks
+/// for action, so the reader looks on its own this often.
+pub const DELIVERY_INTERVAL: Duration = Duration::from_millis(20);
+
+/// A script loaded into the kernel, and the runtime that prints its output.
+pub struct Runner<'c> {
+    compilation: &'c Compilation,
+    session: Session,
+    runtime: Runtime<'c>,
+    /// Interval programs: `(program, period, next run)`.
+    intervals: Vec<(usize, Duration, Instant)>,
+    /// `exit()` was called.
+    exit: Option<Option<i64>>,
+}
+
+/// What went wrong, if anything, and what was lost, at the end.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Records the ring buffer had no room for.
+    pub lost_events: u64,
+    /// Stacks that could not be recorded.
+    pub lost_stacks: u64,
+    /// `(map name, updates refused because the map was full)`.
+    pub full_maps: Vec<(String, u64)>,
+    /// The code `exit(N)` gave, if any.
+    pub exit_code: Option<i64>,
+}
+
+/// How a run ended.
+pub struct Finished<'c> {
+    pub summary: Summary,
+    pub runtime: Runtime<'c>,
+    /// What still holds the (stopped) probes attached: descriptors to
+    /// close, in order (see `sdt_proc::release_elsewhere`).
+    pub attached: Vec<std::os::fd::OwnedFd>,
+}
+
+/// What one [`Runner::step`] saw.
+#[derive(Clone, Debug, Default)]
+pub struct Step {
+    /// Tokens of watched descriptors that are ready.
+    pub ready: Vec<u64>,
+    /// `exit()` was called.
+    pub exit: bool,
+}
+
+impl<'c> Runner<'c> {
+    /// Creates the maps and loads every program; attaches nothing.
+    pub fn load(
+        compilation: &'c Compilation,
+        mechanism: Mechanism,
+        pid: Option<i32>,
+        follow: bool,
+        settings: Settings,
+        out: Box<dyn Write + 'c>,
+    ) -> Result<Runner<'c>, sdt_trace::Error> {
+        let maps: Vec<_> = compilation
+            .compiled
+            .maps
+            .iter()
+            .map(|m| m.spec.clone())
+            .collect();
+        let session = Session::load(
+            &maps,
+            compilation.program_specs(),
+            mechanism,
+            SessionOptions {
+                pid,
+                follow,
+                mechanism: Some(mechanism),
+            },
+        )?;
+        let runtime = Runtime::new(
+            &compilation.program,
+            &compilation.compiled,
+            compilation.names.clone(),
+            settings,
+            out,
+        );
+        let now = Instant::now();
+        let intervals = compilation
+            .roles
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match r {
+                Role::Interval { period_ns } => {
+                    let period = Duration::from_nanos(*period_ns);
+                    Some((i, period, now + period))
+                }
+                _ => None,
+            })
+            .collect();
+        Ok(Runner {
+            compilation,
+            session,
+            runtime,
+            intervals,
+            exit: None,
+        })
+    }
+
+    pub fn runtime(&mut self) -> &mut Runtime<'c> {
+        &mut self.runtime
+    }
+
+    pub fn mechanism(&self) -> Mechanism {
+        self.session.mechanism()
+    }
+
+    /// Runs every program of `role`, in script order, and handles what
+    /// they sent.
+    fn run_role(
+        &mut self,
+        role: Role,
+        on_event: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), sdt_trace::Error> {
+        let programs: Vec<usize> = self
+            .compilation
+            .roles
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| **r == role)
+            .map(|(i, _)| i)
+            .collect();
+        for program in programs {
+            self.session.trigger(program)?;
+            self.drain(on_event);
+        }
+        Ok(())
+    }
+
+    /// Runs BEGIN. Returns whether it called `exit()`.
+    pub fn begin(&mut self, on_event: &mut dyn FnMut(&[u8])) -> Result<bool, sdt_trace::Error> {
+        self.run_role(Role::Begin, on_event)?;
+        Ok(self.exit.is_some())
+    }
+
+    /// Attaches every probe; returns how many sites and tracepoints.
+    pub fn attach(&mut self) -> Result<usize, sdt_trace::Error> {
+        self.session.attach()
+    }
+
+    /// Also ends [`step`](Self::step) when `fd` is readable.
+    pub fn watch(&mut self, fd: BorrowedFd<'_>, token: u64) -> Result<(), sdt_trace::Error> {
+        self.session.watch(fd, token)
+    }
+
+    /// Remembers the mappings of the traced process (and of its children,
+    /// where they are followed) for symbols; see [`Runtime::track`].
+    pub fn track(&mut self, pid: u32) -> bool {
+        let follow = self.session.following();
+        self.runtime.track(pid, follow)
+    }
+
+    /// Waits for records (at most until the next interval is due), handles
+    /// them, runs due intervals.
+    pub fn step(&mut self, on_event: &mut dyn FnMut(&[u8])) -> Result<Step, sdt_trace::Error> {
+        let now = Instant::now();
+        let next = self.intervals.iter().map(|i| i.2).min();
+        let timeout = next
+            .map(|t| t.saturating_duration_since(now))
+            .unwrap_or(DELIVERY_INTERVAL)
+            .min(DELIVERY_INTERVAL);
+        let mut records = Vec::new();
+        let ready = self.session.poll(timeout, |r| records.push(r.to_vec()))?;
+        for record in records {
+            self.record(&record, on_event);
+        }
+        let now = Instant::now();
+        let due: Vec<usize> = self
+            .intervals
+            .iter()
+            .filter(|i| i.2 <= now)
+            .map(|i| i.0)
+            .collect();
+        for entry in &mut self.intervals {
+            if entry.2 <= now {
+                entry.2 += entry.1;
+                if entry.2 < now {
+                    entry.2 = now + entry.1;
+                }
+            }
+        }
+        for program in due {
+            if self.exit.is_some() {
+                break;
+            }
+            self.session.trigger(program)?;
+            self.drain(on_event);
+        }
+        self.runtime.flush();
+        Ok(Step {
+            ready,
+            exit: self.exit.is_some(),
+        })
+    }
+
+    fn drain(&mut self, on_event: &mut dyn FnMut(&[u8])) {
+        let mut records = Vec::new();
+        self.session.consume(|r| records.push(r.to_vec()));
+        for record in records {
+            self.record(&record, on_event);
+        }
+    }
+
+    fn record(&mut self, record: &[u8], on_event: &mut dyn FnMut(&[u8])) {
+        if self.exit.is_some() {
+            // After exit(), bpftrace prints nothing more but END's output.
+            return;
+        }
+        let id = record
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_ne_bytes)
+            .unwrap_or(u64::MAX);
+        if let Some(layout::OutputInfo::Event { .. }) =
+            self.compilation.compiled.outputs.get(id as usize)
+        {
+            on_event(record);
+            return;
+        }
+        let maps = SessionMaps {
+            session: &self.session,
+            compilation: self.compilation,
+        };
+        if let Action::Exit(code) = self.runtime.handle(record, &maps) {
+            self.exit = Some(code);
+        }
+    }
+
+    /// Stops the probes, handles what they had sent, runs END, and, unless
+    /// `print_maps` is false, prints every map.
+    ///
+    /// The probes stop at once: each attached program first reads a flag
+    /// that this sets. Detaching them makes the kernel wait for a grace
+    /// period (tens of milliseconds per link, more for tracepoints), which
+    /// nobody needs to sit through once the output is printed, so that is
+    /// left to whoever takes [`Finished::attached`].
+    pub fn finish(
+        mut self,
+        print_maps: bool,
+        on_event: &mut dyn FnMut(&[u8]),
+    ) -> Result<Finished<'c>, sdt_trace::Error> {
+        let stopped = self
+            .session
+            .map(layout::CONTROL_MAP as usize)
+            .is_some_and(|control| {
+                let (key, value) = (0u32.to_ne_bytes(), layout::STOPPED.to_ne_bytes());
+                control.update(&key, &value, 0).is_ok()
+            });
+        if !stopped {
+            // Probes that could not be told to stop are detached now.
+            self.session.detach();
+        }
+        self.drain(on_event);
+        let exit_code = self.exit.flatten();
+        // END's records are handled even after exit().
+        self.exit = None;
+        self.run_role(Role::End, on_event)?;
+        if print_maps {
+            let maps = SessionMaps {
+                session: &self.session,
+                compilation: self.compilation,
+            };
+            self.runtime.print_all_maps(&maps);
+        }
+        self.runtime.flush();
+        let lost = |index| self.session.per_cpu_sum(layout::LOST_MAP as usize, index);
+        let full_maps = self
+            .compilation
+            .program
+            .maps
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.display_name(), lost(layout::LOST_MAP_UPDATES + i as u32)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        let summary = Summary {
+            lost_events: lost(layout::LOST_EVENTS),
+            lost_stacks: lost(layout::LOST_STACKS),
+            full_maps,
+            exit_code,
+        };
+        let attached = self.session.take_attachments();
+        Ok(Finished {
+            summary,
+            runtime: self.runtime,
+            attached,
+        })
+    }
+}
+
+/// The maps of a session, as the runtime reads them.
+struct SessionMaps<'s> {
+    session: &'s Session,
+    compilation: &'s Compilation,
+}
+
+impl SessionMaps<'_> {
+    fn map(&self, id: MapId) -> io::Result<&Map> {
+        self.session
+            .map(layout::user_map(id) as usize)
+            .ok_or_else(|| io::Error::other(format!("no map {id}")))
+    }
+}
+
+fn bpf_io(e: sdt_bpf::Error) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl runtime::Maps for SessionMaps<'_> {
+    fn entries(&self, id: MapId) -> io::Result<Vec<Entry>> {
+        let map = self.map(id)?;
+        let per_cpu = self.compilation.program.maps[id].is_per_cpu();
+        let mut entries = Vec::new();
+        for key in map.keys() {
+            let key = key.map_err(bpf_io)?;
+            let values = if per_cpu {
+                match map.lookup_per_cpu(&key).map_err(bpf_io)? {
+                    Some(values) => values.iter().map(<[u8]>::to_vec).collect(),
+                    None => continue,
+                }
+            } else {
+                match map.lookup(&key).map_err(bpf_io)? {
+                    Some(value) => vec![value],
+                    None => continue,
+                }
+            };
+            entries.push((key, values));
+        }
+        Ok(entries)
+    }
+
+    fn clear(&self, id: MapId) -> io::Result<()> {
+        let map = self.map(id)?;
+        let keys: Vec<Vec<u8>> = map.keys().collect::<Result<_, _>>().map_err(bpf_io)?;
+        for key in keys {
+            map.delete(&key).map_err(bpf_io)?;
+        }
+        Ok(())
+    }
+
+    fn zero(&self, id: MapId) -> io::Result<()> {
+        let map = self.map(id)?;
+        let keys: Vec<Vec<u8>> = map.keys().collect::<Result<_, _>>().map_err(bpf_io)?;
+        let size = map.spec().value_size as usize;
+        let zero = vec![0u8; size];
+        for key in keys {
+            if self.compilation.program.maps[id].is_per_cpu() {
+                let cpus = sdt_bpf::possible_cpus().map_err(bpf_io)?;
+                let values: Vec<&[u8]> = (0..cpus).map(|_| zero.as_slice()).collect();
+                map.update_per_cpu(&key, &values, sdt_bpf::map::UPDATE_EXIST)
+                    .map_err(bpf_io)?;
+            } else {
+                map.update(&key, &zero, sdt_bpf::map::UPDATE_EXIST)
+                    .map_err(bpf_io)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn stack(&self, id: u32) -> Vec<u64> {
+        let Some(map) = self.session.map(layout::STACK_MAP as usize) else {
+            return Vec::new();
+        };
+        match map.lookup(&id.to_ne_bytes()) {
+            Ok(Some(bytes)) => bytes
+                .chunks_exact(8)
+                .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
+                .take_while(|&ip| ip != 0)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}

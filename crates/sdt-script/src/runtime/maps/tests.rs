@@ -1,0 +1,265 @@
+//! The expected texts are bpftrace 0.17's output for the same map
+//! contents (see the differential tests for the live comparison).
+
+use super::*;
+use crate::types::{TypeRegistry, INT64};
+
+struct TestEnv(TypeRegistry);
+
+impl Env for TestEnv {
+    fn registry(&self) -> &TypeRegistry {
+        &self.0
+    }
+    fn probe_name(&self, id: u64) -> String {
+        format!("probe{id}")
+    }
+    fn func_name(&self, id: u64) -> String {
+        format!("func{id}")
+    }
+    fn symbol(&mut self, _: u32, _: u64) -> Option<super::super::value::Symbol> {
+        None
+    }
+    fn stack(&mut self, _: u32) -> Vec<u64> {
+        Vec::new()
+    }
+    fn user_name(&self, _: u32) -> Option<String> {
+        None
+    }
+    fn time_format(&self, _: u32) -> &str {
+        ""
+    }
+    fn wall_ns(&self, ns: u64) -> i128 {
+        i128::from(ns)
+    }
+}
+
+fn decl(name: &str, keys: Vec<Ty>, value: Ty) -> MapDecl {
+    MapDecl {
+        name: name.into(),
+        keys,
+        value,
+        span: Default::default(),
+    }
+}
+
+fn int_key(v: i64) -> Vec<u8> {
+    v.to_ne_bytes().to_vec()
+}
+
+fn words(values: &[i64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_ne_bytes()).collect()
+}
+
+fn text(d: &MapDecl, entries: Vec<Entry>) -> String {
+    print_text(d, entries, 0, 1, &mut TestEnv(TypeRegistry::default()))
+}
+
+fn json(d: &MapDecl, entries: Vec<Entry>) -> Option<String> {
+    print_json(d, entries, 0, 1, &mut TestEnv(TypeRegistry::default()))
+}
+
+#[test]
+fn plain_values_sort_by_value_and_keys_print_signed() {
+    let d = decl("c", vec![INT64], INT64);
+    let entries = [(3, 30), (1, 10), (-5, 5), (100, -7)]
+        .into_iter()
+        .map(|(k, v)| (int_key(k), vec![words(&[v])]))
+        .collect();
+    assert_eq!(
+        text(&d, entries),
+        "@c[100]: -7\n@c[-5]: 5\n@c[1]: 10\n@c[3]: 30\n"
+    );
+}
+
+#[test]
+fn counts_merge_cpus() {
+    let d = decl("n", vec![Ty::Str { size: 8 }], Ty::Agg(Agg::Count));
+    let entries = vec![
+        (b"y\0\0\0\0\0\0\0".to_vec(), vec![words(&[1]), words(&[1])]),
+        (b"x\0\0\0\0\0\0\0".to_vec(), vec![words(&[1]), words(&[0])]),
+    ];
+    assert_eq!(text(&d, entries.clone()), "@n[x]: 1\n@n[y]: 2\n");
+    assert_eq!(
+        json(&d, entries).unwrap(),
+        "{\"type\": \"map\", \"data\": {\"@n\": {\"x\": 1, \"y\": 2}}}"
+    );
+}
+
+#[test]
+fn stats_and_avg_end_with_a_blank_line() {
+    let st = decl("stats", vec![], Ty::Agg(Agg::Stats { signed: true }));
+    let entries = vec![(int_key(0), vec![words(&[2, 21]), words(&[1, -50])])];
+    assert_eq!(
+        text(&st, entries.clone()),
+        "@stats: count 3, average -9, total -29\n\n"
+    );
+    assert_eq!(
+        json(&st, entries).unwrap(),
+        "{\"type\": \"stats\", \"data\": {\"@stats\": {\"count\": 3, \"average\": -9, \"total\": -29}}}"
+    );
+    let avg = decl("avgneg", vec![], Ty::Agg(Agg::Avg { signed: true }));
+    let entries = vec![(int_key(0), vec![words(&[2, -21])])];
+    assert_eq!(text(&avg, entries.clone()), "@avgneg: -10\n\n");
+    assert_eq!(
+        json(&avg, entries).unwrap(),
+        "{\"type\": \"stats\", \"data\": {\"@avgneg\": -10}}"
+    );
+}
+
+#[test]
+fn hist_layout_matches_bpftrace() {
+    let d = decl("h", vec![], Ty::Agg(Agg::Hist { bits: 0 }));
+    let bucket = |i: i64, n: i64| (int_key(i), vec![words(&[n])]);
+    // hist of 0, 1, 1, 2, 3, 4, 7, 8, 100, -1, -100.
+    let entries = vec![
+        bucket(1, 1),
+        bucket(2, 2),
+        bucket(3, 2),
+        bucket(4, 2),
+        bucket(5, 1),
+        bucket(8, 1),
+        bucket(0, 2),
+    ];
+    let want = "@h: \n\
+(..., 0)               2 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
+[0]                    1 |@@@@@@@@@@@@@@@@@@@@@@@@@@                          |\n\
+[1]                    2 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
+[2, 4)                 2 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
+[4, 8)                 2 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
+[8, 16)                1 |@@@@@@@@@@@@@@@@@@@@@@@@@@                          |\n\
+[16, 32)               0 |                                                    |\n\
+[32, 64)               0 |                                                    |\n\
+[64, 128)              1 |@@@@@@@@@@@@@@@@@@@@@@@@@@                          |\n\n";
+    assert_eq!(text(&d, entries.clone()), want);
+    assert_eq!(
+        json(&d, entries).unwrap(),
+        "{\"type\": \"hist\", \"data\": {\"@h\": [{\"max\": -1, \"count\": 2}, {\"min\": 0, \"max\": 0, \"count\": 1}, \
+         {\"min\": 1, \"max\": 1, \"count\": 2}, {\"min\": 2, \"max\": 3, \"count\": 2}, {\"min\": 4, \"max\": 7, \"count\": 2}, \
+         {\"min\": 8, \"max\": 15, \"count\": 1}, {\"min\": 16, \"max\": 31, \"count\": 0}, {\"min\": 32, \"max\": 63, \"count\": 0}, \
+         {\"min\": 64, \"max\": 127, \"count\": 1}]}}"
+    );
+    // Units, and buckets past 2G that bpftrace 0.17 folds into [2G, 4G).
+    let big = vec![bucket(12, 1), bucket(22, 1), bucket(34, 2)];
+    let got = text(&d, big);
+    assert!(got.contains("[1K, 2K)               1 |"), "{got}");
+    assert!(got.contains("[1M, 2M)               1 |"), "{got}");
+    assert!(got.contains("[4G, 8G)               2 |"), "{got}");
+}
+
+#[test]
+fn lhist_labels_and_overflow() {
+    let d = decl(
+        "odd",
+        vec![],
+        Ty::Agg(Agg::Lhist {
+            min: 3,
+            max: 20,
+            step: 5,
+        }),
+    );
+    let bucket = |i: i64, n: i64| (int_key(i), vec![words(&[n])]);
+    // lhist(7, 3, 20, 5) and lhist(19, 3, 20, 5).
+    let want = "@odd: \n\
+[3, 8)                 1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
+[8, 13)                0 |                                                    |\n\
+[13, 18)               0 |                                                    |\n\
+[20, ...)              1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\n";
+    assert_eq!(text(&d, vec![bucket(1, 1), bucket(4, 1)]), want);
+    let k = decl(
+        "k",
+        vec![],
+        Ty::Agg(Agg::Lhist {
+            min: 0,
+            max: 4096,
+            step: 1024,
+        }),
+    );
+    let got = text(&k, vec![bucket(1, 1), bucket(3, 1), bucket(5, 1)]);
+    assert!(got.starts_with("@k: \n[0, 1K)  "), "{got}");
+    assert!(got.contains("[4K, ...)  "), "{got}");
+    assert_eq!(
+        json(&d, vec![bucket(0, 1), bucket(4, 1)]).unwrap(),
+        "{\"type\": \"hist\", \"data\": {\"@odd\": [{\"max\": 2, \"count\": 1}, {\"min\": 3, \"max\": 7, \"count\": 0}, \
+         {\"min\": 8, \"max\": 12, \"count\": 0}, {\"min\": 13, \"max\": 17, \"count\": 0}, {\"min\": 20, \"count\": 1}]}}"
+    );
+}
+
+#[test]
+fn keyed_histograms_sort_by_total() {
+    let d = decl(
+        "h",
+        vec![Ty::Str { size: 8 }],
+        Ty::Agg(Agg::Hist { bits: 0 }),
+    );
+    let key = |s: &[u8], b: i64| {
+        let mut k = s.to_vec();
+        k.resize(8, 0);
+        k.extend(b.to_ne_bytes());
+        k
+    };
+    let entries = vec![
+        (key(b"bb", 2), vec![words(&[2])]),
+        (key(b"bb", 5), vec![words(&[1])]),
+        (key(b"aa", 4), vec![words(&[1])]),
+        (key(b"cc", 3), vec![words(&[4])]),
+    ];
+    let got = text(&d, entries);
+    let headers: Vec<&str> = got.lines().filter(|l| l.starts_with('@')).collect();
+    assert_eq!(headers, ["@h[aa]: ", "@h[bb]: ", "@h[cc]: "]);
+}
+
+#[test]
+fn empty_maps_and_top_and_div() {
+    let c = decl("c", vec![], Ty::Agg(Agg::Count));
+    assert_eq!(text(&c, vec![]), "@c: 0\n");
+    assert_eq!(
+        json(&c, vec![]).unwrap(),
+        "{\"type\": \"map\", \"data\": {\"@c\": 0}}"
+    );
+    let s = decl("s", vec![INT64], Ty::Agg(Agg::Stats { signed: true }));
+    assert_eq!(text(&s, vec![]), "\n\n");
+    assert_eq!(json(&s, vec![]), None);
+    let m = decl("m", vec![INT64], INT64);
+    assert_eq!(text(&m, vec![]), "\n");
+    let entries: Vec<Entry> = (1..=5)
+        .map(|k| (int_key(k), vec![words(&[k * 10])]))
+        .collect();
+    let mut env = TestEnv(TypeRegistry::default());
+    assert_eq!(
+        print_text(&m, entries.clone(), 3, 10, &mut env),
+        "@m[3]: 3\n@m[4]: 4\n@m[5]: 5\n"
+    );
+}
+
+#[test]
+fn strings_and_tuples_sort_by_key() {
+    let d = decl("strk", vec![Ty::Str { size: 4 }], Ty::Str { size: 4 });
+    let e = |k: &[u8], v: &[u8]| {
+        let mut key = k.to_vec();
+        key.resize(8, 0);
+        let mut value = v.to_vec();
+        value.resize(8, 0);
+        (key, vec![value])
+    };
+    let got = text(
+        &d,
+        vec![e(b"k2", b"zzz"), e(b"k1", b"aaa"), e(b"k3", b"mmm")],
+    );
+    assert_eq!(got, "@strk[k1]: aaa\n@strk[k2]: zzz\n@strk[k3]: mmm\n");
+    let t = decl(
+        "t",
+        vec![],
+        Ty::Tuple(vec![INT64, Ty::Str { size: 2 }, INT64]),
+    );
+    let mut value = words(&[1]);
+    value.extend(b"a\0\0\0\0\0\0\0");
+    value.extend(words(&[2]));
+    assert_eq!(
+        text(&t, vec![(int_key(0), vec![value.clone()])]),
+        "@t: (1, a, 2)\n"
+    );
+    assert_eq!(
+        json(&t, vec![(int_key(0), vec![value])]).unwrap(),
+        "{\"type\": \"map\", \"data\": {\"@t\": [1,\"a\",2]}}"
+    );
+}

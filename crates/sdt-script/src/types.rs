@@ -1,0 +1,537 @@
+//! The types of the language, and the C types that scripts read.
+//!
+//! Values in BPF registers are 64 bits wide; a [`Ty::Int`] remembers the
+//! width and signedness a value had in the traced program, so that casts
+//! truncate and printing shows the right sign. Strings, buffers, tuples and
+//! structs are fixed-size byte blocks, which is what map keys and ring
+//! buffer records need.
+//!
+//! C types come from struct, union, enum and typedef definitions in the
+//! script ([`crate::cdecl`]) or from the traced binary's debug
+//! information. They live in a [`TypeRegistry`] and are referred to by
+//! index, because they are recursive (`struct node { struct node *next; }`).
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// A type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Ty {
+    /// Nothing: the type of a statement-like call such as `printf`.
+    Void,
+    Int {
+        bytes: u8,
+        signed: bool,
+    },
+    /// An integer whose values have names.
+    Enum {
+        id: EnumId,
+        bytes: u8,
+        signed: bool,
+    },
+    /// An address in the traced process.
+    Ptr(Box<Ty>),
+    Array {
+        elem: Box<Ty>,
+        len: u64,
+    },
+    Record(RecordId),
+    /// A NUL-terminated string of at most `size - 1` bytes, in a buffer of
+    /// `size` bytes padded with NULs.
+    Str {
+        size: u32,
+    },
+    /// Bytes of a known length, from `buf()`: printed with `%r`.
+    Buf {
+        size: u32,
+    },
+    Tuple(Vec<Ty>),
+    /// A code address to print as a symbol of the process (`usym`).
+    USym,
+    /// A user stack (`ustack`).
+    UStack {
+        perf_mode: bool,
+        depth: u32,
+    },
+    /// A probe's full name (`probe`).
+    Probe,
+    /// The traced function's name (`func`).
+    Func,
+    /// A user id printed as a name (`username`).
+    Username,
+    /// An errno value printed as its message (`strerror`).
+    Strerror,
+    /// An IP address printed in its usual notation (`ntop`): IPv4 in the
+    /// low 4 bytes of an integer (network order, as in `struct in_addr`),
+    /// or IPv6 as 16 bytes.
+    Inet {
+        v6: bool,
+    },
+    /// A timestamp to print with a time format (`strftime`).
+    Timestamp {
+        format: u32,
+    },
+    /// An aggregation, which only a map holds.
+    Agg(Agg),
+}
+
+/// The aggregating functions, as map value types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Agg {
+    Count,
+    Sum { signed: bool },
+    Avg { signed: bool },
+    Min { signed: bool },
+    Max { signed: bool },
+    Stats { signed: bool },
+    Hist { bits: u8 },
+    Lhist { min: i64, max: i64, step: i64 },
+}
+
+impl Agg {
+    pub fn name(self) -> &'static str {
+        match self {
+            Agg::Count => "count",
+            Agg::Sum { .. } => "sum",
+            Agg::Avg { .. } => "avg",
+            Agg::Min { .. } => "min",
+            Agg::Max { .. } => "max",
+            Agg::Stats { .. } => "stats",
+            Agg::Hist { .. } => "hist",
+            Agg::Lhist { .. } => "lhist",
+        }
+    }
+
+    /// Bytes of the per-CPU value: one or two `u64`s. Histograms keep one
+    /// count per bucket, with the bucket in the key.
+    pub fn value_size(self) -> u32 {
+        match self {
+            Agg::Avg { .. } | Agg::Stats { .. } | Agg::Min { .. } | Agg::Max { .. } => 16,
+            _ => 8,
+        }
+    }
+
+    pub fn is_histogram(self) -> bool {
+        matches!(self, Agg::Hist { .. } | Agg::Lhist { .. })
+    }
+}
+
+pub const INT64: Ty = Ty::Int {
+    bytes: 8,
+    signed: true,
+};
+pub const UINT64: Ty = Ty::Int {
+    bytes: 8,
+    signed: false,
+};
+pub const UINT32: Ty = Ty::Int {
+    bytes: 4,
+    signed: false,
+};
+
+impl Ty {
+    pub fn int(bytes: u8, signed: bool) -> Ty {
+        Ty::Int { bytes, signed }
+    }
+
+    /// Whether values of this type are integers in a register.
+    pub fn is_integer(&self) -> bool {
+        matches!(self, Ty::Int { .. } | Ty::Enum { .. })
+    }
+
+    /// Whether values are scalars: integers, pointers and the
+    /// integer-backed types that print specially.
+    pub fn is_scalar(&self) -> bool {
+        matches!(
+            self,
+            Ty::Int { .. }
+                | Ty::Enum { .. }
+                | Ty::Ptr(_)
+                | Ty::Probe
+                | Ty::Func
+                | Ty::Username
+                | Ty::Strerror
+                | Ty::Inet { v6: false }
+                | Ty::Timestamp { .. }
+        )
+    }
+
+    pub fn is_signed(&self) -> bool {
+        matches!(
+            self,
+            Ty::Int { signed: true, .. } | Ty::Enum { signed: true, .. }
+        )
+    }
+
+    pub fn is_string(&self) -> bool {
+        matches!(self, Ty::Str { .. })
+    }
+
+    /// Bytes a value takes in a map key, a map value or a record.
+    /// Integers always take 8, as in registers.
+    pub fn value_size(&self, registry: &TypeRegistry) -> u32 {
+        match self {
+            Ty::Void => 0,
+            Ty::Int { .. }
+            | Ty::Enum { .. }
+            | Ty::Ptr(_)
+            | Ty::Probe
+            | Ty::Func
+            | Ty::Username
+            | Ty::Strerror
+            | Ty::Inet { v6: false }
+            | Ty::Timestamp { .. } => 8,
+            Ty::Inet { v6: true } => 16,
+            // The address and the process it belongs to.
+            Ty::USym => 16,
+            // The stack id and the process.
+            Ty::UStack { .. } => 16,
+            Ty::Str { size } => *size,
+            // The length read, then the bytes.
+            Ty::Buf { size } => 8 + size,
+            Ty::Tuple(items) => items
+                .iter()
+                .map(|t| t.value_size(registry).next_multiple_of(8))
+                .sum(),
+            Ty::Array { elem, len } => {
+                (registry.c_size(elem) * len).min(u64::from(u32::MAX)) as u32
+            }
+            Ty::Record(id) => registry.record(*id).size as u32,
+            Ty::Agg(agg) => agg.value_size(),
+        }
+    }
+
+    /// `v` truncated to this integer type's width, then extended by its
+    /// sign; other types leave it alone.
+    pub fn truncate(&self, v: i64) -> i64 {
+        match self {
+            Ty::Int { bytes, signed } | Ty::Enum { bytes, signed, .. } if *bytes < 8 => {
+                let shift = 64 - 8 * u32::from(*bytes);
+                if *signed {
+                    (v << shift) >> shift
+                } else {
+                    ((v as u64) << shift >> shift) as i64
+                }
+            }
+            _ => v,
+        }
+    }
+
+    /// The type of `a op b`, as bpftrace gives it: a 64-bit integer that
+    /// is signed only when both sides are signed. An unsigned side of any
+    /// width (or a pointer) makes the result, and comparisons, unsigned:
+    /// `(uint8)3 + (int8)-5` is 18446744073709551614, `(uint32)1 > -1` is
+    /// false.
+    pub fn arithmetic(a: &Ty, b: &Ty) -> Ty {
+        Ty::Int {
+            bytes: 8,
+            signed: a.is_signed() && b.is_signed(),
+        }
+    }
+
+    /// Offsets of a tuple's items in its value.
+    pub fn tuple_offsets(items: &[Ty], registry: &TypeRegistry) -> Vec<u32> {
+        let mut at = 0;
+        items
+            .iter()
+            .map(|t| {
+                let here = at;
+                at += t.value_size(registry).next_multiple_of(8);
+                here
+            })
+            .collect()
+    }
+
+    /// How the type reads in messages.
+    pub fn display<'a>(&'a self, registry: &'a TypeRegistry) -> TyDisplay<'a> {
+        TyDisplay { ty: self, registry }
+    }
+}
+
+pub struct TyDisplay<'a> {
+    ty: &'a Ty,
+    registry: &'a TypeRegistry,
+}
+
+impl fmt::Display for TyDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self.registry;
+        match self.ty {
+            Ty::Void => f.write_str("none"),
+            Ty::Int { bytes, signed } => {
+                write!(f, "{}int{}", if *signed { "" } else { "u" }, bytes * 8)
+            }
+            Ty::Enum { id, .. } => write!(f, "enum {}", r.enum_def(*id).name),
+            Ty::Ptr(inner) => write!(f, "{} *", inner.display(r)),
+            Ty::Array { elem, len } => write!(f, "{}[{len}]", elem.display(r)),
+            Ty::Record(id) => {
+                let rec = r.record(*id);
+                write!(
+                    f,
+                    "{} {}",
+                    if rec.is_union { "union" } else { "struct" },
+                    rec.name
+                )
+            }
+            Ty::Str { size } => write!(f, "string[{size}]"),
+            Ty::Buf { size } => write!(f, "buffer[{size}]"),
+            Ty::Tuple(items) => {
+                f.write_str("(")?;
+                for (i, t) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{}", t.display(r))?;
+                }
+                f.write_str(")")
+            }
+            Ty::USym => f.write_str("usym"),
+            Ty::UStack { .. } => f.write_str("ustack"),
+            Ty::Probe => f.write_str("probe"),
+            Ty::Func => f.write_str("func"),
+            Ty::Username => f.write_str("username"),
+            Ty::Strerror => f.write_str("strerror"),
+            Ty::Inet { .. } => f.write_str("inet"),
+            Ty::Timestamp { .. } => f.write_str("timestamp"),
+            Ty::Agg(agg) => write!(f, "{}()", agg.name()),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EnumId(pub u32);
+
+/// A struct or union.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The tag, or a made-up name for an anonymous one.
+    pub name: String,
+    pub is_union: bool,
+    pub size: u64,
+    pub align: u64,
+    pub fields: Vec<Field>,
+    /// Declared (`struct x;`) but never defined.
+    pub incomplete: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// Empty for an anonymous struct or union member, whose own fields
+    /// are reachable by name through it.
+    pub name: String,
+    pub ty: Ty,
+    pub offset: u64,
+    /// `(bit offset within the field's storage unit at `offset`, bits)`.
+    pub bitfield: Option<(u8, u8)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnumDef {
+    pub name: String,
+    pub bytes: u8,
+    pub signed: bool,
+    pub values: Vec<(String, i64)>,
+}
+
+impl EnumDef {
+    /// The name of `value`, if one enumerator has it.
+    pub fn name_of(&self, value: i64) -> Option<&str> {
+        self.values
+            .iter()
+            .find(|(_, v)| *v == value)
+            .map(|(n, _)| n.as_str())
+    }
+}
+
+/// A field found by name, possibly through anonymous members.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundField {
+    pub ty: Ty,
+    pub offset: u64,
+    pub bitfield: Option<(u8, u8)>,
+}
+
+/// Every C type a script can name.
+#[derive(Clone, Debug, Default)]
+pub struct TypeRegistry {
+    records: Vec<Record>,
+    enums: Vec<EnumDef>,
+    /// `struct foo` / `union foo` / `enum foo` to their definitions.
+    tags: HashMap<String, Ty>,
+    typedefs: HashMap<String, Ty>,
+    /// Enumerator names to their enum and value.
+    enumerators: HashMap<String, (EnumId, i64)>,
+}
+
+impl TypeRegistry {
+    pub fn record(&self, id: RecordId) -> &Record {
+        &self.records[id.0 as usize]
+    }
+
+    pub fn record_mut(&mut self, id: RecordId) -> &mut Record {
+        &mut self.records[id.0 as usize]
+    }
+
+    pub fn enum_def(&self, id: EnumId) -> &EnumDef {
+        &self.enums[id.0 as usize]
+    }
+
+    /// Adds a record and returns its id.
+    pub fn add_record(&mut self, record: Record) -> RecordId {
+        self.records.push(record);
+        RecordId(self.records.len() as u32 - 1)
+    }
+
+    pub fn add_enum(&mut self, def: EnumDef) -> EnumId {
+        let id = EnumId(self.enums.len() as u32);
+        for (name, value) in &def.values {
+            self.enumerators.insert(name.clone(), (id, *value));
+        }
+        self.enums.push(def);
+        id
+    }
+
+    /// Binds `struct name` (or `union`/`enum`) to `ty`.
+    pub fn set_tag(&mut self, keyword: &str, name: &str, ty: Ty) {
+        self.tags.insert(format!("{keyword} {name}"), ty);
+    }
+
+    pub fn tag(&self, keyword: &str, name: &str) -> Option<&Ty> {
+        self.tags.get(&format!("{keyword} {name}"))
+    }
+
+    pub fn set_typedef(&mut self, name: &str, ty: Ty) {
+        self.typedefs.insert(name.to_string(), ty);
+    }
+
+    pub fn typedef(&self, name: &str) -> Option<&Ty> {
+        self.typedefs.get(name)
+    }
+
+    pub fn enumerator(&self, name: &str) -> Option<(EnumId, i64)> {
+        self.enumerators.get(name).copied()
+    }
+
+    /// Every `struct`/`union`/`enum` tag and typedef name, for suggestions.
+    pub fn type_names(&self) -> impl Iterator<Item = &str> {
+        self.tags
+            .keys()
+            .chain(self.typedefs.keys())
+            .map(String::as_str)
+    }
+
+    /// The size of a value of `ty` in the traced program's memory.
+    pub fn c_size(&self, ty: &Ty) -> u64 {
+        match ty {
+            Ty::Int { bytes, .. } | Ty::Enum { bytes, .. } => u64::from(*bytes),
+            Ty::Ptr(_) => 8,
+            Ty::Array { elem, len } => self.c_size(elem).saturating_mul(*len),
+            Ty::Record(id) => self.record(*id).size,
+            Ty::Void => 1,
+            other => u64::from(other.value_size(self)),
+        }
+    }
+
+    pub fn c_align(&self, ty: &Ty) -> u64 {
+        match ty {
+            Ty::Int { bytes, .. } | Ty::Enum { bytes, .. } => u64::from(*bytes).max(1),
+            Ty::Ptr(_) => 8,
+            Ty::Array { elem, .. } => self.c_align(elem),
+            Ty::Record(id) => self.record(*id).align.max(1),
+            _ => 1,
+        }
+    }
+
+    /// Finds `name` in record `id`, looking into anonymous members.
+    pub fn field(&self, id: RecordId, name: &str) -> Option<FoundField> {
+        let record = self.record(id);
+        for field in &record.fields {
+            if field.name == name {
+                return Some(FoundField {
+                    ty: field.ty.clone(),
+                    offset: field.offset,
+                    bitfield: field.bitfield,
+                });
+            }
+            if field.name.is_empty() {
+                if let Ty::Record(inner) = field.ty {
+                    if let Some(mut found) = self.field(inner, name) {
+                        found.offset += field.offset;
+                        return Some(found);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The names of record `id`'s fields, anonymous members' included.
+    pub fn field_names(&self, id: RecordId) -> Vec<&str> {
+        let mut names = Vec::new();
+        for field in &self.record(id).fields {
+            match (&field.name[..], &field.ty) {
+                ("", Ty::Record(inner)) => names.extend(self.field_names(*inner)),
+                (name, _) => names.push(name),
+            }
+        }
+        names
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_found_through_anonymous_members() {
+        let mut reg = TypeRegistry::default();
+        let inner = reg.add_record(Record {
+            name: "(anonymous)".into(),
+            is_union: true,
+            size: 8,
+            align: 8,
+            fields: vec![Field {
+                name: "u".into(),
+                ty: UINT64,
+                offset: 0,
+                bitfield: None,
+            }],
+            incomplete: false,
+        });
+        let outer = reg.add_record(Record {
+            name: "outer".into(),
+            is_union: false,
+            size: 16,
+            align: 8,
+            fields: vec![
+                Field {
+                    name: "a".into(),
+                    ty: INT64,
+                    offset: 0,
+                    bitfield: None,
+                },
+                Field {
+                    name: String::new(),
+                    ty: Ty::Record(inner),
+                    offset: 8,
+                    bitfield: None,
+                },
+            ],
+            incomplete: false,
+        });
+        assert_eq!(reg.field(outer, "u").unwrap().offset, 8);
+        assert_eq!(reg.field_names(outer), ["a", "u"]);
+        assert!(reg.field(outer, "v").is_none());
+    }
+
+    #[test]
+    fn tuple_items_are_8_byte_aligned() {
+        let reg = TypeRegistry::default();
+        let items = [INT64, Ty::Str { size: 13 }, UINT32];
+        assert_eq!(Ty::tuple_offsets(&items, &reg), [0, 8, 24]);
+        assert_eq!(Ty::Tuple(items.to_vec()).value_size(&reg), 32);
+    }
+}
