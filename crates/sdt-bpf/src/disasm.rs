@@ -73,7 +73,7 @@ impl Disassembler {
         while i < insns.len() {
             let insn = insns[i];
             let next = insns.get(i + 1).copied();
-            let _ = writeln!(out, "{i:>4}: {}", self.text(insn, next));
+            let _ = writeln!(out, "{i:>4}: ({:02x}) {}", insn.code, self.body(insn, next));
             i += if insn.is_ld_imm64() { 2 } else { 1 };
         }
         out
@@ -82,8 +82,13 @@ impl Disassembler {
     /// The text of one instruction, `(code) text`. `next` is the following
     /// slot, read only by `ld_imm64`.
     pub fn text(&self, insn: Insn, next: Option<Insn>) -> String {
+        format!("({:02x}) {}", insn.code, self.body(insn, next))
+    }
+
+    /// The text of one instruction without its opcode.
+    fn body(&self, insn: Insn, next: Option<Insn>) -> String {
         let code = insn.code;
-        let body = match insn.class() {
+        match insn.class() {
             class::ALU | class::ALU64 => alu(insn),
             class::LDX => ldx(insn),
             class::ST if code & 0xe0 == mode::MEM => format!(
@@ -97,8 +102,7 @@ impl Disassembler {
             class::LD if insn.is_ld_imm64() => self.ld_imm64(insn, next),
             class::JMP | class::JMP32 => self.jump(insn),
             _ => "unknown".to_owned(),
-        };
-        format!("({code:02x}) {body}")
+        }
     }
 
     fn ld_imm64(&self, insn: Insn, next: Option<Insn>) -> String {

@@ -13,17 +13,41 @@ use crate::Error;
 /// A compiled `PROVIDER:NAME` pattern.
 #[derive(Clone, Debug)]
 pub struct ProbePattern {
-    provider: GlobMatcher,
-    name: GlobMatcher,
+    provider: Part,
+    name: Part,
 }
+
+/// One side of the colon. Most patterns name a probe exactly, and a
+/// compiled glob is a regular expression that takes far longer to build
+/// than a string comparison: scripts with many probes would pay for it.
+#[derive(Clone, Debug)]
+enum Part {
+    Exact(String),
+    Glob(GlobMatcher),
+}
+
+impl Part {
+    fn is_match(&self, text: &str) -> bool {
+        match self {
+            Part::Exact(s) => s == text,
+            Part::Glob(g) => g.is_match(text),
+        }
+    }
+}
+
+/// Characters that make a pattern a glob, in `globset`'s syntax.
+const GLOB_CHARS: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
 
 impl ProbePattern {
     /// Compiles a pattern; see the module documentation for the syntax.
     pub fn new(pattern: &str) -> Result<ProbePattern, Error> {
         let (provider, name) = pattern.split_once(':').unwrap_or(("*", pattern));
         let compile = |glob: &str| {
+            if !glob.contains(GLOB_CHARS) {
+                return Ok(Part::Exact(glob.to_owned()));
+            }
             Glob::new(glob)
-                .map(|g| g.compile_matcher())
+                .map(|g| Part::Glob(g.compile_matcher()))
                 .map_err(|source| Error::Pattern {
                     pattern: pattern.to_owned(),
                     source,
@@ -59,6 +83,11 @@ mod tests {
 
         let p = ProbePattern::new("gc*").unwrap();
         assert!(p.matches("anything", "gc__begin"));
+
+        let p = ProbePattern::new("python:gc__start").unwrap();
+        assert!(p.matches("python", "gc__start"));
+        assert!(!p.matches("python", "gc__start2"));
+        assert!(!p.matches("python", "gc__star"));
 
         let p = ProbePattern::new("*").unwrap();
         assert!(p.matches("a", "b"));

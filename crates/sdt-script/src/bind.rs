@@ -3,6 +3,8 @@
 //! site (a no-op at a USDT site, an instruction boundary for a uprobe)
 //! stays in one place.
 
+use std::collections::HashMap;
+
 use sdt_trace::{FunctionSite, FunctionTarget, PlannedSite, Scope, TraceFs, Tracepoint};
 
 use crate::ast::Script;
@@ -86,6 +88,7 @@ pub fn bind(
     scope: &Scope,
 ) -> Result<Vec<Vec<Bound>>, Diagnostics> {
     let mut tracefs: Option<TraceFs> = None;
+    let mut plans = PlanCache::default();
     let mut errors = Vec::new();
     let mut bound = Vec::new();
     for probe in &script.probes {
@@ -98,7 +101,7 @@ pub fn bind(
                     .map(|f| substitute(f, params))
                     .collect::<Vec<_>>()
                     .join(":");
-                resolve(spec, text, raw.span, scope, &mut tracefs)
+                resolve(spec, text, raw.span, scope, &mut tracefs, &mut plans)
             });
             match result {
                 Ok(b) => points.push(b),
@@ -122,12 +125,21 @@ fn substitute(field: &str, params: &[String]) -> String {
     out
 }
 
+/// USDT plans by `(path, provider:name)`: scripts often attach several
+/// blocks to one probe, and planning reads and checks the file each time.
+#[derive(Default)]
+struct PlanCache(HashMap<PlanKey, (Vec<PlannedSite>, Vec<String>)>);
+
+/// The object as written (if any) and the `provider:name` pattern.
+type PlanKey = (Option<String>, String);
+
 fn resolve(
     spec: AttachSpec,
     text: String,
     span: Span,
     scope: &Scope,
     tracefs: &mut Option<TraceFs>,
+    plans: &mut PlanCache,
 ) -> Result<Bound, Diagnostic> {
     let error = |e: sdt_trace::Error| trace_error(e, span);
     let mut warnings = Vec::new();
@@ -141,9 +153,19 @@ fn resolve(
             let probe =
                 sdt_trace::ProbeSpec::new(&text, path.as_deref(), provider.as_deref(), name)
                     .map_err(error)?;
-            let plan = sdt_trace::plan(std::slice::from_ref(&probe), scope).map_err(error)?;
-            warnings = plan.warnings;
-            Target::Usdt(plan.sites)
+            let key = (probe.target.clone(), probe.probe.clone());
+            let (sites, planned_warnings) = match plans.0.get(&key) {
+                Some(cached) => cached.clone(),
+                None => {
+                    let plan =
+                        sdt_trace::plan(std::slice::from_ref(&probe), scope).map_err(error)?;
+                    let planned = (plan.sites, plan.warnings);
+                    plans.0.insert(key, planned.clone());
+                    planned
+                }
+            };
+            warnings = planned_warnings;
+            Target::Usdt(sites)
         }
         AttachSpec::Uprobe { path, target, .. } => {
             let function = match target {

@@ -8,6 +8,7 @@
 //! known. Rendering is done here rather than through libc's `printf` so
 //! that a format from a script can never read memory it should not.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// One piece of a format.
@@ -325,22 +326,22 @@ pub enum Arg<'a> {
 }
 
 fn render_one(spec: &Spec, arg: &Arg<'_>, out: &mut Vec<u8>) {
-    let body: Vec<u8>;
+    let body: Cow<'_, [u8]>;
     let mut sign = "";
     let mut numeric = false;
     match (spec.conv, arg) {
         (Conv::Str | Conv::Raw, Arg::Text(text)) => {
-            body = precision_cut(text, spec.precision).to_vec();
+            body = Cow::Borrowed(precision_cut(text, spec.precision));
         }
         (Conv::Str | Conv::Raw, Arg::Owned(text)) => {
-            body = precision_cut(text, spec.precision).to_vec();
+            body = Cow::Borrowed(precision_cut(text, spec.precision));
         }
         (Conv::Str | Conv::Raw, Arg::Int { value, signed }) => {
-            body = if *signed {
+            body = Cow::Owned(if *signed {
                 (*value as i64).to_string().into_bytes()
             } else {
                 value.to_string().into_bytes()
-            };
+            });
         }
         (conv, Arg::Int { value, signed }) => {
             numeric = true;
@@ -351,19 +352,20 @@ fn render_one(spec: &Spec, arg: &Arg<'_>, out: &mut Vec<u8>) {
             let mut text = String::new();
             match conv {
                 Conv::Signed => {
-                    let v = if *signed {
-                        *value as i64 as i128
+                    let (negative, magnitude) = if *signed {
+                        let v = *value as i64;
+                        (v < 0, v.unsigned_abs())
                     } else {
-                        *value as i128
+                        (false, *value)
                     };
-                    if v < 0 {
+                    if negative {
                         sign = "-";
                     } else if spec.plus {
                         sign = "+";
                     } else if spec.space {
                         sign = " ";
                     }
-                    let _ = write!(text, "{}", v.unsigned_abs());
+                    let _ = write!(text, "{magnitude}");
                 }
                 Conv::Unsigned => {
                     let _ = write!(text, "{value}");
@@ -396,8 +398,7 @@ fn render_one(spec: &Spec, arg: &Arg<'_>, out: &mut Vec<u8>) {
                     let _ = write!(text, "{value:x}");
                 }
                 Conv::Char => {
-                    body = vec![*value as u8];
-                    pad(spec, b"", &body, false, out);
+                    pad(spec, b"", &[*value as u8], false, out);
                     return;
                 }
                 Conv::Str | Conv::Raw => unreachable!("handled above"),
@@ -407,10 +408,10 @@ fn render_one(spec: &Spec, arg: &Arg<'_>, out: &mut Vec<u8>) {
                     text.insert_str(0, &"0".repeat(p - text.len()));
                 }
             }
-            body = text.into_bytes();
+            body = Cow::Owned(text.into_bytes());
         }
-        (_, Arg::Text(text)) => body = text.to_vec(),
-        (_, Arg::Owned(text)) => body = text.clone(),
+        (_, Arg::Text(text)) => body = Cow::Borrowed(text),
+        (_, Arg::Owned(text)) => body = Cow::Borrowed(text),
     }
     let zero_pad = numeric && spec.zero && !spec.left && spec.precision.is_none();
     pad(spec, sign.as_bytes(), &body, zero_pad, out);

@@ -193,28 +193,29 @@ impl<'p> Runtime<'p> {
     /// Handles one record.
     pub fn handle(&mut self, record: &[u8], maps: &dyn Maps) -> Action {
         let id = u64_at(record, 0) as usize;
-        let Some(info) = self.compiled.outputs.get(id).cloned() else {
+        let compiled: &'p Compiled = self.compiled;
+        let Some(info) = compiled.outputs.get(id) else {
             return Action::Continue;
         };
-        match info {
-            OutputInfo::Printf { format, fields } => {
-                let text = self.render_format(format, &fields, record, maps);
+        match *info {
+            OutputInfo::Printf { format, ref fields } => {
+                let text = self.render_format(format, fields, record, maps);
                 if self.settings.json {
                     self.json_line("printf", &json_string(&text));
                 } else {
                     self.write(&text);
                 }
             }
-            OutputInfo::System { format, fields } => {
-                let command = self.render_format(format, &fields, record, maps);
+            OutputInfo::System { format, ref fields } => {
+                let command = self.render_format(format, fields, record, maps);
                 self.system(&command);
             }
-            OutputInfo::Cat { format, fields } => {
-                let path = self.render_format(format, &fields, record, maps);
+            OutputInfo::Cat { format, ref fields } => {
+                let path = self.render_format(format, fields, record, maps);
                 self.cat(&path);
             }
             OutputInfo::PrintMap { map, top, div } => self.print_map(map, top, div, maps),
-            OutputInfo::PrintValue { field } => {
+            OutputInfo::PrintValue { ref field } => {
                 let registry = &self.program.registry;
                 let value = decode(
                     &field.ty,
@@ -295,11 +296,11 @@ impl<'p> Runtime<'p> {
         record: &[u8],
         maps: &dyn Maps,
     ) -> Vec<u8> {
-        let Some(format) = self.program.formats.get(format as usize).cloned() else {
+        let program: &'p Program = self.program;
+        let Some(format) = program.formats.get(format as usize) else {
             return Vec::new();
         };
-        let registry = &self.program.registry;
-        let specs: Vec<_> = format.specs().copied().collect();
+        let registry = &program.registry;
         let values: Vec<Value<'_>> = fields
             .iter()
             .map(|f| {
@@ -313,7 +314,7 @@ impl<'p> Runtime<'p> {
         let mut env = self.env(maps);
         let args: Vec<Arg<'static>> = values
             .iter()
-            .zip(&specs)
+            .zip(format.specs())
             .map(|(v, spec)| match (v, spec.conv) {
                 (Value::Buf(bytes) | Value::Str(bytes), Conv::Raw) => {
                     Arg::Owned(value::escape_buffer(bytes).into_bytes())
