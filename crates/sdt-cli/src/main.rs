@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand};
 
 mod list;
 mod run;
+mod tools;
 mod trace;
 mod traced;
 
@@ -46,6 +47,7 @@ enum Command {
     List(list::ListArgs),
     Trace(trace::TraceArgs),
     Run(run::RunArgs),
+    Calls(tools::CallsArgs),
     /// Closes probes handed over by an sdt that has exited (internal).
     #[command(name = "__release", hide = true)]
     Release {
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
             Command::List(args) => list::run(args),
             Command::Trace(args) => trace::run(args),
             Command::Run(args) => run::run(args, run::Mode::Sdt),
+            Command::Calls(args) => tools::calls(args),
             Command::Bpftrace { args } => bpftrace(args),
             Command::Release { socket } => {
                 if let Ok(fds) = sdt_proc::receive(&socket) {

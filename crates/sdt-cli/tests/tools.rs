@@ -1,0 +1,188 @@
+//! The language tools on the real runtimes: exact call counts of a known
+//! workload (`tests/fixtures/tools`: fib(15) is 1,973 calls of `fib`, and
+//! `nap` sleeps 200 ms once) for Java, Python, Ruby and PHP, and the
+//! sleeping method on top of `calls -L` with its time within 20%.
+//!
+//! These attach real probes, so they need root (or CAP_BPF and
+//! CAP_PERFMON). With `CI=true` a missing privilege or runtime fails the
+//! test; elsewhere the test prints a loud SKIP.
+
+mod list_common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use list_common::{assert_no_panic, have, require, sdt};
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tools")
+}
+
+/// The command that runs `language`'s fixture, or `None` (after a SKIP,
+/// or a failure in CI) when the runtime is missing.
+fn command(language: &str) -> Option<String> {
+    let dir = fixtures();
+    let ok = |path: &str, what: &str| require(Path::new(path).exists(), what);
+    if !sdt_testing::require_root() {
+        return None;
+    }
+    match language {
+        "python" => ok("/usr/bin/python3.11", "Debian's python3.11")
+            .then(|| format!("/usr/bin/python3.11 {}/fib.py", dir.display())),
+        "ruby" => require(have("ruby"), "ruby (Debian's package)")
+            .then(|| format!("ruby {}/fib.rb", dir.display())),
+        "php" => ok("/usr/bin/php8.2", "php8.2-cli")
+            .then(|| format!("/usr/bin/php8.2 {}/fib.php", dir.display())),
+        "java" => {
+            let home = "/usr/lib/jvm/java-17-openjdk-amd64";
+            if !ok(&format!("{home}/bin/javac"), "OpenJDK 17's javac") {
+                return None;
+            }
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tools-java");
+            let status = std::process::Command::new(format!("{home}/bin/javac"))
+                .arg("-d")
+                .arg(&out)
+                .arg(dir.join("Fib.java"))
+                .status()
+                .expect("run javac");
+            assert!(status.success(), "javac Fib.java");
+            Some(format!("{home}/bin/java -cp {} Fib", out.display()))
+        }
+        _ => unreachable!(),
+    }
+}
+
+fn tool(args: &[&str]) -> Output {
+    let out = sdt().args(args).output().expect("run sdt");
+    assert_no_panic(&out);
+    assert!(
+        out.status.success(),
+        "sdt {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The last JSON report of a tool.
+fn last_json(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_else(|| {
+        panic!(
+            "no output; stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+/// The methods of a `calls` report whose name is `method`.
+fn method<'a>(report: &'a Value, name: &str) -> Vec<&'a Value> {
+    report["methods"]
+        .as_array()
+        .expect("methods")
+        .iter()
+        .filter(|m| m["method"] == name)
+        .collect()
+}
+
+fn exact_counts(language: &str) {
+    let Some(cmd) = command(language) else {
+        return;
+    };
+    let out = tool(&["calls", "--json", "-c", &cmd]);
+    let report = last_json(&out);
+    let fib = method(&report, "fib");
+    assert_eq!(fib.len(), 1, "one fib in {report}");
+    assert_eq!(
+        fib[0]["calls"], 1973,
+        "{language}: calls of fib in {report}"
+    );
+    assert_eq!(method(&report, "nap")[0]["calls"], 1, "{report}");
+}
+
+/// `calls -L`: `nap` (200 ms) is the slowest method but for the one
+/// that runs the whole program (`main`, Python's `<module>`), whose time
+/// includes it.
+fn latency(language: &str) {
+    let Some(cmd) = command(language) else {
+        return;
+    };
+    let out = tool(&["calls", "-L", "--json", "-c", &cmd]);
+    let report = last_json(&out);
+    let methods: Vec<&Value> = report["methods"]
+        .as_array()
+        .expect("methods")
+        .iter()
+        .filter(|m| m["method"] != "main" && m["method"] != "<module>")
+        .collect();
+    assert_eq!(methods[0]["method"], "nap", "{language}: {report}");
+    let ms = methods[0]["total_ns"].as_u64().unwrap() as f64 / 1e6;
+    assert!(
+        (160.0..=240.0).contains(&ms),
+        "{language}: nap took {ms} ms"
+    );
+    let fib = method(&report, "fib");
+    assert_eq!(fib[0]["calls"], 1973, "{language}: {report}");
+}
+
+#[test]
+fn python_calls_are_counted_exactly() {
+    exact_counts("python");
+}
+
+#[test]
+fn ruby_calls_are_counted_exactly() {
+    exact_counts("ruby");
+}
+
+#[test]
+fn php_calls_are_counted_exactly() {
+    exact_counts("php");
+}
+
+#[test]
+fn java_calls_are_counted_exactly() {
+    exact_counts("java");
+}
+
+#[test]
+fn python_latency_puts_the_sleeper_on_top() {
+    latency("python");
+}
+
+#[test]
+fn ruby_latency_puts_the_sleeper_on_top() {
+    latency("ruby");
+}
+
+#[test]
+fn php_latency_puts_the_sleeper_on_top() {
+    latency("php");
+}
+
+#[test]
+fn java_latency_puts_the_sleeper_on_top() {
+    latency("java");
+}
+
+/// A runtime without probes is refused in one line.
+#[test]
+fn a_runtime_without_probes_is_refused_in_one_line() {
+    let Some(python) = ["/root/.pyenv/versions/3.11.7/bin/python3.11"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        eprintln!("SKIP: no python built without probes on this machine");
+        return;
+    };
+    let out = sdt()
+        .args(["calls", "-c", &format!("{python} -c pass")])
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("built without USDT probes"), "{stderr}");
+}
