@@ -1,7 +1,9 @@
 //! The language tools on the real runtimes: exact call counts of a known
 //! workload (`tests/fixtures/tools`: fib(15) is 1,973 calls of `fib`, and
-//! `nap` sleeps 200 ms once) for Java, Python, Ruby and PHP, and the
-//! sleeping method on top of `calls -L` with its time within 20%.
+//! `nap` sleeps 1 s once) for Java, Python, Ruby and PHP, and the
+//! sleeping method on top of `calls -L` with its time within 20%
+//! (1 s: long enough to stay above fib, whose inclusive times add up
+//! once per level of recursion).
 //!
 //! These attach real probes, so they need root (or CAP_BPF and
 //! CAP_PERFMON). With `CI=true` a missing privilege or runtime fails the
@@ -101,7 +103,7 @@ fn exact_counts(language: &str) {
     assert_eq!(method(&report, "nap")[0]["calls"], 1, "{report}");
 }
 
-/// `calls -L`: `nap` (200 ms) is the slowest method but for the one
+/// `calls -L`: `nap` (1 s) is the slowest method but for the one
 /// that runs the whole program (`main`, Python's `<module>`), whose time
 /// includes it.
 fn latency(language: &str) {
@@ -116,10 +118,14 @@ fn latency(language: &str) {
         .iter()
         .filter(|m| m["method"] != "main" && m["method"] != "<module>")
         .collect();
-    assert_eq!(methods[0]["method"], "nap", "{language}: {report}");
+    let top: Vec<_> = methods.iter().take(5).collect();
+    assert_eq!(
+        methods[0]["method"], "nap",
+        "{language}: the top 5: {top:?}"
+    );
     let ms = methods[0]["total_ns"].as_u64().unwrap() as f64 / 1e6;
     assert!(
-        (160.0..=240.0).contains(&ms),
+        (800.0..=1200.0).contains(&ms),
         "{language}: nap took {ms} ms"
     );
     let fib = method(&report, "fib");
@@ -166,18 +172,29 @@ fn java_latency_puts_the_sleeper_on_top() {
     latency("java");
 }
 
-/// A runtime without probes is refused in one line.
+/// A runtime without probes is refused in one line: Debian's python3.11
+/// with its probe notes removed (objcopy) stands in for a build without
+/// `--with-dtrace`.
 #[test]
 fn a_runtime_without_probes_is_refused_in_one_line() {
-    let Some(python) = ["/root/.pyenv/versions/3.11.7/bin/python3.11"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
-        eprintln!("SKIP: no python built without probes on this machine");
+    if !require(
+        Path::new("/usr/bin/python3.11").exists(),
+        "Debian's python3.11",
+    ) || !require(have("objcopy"), "objcopy (binutils)")
+    {
         return;
-    };
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tools-no-probes");
+    std::fs::create_dir_all(&dir).unwrap();
+    let python = dir.join("python3.11");
+    let status = std::process::Command::new("objcopy")
+        .args(["--remove-section", ".note.stapsdt", "/usr/bin/python3.11"])
+        .arg(&python)
+        .status()
+        .unwrap();
+    assert!(status.success(), "objcopy");
     let out = sdt()
-        .args(["calls", "-c", &format!("{python} -c pass")])
+        .args(["calls", "-c", &format!("{} -c pass", python.display())])
         .output()
         .unwrap();
     assert_no_panic(&out);
