@@ -48,6 +48,8 @@ enum Command {
     Trace(trace::TraceArgs),
     Run(run::RunArgs),
     Calls(tools::CallsArgs),
+    Flow(tools::FlowArgs),
+    Gc(tools::GcArgs),
     /// Closes probes handed over by an sdt that has exited (internal).
     #[command(name = "__release", hide = true)]
     Release {
@@ -77,6 +79,8 @@ fn main() -> ExitCode {
             Command::Trace(args) => trace::run(args),
             Command::Run(args) => run::run(args, run::Mode::Sdt),
             Command::Calls(args) => tools::calls(args),
+            Command::Flow(args) => tools::flow(args),
+            Command::Gc(args) => tools::gc(args),
             Command::Bpftrace { args } => bpftrace(args),
             Command::Release { socket } => {
                 if let Ok(fds) = sdt_proc::receive(&socket) {

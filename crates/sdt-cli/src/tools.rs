@@ -10,6 +10,8 @@
 //! out BCC-like tables or JSON.
 
 mod calls;
+mod flow;
+mod gc;
 pub mod runtimes;
 
 use std::cell::Cell;
@@ -25,6 +27,8 @@ use sdt_script::runtime::{Receiver, Settings};
 use sdt_trace::Scope;
 
 pub use self::calls::{run as calls, CallsArgs};
+pub use self::flow::{run as flow, FlowArgs};
+pub use self::gc::{run as gc, GcArgs};
 use self::runtimes::{Detected, Needs};
 use crate::traced::Traced;
 

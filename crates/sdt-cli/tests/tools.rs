@@ -3,7 +3,8 @@
 //! `nap` sleeps 1 s once) for Java, Python, Ruby and PHP, and the
 //! sleeping method on top of `calls -L` with its time within 20%
 //! (1 s: long enough to stay above fib, whose inclusive times add up
-//! once per level of recursion).
+//! once per level of recursion); the exact `flow` tree of a fixed call
+//! tree; N forced collections seen by `gc`.
 //!
 //! These attach real probes, so they need root (or CAP_BPF and
 //! CAP_PERFMON). With `CI=true` a missing privilege or runtime fails the
@@ -21,38 +22,50 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tools")
 }
 
-/// The command that runs `language`'s fixture, or `None` (after a SKIP,
-/// or a failure in CI) when the runtime is missing.
-fn command(language: &str) -> Option<String> {
-    let dir = fixtures();
-    let ok = |path: &str, what: &str| require(Path::new(path).exists(), what);
+/// Whether `language`'s runtime is here to test (after a SKIP, or a
+/// failure in CI, when it is not).
+fn available(language: &str) -> bool {
     if !sdt_testing::require_root() {
-        return None;
+        return false;
     }
+    let ok = |path: &str, what: &str| require(Path::new(path).exists(), what);
     match language {
-        "python" => ok("/usr/bin/python3.11", "Debian's python3.11")
-            .then(|| format!("/usr/bin/python3.11 {}/fib.py", dir.display())),
-        "ruby" => require(have("ruby"), "ruby (Debian's package)")
-            .then(|| format!("ruby {}/fib.rb", dir.display())),
-        "php" => ok("/usr/bin/php8.2", "php8.2-cli")
-            .then(|| format!("/usr/bin/php8.2 {}/fib.php", dir.display())),
-        "java" => {
-            let home = "/usr/lib/jvm/java-17-openjdk-amd64";
-            if !ok(&format!("{home}/bin/javac"), "OpenJDK 17's javac") {
-                return None;
-            }
-            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tools-java");
-            let status = std::process::Command::new(format!("{home}/bin/javac"))
-                .arg("-d")
-                .arg(&out)
-                .arg(dir.join("Fib.java"))
-                .status()
-                .expect("run javac");
-            assert!(status.success(), "javac Fib.java");
-            Some(format!("{home}/bin/java -cp {} Fib", out.display()))
-        }
+        "python" => ok("/usr/bin/python3.11", "Debian's python3.11"),
+        "ruby" => require(have("ruby"), "ruby (Debian's package)"),
+        "php" => ok("/usr/bin/php8.2", "php8.2-cli"),
+        "java" => ok(&format!("{JAVA_HOME}/bin/javac"), "OpenJDK 17's javac"),
         _ => unreachable!(),
     }
+}
+
+const JAVA_HOME: &str = "/usr/lib/jvm/java-17-openjdk-amd64";
+
+/// The command that runs `language`'s fixture `name` (`Tree.java` for
+/// Java's `tree`) with `args`, or `None` when the runtime is missing.
+fn fixture_command(language: &str, name: &str, args: &str) -> Option<String> {
+    if !available(language) {
+        return None;
+    }
+    let dir = fixtures();
+    Some(match language {
+        "python" => format!("/usr/bin/python3.11 {}/{name}.py {args}", dir.display()),
+        // Without RubyGems, Ruby starts without collecting.
+        "ruby" => format!("ruby --disable-gems {}/{name}.rb {args}", dir.display()),
+        "php" => format!("/usr/bin/php8.2 {}/{name}.php {args}", dir.display()),
+        "java" => {
+            let class = format!("{}{}", name[..1].to_uppercase(), &name[1..]);
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tools-java");
+            let status = std::process::Command::new(format!("{JAVA_HOME}/bin/javac"))
+                .arg("-d")
+                .arg(&out)
+                .arg(dir.join(format!("{class}.java")))
+                .status()
+                .expect("run javac");
+            assert!(status.success(), "javac {class}.java");
+            format!("{JAVA_HOME}/bin/java -cp {} {class} {args}", out.display())
+        }
+        _ => unreachable!(),
+    })
 }
 
 fn tool(args: &[&str]) -> Output {
@@ -89,7 +102,7 @@ fn method<'a>(report: &'a Value, name: &str) -> Vec<&'a Value> {
 }
 
 fn exact_counts(language: &str) {
-    let Some(cmd) = command(language) else {
+    let Some(cmd) = fixture_command(language, "fib", "") else {
         return;
     };
     let out = tool(&["calls", "--json", "-c", &cmd]);
@@ -107,7 +120,7 @@ fn exact_counts(language: &str) {
 /// that runs the whole program (`main`, Python's `<module>`), whose time
 /// includes it.
 fn latency(language: &str) {
-    let Some(cmd) = command(language) else {
+    let Some(cmd) = fixture_command(language, "fib", "") else {
         return;
     };
     let out = tool(&["calls", "-L", "--json", "-c", &cmd]);
@@ -202,4 +215,96 @@ fn a_runtime_without_probes_is_refused_in_one_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("built without USDT probes"), "{stderr}");
+}
+
+/// `flow -M tree_` on the fixed call tree gives exactly this, indentation
+/// included (the METHOD column, after PID, TID and TIME).
+fn exact_tree(language: &str, class: &str) {
+    let Some(cmd) = fixture_command(language, "tree", "") else {
+        return;
+    };
+    let class = class.replace("DIR", &fixtures().display().to_string());
+    let out = tool(&["flow", "-M", "tree_", "-c", &cmd]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let methods: Vec<&str> = text.lines().skip(1).map(|l| &l[29..]).collect();
+    let expected: Vec<String> = [
+        "-> tree_top",
+        "  -> tree_middle",
+        "    -> tree_leaf",
+        "    <- tree_leaf",
+        "    -> tree_leaf",
+        "    <- tree_leaf",
+        "  <- tree_middle",
+        "  -> tree_leaf",
+        "  <- tree_leaf",
+        "<- tree_top",
+    ]
+    .iter()
+    .map(|l| {
+        l.replace("> ", &format!("> {class}"))
+            .replace("<- ", &format!("<- {class}"))
+    })
+    .collect();
+    assert_eq!(methods, expected, "{language}:\n{text}");
+    assert!(text.lines().next().unwrap().ends_with("METHOD"), "{text}");
+}
+
+#[test]
+fn python_flow_is_the_exact_tree() {
+    exact_tree("python", "DIR/tree.py.");
+}
+
+#[test]
+fn ruby_flow_is_the_exact_tree() {
+    exact_tree("ruby", "Object.");
+}
+
+#[test]
+fn php_flow_is_the_exact_tree() {
+    exact_tree("php", "");
+}
+
+#[test]
+fn java_flow_is_the_exact_tree() {
+    exact_tree("java", "Tree.");
+}
+
+/// The collections `gc --json` reports while `name` forces `n`.
+fn collections(language: &str, name: &str, n: u32) -> Option<usize> {
+    let cmd = fixture_command(language, name, &n.to_string())?;
+    let out = tool(&["gc", "--json", "-c", &cmd]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in text.lines() {
+        let event: Value = serde_json::from_str(line).expect("JSON");
+        assert!(event["duration_ns"].as_u64().unwrap() > 0, "{line}");
+    }
+    Some(text.lines().count())
+}
+
+#[test]
+fn java_system_gc_gives_one_collection_each() {
+    if let Some(count) = collections("java", "collect", 7) {
+        assert_eq!(count, 7);
+    }
+}
+
+#[test]
+fn ruby_gc_start_gives_one_collection_each() {
+    if let Some(count) = collections("ruby", "collect", 7) {
+        assert_eq!(count, 7);
+    }
+}
+
+/// CPython collects on its own while it starts and when it ends (the
+/// same number of times on every run): 7 `gc.collect()` calls give
+/// exactly 7 more collections than none.
+#[test]
+fn python_gc_collect_gives_one_collection_each() {
+    let (Some(none), Some(seven)) = (
+        collections("python", "collect", 0),
+        collections("python", "collect", 7),
+    ) else {
+        return;
+    };
+    assert_eq!(seven - none, 7, "{none} collections without gc.collect()");
 }

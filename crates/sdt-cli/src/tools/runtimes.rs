@@ -19,6 +19,8 @@ pub struct Language {
     /// Method entry and return, and the expressions of the class (for
     /// Python: the file) and method names in both.
     pub calls: Option<Calls>,
+    /// A collection's start and end.
+    pub gc: Option<Gc>,
 }
 
 pub struct Calls {
@@ -32,6 +34,13 @@ pub struct Calls {
     pub method: &'static str,
 }
 
+pub struct Gc {
+    /// The probe at a collection's start, on the collecting thread.
+    pub begin: &'static str,
+    /// The probe at its end, on the same thread.
+    pub end: &'static str,
+}
+
 pub const LANGUAGES: &[Language] = &[
     Language {
         name: "java",
@@ -41,6 +50,10 @@ pub const LANGUAGES: &[Language] = &[
             ret: "method__return",
             class: "str(arg1, arg2)",
             method: "str(arg3, arg4)",
+        }),
+        gc: Some(Gc {
+            begin: "gc__begin",
+            end: "gc__end",
         }),
     },
     Language {
@@ -52,6 +65,10 @@ pub const LANGUAGES: &[Language] = &[
             class: "str(arg0)",
             method: "str(arg1)",
         }),
+        gc: Some(Gc {
+            begin: "gc__start",
+            end: "gc__done",
+        }),
     },
     Language {
         name: "ruby",
@@ -61,6 +78,10 @@ pub const LANGUAGES: &[Language] = &[
             ret: "method__return",
             class: "str(arg0)",
             method: "str(arg1)",
+        }),
+        gc: Some(Gc {
+            begin: "gc__mark__begin",
+            end: "gc__mark__end",
         }),
     },
     Language {
@@ -72,6 +93,7 @@ pub const LANGUAGES: &[Language] = &[
             class: "str(arg3)",
             method: "str(arg0)",
         }),
+        gc: None,
     },
 ];
 
