@@ -50,6 +50,8 @@ enum Command {
     Calls(tools::CallsArgs),
     Flow(tools::FlowArgs),
     Gc(tools::GcArgs),
+    Objnew(tools::ObjnewArgs),
+    Threads(tools::ThreadsArgs),
     /// Closes probes handed over by an sdt that has exited (internal).
     #[command(name = "__release", hide = true)]
     Release {
@@ -81,6 +83,8 @@ fn main() -> ExitCode {
             Command::Calls(args) => tools::calls(args),
             Command::Flow(args) => tools::flow(args),
             Command::Gc(args) => tools::gc(args),
+            Command::Objnew(args) => tools::objnew(args),
+            Command::Threads(args) => tools::threads(args),
             Command::Bpftrace { args } => bpftrace(args),
             Command::Release { socket } => {
                 if let Ok(fds) = sdt_proc::receive(&socket) {

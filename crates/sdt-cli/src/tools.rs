@@ -12,7 +12,9 @@
 mod calls;
 mod flow;
 mod gc;
+mod objnew;
 pub mod runtimes;
+mod threads;
 
 use std::cell::Cell;
 use std::io::{self, Write};
@@ -29,7 +31,9 @@ use sdt_trace::Scope;
 pub use self::calls::{run as calls, CallsArgs};
 pub use self::flow::{run as flow, FlowArgs};
 pub use self::gc::{run as gc, GcArgs};
+pub use self::objnew::{run as objnew, ObjnewArgs};
 use self::runtimes::{Detected, Needs};
+pub use self::threads::{run as threads, ThreadsArgs};
 use crate::traced::Traced;
 
 /// Options every tool takes.

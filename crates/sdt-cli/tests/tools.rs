@@ -308,3 +308,56 @@ fn python_gc_collect_gives_one_collection_each() {
     };
     assert_eq!(seven - none, 7, "{none} collections without gc.collect()");
 }
+
+/// The rows of `objnew --json` for class `class` while `name` allocates
+/// `n` objects of `Foo`.
+fn allocations(language: &str, class: &str, n: u32) {
+    let Some(cmd) = fixture_command(language, "alloc", &n.to_string()) else {
+        return;
+    };
+    let out = tool(&["objnew", "--json", "-c", &cmd]);
+    let report = last_json(&out);
+    let rows: Vec<&Value> = report["classes"]
+        .as_array()
+        .expect("classes")
+        .iter()
+        .filter(|c| c["class"] == class)
+        .collect();
+    assert_eq!(rows.len(), 1, "{language}: {report}");
+    assert_eq!(rows[0]["objects"], n, "{language}: {report}");
+}
+
+#[test]
+fn java_allocations_of_foo_are_counted_exactly() {
+    allocations("java", "Alloc$Foo", 1000);
+}
+
+#[test]
+fn ruby_allocations_of_foo_are_counted_exactly() {
+    allocations("ruby", "Foo", 1000);
+}
+
+/// `threads`: 5 Java threads named worker-0 to worker-4 each start and
+/// stop once, with their names and thread ids.
+#[test]
+fn java_threads_are_reported_with_their_names() {
+    let Some(cmd) = fixture_command("java", "threads", "5") else {
+        return;
+    };
+    let out = tool(&["threads", "--json", "-c", &cmd]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let events: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .filter(|e: &Value| e["name"].as_str().unwrap().starts_with("worker-"))
+        .collect();
+    for i in 0..5 {
+        let name = format!("worker-{i}");
+        let mine: Vec<&Value> = events.iter().filter(|e| e["name"] == *name).collect();
+        let kinds: Vec<&str> = mine.iter().map(|e| e["event"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["start", "stop"], "{name}:\n{text}");
+        assert_eq!(mine[0]["tid"], mine[1]["tid"], "{name}:\n{text}");
+        assert_ne!(mine[0]["tid"], mine[0]["pid"], "{name}:\n{text}");
+    }
+    assert_eq!(events.len(), 10, "{text}");
+}

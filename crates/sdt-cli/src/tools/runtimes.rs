@@ -21,6 +21,10 @@ pub struct Language {
     pub calls: Option<Calls>,
     /// A collection's start and end.
     pub gc: Option<Gc>,
+    /// An object's allocation.
+    pub alloc: Option<Alloc>,
+    /// Thread start and stop.
+    pub threads: Option<Threads>,
 }
 
 pub struct Calls {
@@ -41,6 +45,21 @@ pub struct Gc {
     pub end: &'static str,
 }
 
+pub struct Alloc {
+    pub probe: &'static str,
+    /// The class's name.
+    pub class: &'static str,
+}
+
+pub struct Threads {
+    pub start: &'static str,
+    pub stop: &'static str,
+    /// The thread's name.
+    pub name: &'static str,
+    /// The kernel's id of the thread.
+    pub id: &'static str,
+}
+
 pub const LANGUAGES: &[Language] = &[
     Language {
         name: "java",
@@ -54,6 +73,16 @@ pub const LANGUAGES: &[Language] = &[
         gc: Some(Gc {
             begin: "gc__begin",
             end: "gc__end",
+        }),
+        alloc: Some(Alloc {
+            probe: "object__alloc",
+            class: "str(arg1, arg2)",
+        }),
+        threads: Some(Threads {
+            start: "thread__start",
+            stop: "thread__stop",
+            name: "str(arg0, arg1)",
+            id: "arg3",
         }),
     },
     Language {
@@ -69,6 +98,8 @@ pub const LANGUAGES: &[Language] = &[
             begin: "gc__start",
             end: "gc__done",
         }),
+        alloc: None,
+        threads: None,
     },
     Language {
         name: "ruby",
@@ -83,6 +114,11 @@ pub const LANGUAGES: &[Language] = &[
             begin: "gc__mark__begin",
             end: "gc__mark__end",
         }),
+        alloc: Some(Alloc {
+            probe: "object__create",
+            class: "str(arg0)",
+        }),
+        threads: None,
     },
     Language {
         name: "php",
@@ -94,6 +130,8 @@ pub const LANGUAGES: &[Language] = &[
             method: "str(arg0)",
         }),
         gc: None,
+        alloc: None,
+        threads: None,
     },
 ];
 
