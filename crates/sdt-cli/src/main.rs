@@ -52,6 +52,8 @@ enum Command {
     Gc(tools::GcArgs),
     Objnew(tools::ObjnewArgs),
     Threads(tools::ThreadsArgs),
+    Dbslower(tools::DbslowerArgs),
+    Readline(tools::ReadlineArgs),
     /// Closes probes handed over by an sdt that has exited (internal).
     #[command(name = "__release", hide = true)]
     Release {
@@ -85,6 +87,8 @@ fn main() -> ExitCode {
             Command::Gc(args) => tools::gc(args),
             Command::Objnew(args) => tools::objnew(args),
             Command::Threads(args) => tools::threads(args),
+            Command::Dbslower(args) => tools::dbslower(args),
+            Command::Readline(args) => tools::readline(args),
             Command::Bpftrace { args } => bpftrace(args),
             Command::Release { socket } => {
                 if let Ok(fds) = sdt_proc::receive(&socket) {

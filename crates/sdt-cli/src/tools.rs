@@ -10,9 +10,11 @@
 //! out BCC-like tables or JSON.
 
 mod calls;
+mod dbslower;
 mod flow;
 mod gc;
 mod objnew;
+mod readline;
 pub mod runtimes;
 mod threads;
 
@@ -29,14 +31,16 @@ use sdt_script::runtime::{Receiver, Settings};
 use sdt_trace::Scope;
 
 pub use self::calls::{run as calls, CallsArgs};
+pub use self::dbslower::{run as dbslower, DbslowerArgs};
 pub use self::flow::{run as flow, FlowArgs};
 pub use self::gc::{run as gc, GcArgs};
 pub use self::objnew::{run as objnew, ObjnewArgs};
+pub use self::readline::{run as readline, ReadlineArgs};
 use self::runtimes::{Detected, Needs};
 pub use self::threads::{run as threads, ThreadsArgs};
 use crate::traced::Traced;
 
-/// Options every tool takes.
+/// Options every language tool takes.
 #[derive(Args, Debug)]
 pub struct Common {
     /// The language: java, python, ruby or php (found from -p or -c when
@@ -44,8 +48,15 @@ pub struct Common {
     #[arg(short = 'l', value_name = "LANG")]
     pub lang: Option<String>,
 
-    /// Trace this process only (default: every process of the runtime,
-    /// including those that start later).
+    #[command(flatten)]
+    pub target: Target,
+}
+
+/// What every tool traces and how it prints.
+#[derive(Args, Debug)]
+pub struct Target {
+    /// Trace this process (and the processes it starts) only (default:
+    /// every process of the program, including those that start later).
     #[arg(short = 'p', value_name = "PID", conflicts_with = "command")]
     pub pid: Option<i32>,
 
@@ -104,28 +115,37 @@ impl Reports {
     }
 }
 
-/// A tool ready to run: its detected runtime and its program.
-pub struct Prepared {
-    pub detected: Detected,
-    pub needs: Needs,
+/// What a tool traces: a language runtime's probes, which may need
+/// switching on, or a program's.
+pub enum Prepared {
+    Runtime { detected: Detected, needs: Needs },
+    Program(std::path::PathBuf),
 }
 
-/// Detects the runtime and, for `-c`, switches its probes on; explains
-/// what cannot be switched on.
+impl Prepared {
+    fn object(&self) -> &std::path::Path {
+        match self {
+            Prepared::Runtime { detected, .. } => &detected.object,
+            Prepared::Program(path) => path,
+        }
+    }
+}
+
+/// Detects the runtime of a language tool.
 pub fn prepare(common: &Common, needs: Needs) -> anyhow::Result<Prepared> {
     let detected = runtimes::detect(
         common.lang.as_deref(),
-        common.pid,
-        common.command.as_deref(),
+        common.target.pid,
+        common.target.command.as_deref(),
     )?;
-    Ok(Prepared { detected, needs })
+    Ok(Prepared::Runtime { detected, needs })
 }
 
 /// Runs a tool's program: `receiver` gets its output; the run stops at
 /// Ctrl-C, at the end of the `-p`/`-c` process, or after `stop_after`
 /// reports. Returns the exit status (the command's, with `-c`).
 pub fn execute<'c>(
-    common: &Common,
+    common: &Target,
     prepared: Prepared,
     program: &str,
     receiver: Box<dyn Receiver + 'c>,
@@ -135,22 +155,26 @@ pub fn execute<'c>(
         print!("{program}");
         return Ok(ExitCode::SUCCESS);
     }
-    let language = prepared.detected.language;
-    let _switched = match &common.command {
-        Some(_) => runtimes::switch_on(language, prepared.needs)?,
-        None => {
-            if let Some(advice) = runtimes::advice(language, prepared.needs, common.pid) {
+    // For -c, the runtime's probes are switched on in the command's
+    // environment; otherwise sdt can only say what is needed.
+    let _switched = match (&prepared, &common.command) {
+        (Prepared::Runtime { detected, needs }, Some(_)) => {
+            Some(runtimes::switch_on(detected.language, *needs)?)
+        }
+        (Prepared::Runtime { detected, needs }, None) => {
+            if let Some(advice) = runtimes::advice(detected.language, *needs, common.pid) {
                 eprintln!("sdt: note: {advice}");
             }
-            runtimes::switch_on(language, Needs::Plain)?
+            None
         }
+        (Prepared::Program(_), _) => None,
     };
     let traced = Traced::start(common.pid, common.command.as_deref())?;
     let mechanism = sdt_trace::mechanism(None)?;
     let options = driver::Options {
         check: CheckOptions {
             params: Vec::new(),
-            strlen: DEFAULT_STRLEN.max(128),
+            strlen: DEFAULT_STRLEN.max(256),
             allow_unsafe: false,
             internal: false,
         },
@@ -188,18 +212,17 @@ pub fn execute<'c>(
     runner.runtime().set_receiver(receiver);
     let stop = || reports.as_ref().is_some_and(|(r, n)| r.get() >= *n);
     let mut no_events = |_: &[u8]| {};
+    // On standard error, also with --json: it says when tracing starts.
     let started = |_: &mut Runner<'_>, _: usize| {
-        if !common.json {
-            eprintln!(
-                "Tracing {} in {}... Ctrl-C to end.",
-                match common.pid {
-                    Some(pid) => format!("process {pid}"),
-                    None if common.command.is_some() => "the command".to_string(),
-                    None => format!("every {} process", language.name),
-                },
-                prepared.detected.object.display()
-            );
-        }
+        eprintln!(
+            "Tracing {} in {}... Ctrl-C to end.",
+            match common.pid {
+                Some(pid) => format!("process {pid}"),
+                None if common.command.is_some() => "the command".to_string(),
+                None => "every process".to_string(),
+            },
+            prepared.object().display()
+        );
     };
     let ended = traced.run(runner, false, &mut no_events, &stop, started)?;
     report_losses(&ended.summary, common.json);

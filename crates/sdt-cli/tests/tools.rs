@@ -4,7 +4,9 @@
 //! sleeping method on top of `calls -L` with its time within 20%
 //! (1 s: long enough to stay above fib, whose inclusive times add up
 //! once per level of recursion); the exact `flow` tree of a fixed call
-//! tree; N forced collections seen by `gc`.
+//! tree; N forced collections seen by `gc`; exact allocation counts;
+//! named Java threads; slow PostgreSQL queries; an interactive bash's
+//! commands.
 //!
 //! These attach real probes, so they need root (or CAP_BPF and
 //! CAP_PERFMON). With `CI=true` a missing privilege or runtime fails the
@@ -360,4 +362,195 @@ fn java_threads_are_reported_with_their_names() {
         assert_ne!(mine[0]["tid"], mine[0]["pid"], "{name}:\n{text}");
     }
     assert_eq!(events.len(), 10, "{text}");
+}
+
+/// Runs `sdt ARGS` until `ready` has been done after it attached and
+/// `work` has run, then stops it with SIGINT and returns its output.
+fn traced_while(args: &[&str], work: impl FnOnce()) -> Output {
+    let mut child = sdt()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run sdt");
+    // The tool says `Tracing ...` once its probes are attached.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    assert!(first.starts_with("Tracing"), "sdt {args:?}: {first}");
+    work();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let mut out = child.wait_with_output().unwrap();
+    std::io::Read::read_to_end(&mut stderr, &mut out.stderr).unwrap();
+    assert_no_panic(&out);
+    assert!(
+        out.status.success(),
+        "sdt {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A PostgreSQL 15 cluster in a temporary directory, on a Unix socket
+/// only, run by the `postgres` user; stopped when dropped.
+struct Cluster {
+    dir: PathBuf,
+}
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+impl Cluster {
+    fn start() -> Cluster {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tools-postgres");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let status = std::process::Command::new("chown")
+            .args(["postgres:postgres"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let data = dir.join("data");
+        let as_postgres = |program: &str, args: &[&str]| {
+            let out = std::process::Command::new("runuser")
+                .args(["-u", "postgres", "--", &format!("{PG_BIN}/{program}")])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{program}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let data_arg = data.to_str().unwrap();
+        as_postgres("initdb", &["-D", data_arg, "-A", "trust", "-U", "postgres"]);
+        let options = format!("-k {} -c listen_addresses=''", dir.display());
+        let log = dir.join("log");
+        as_postgres(
+            "pg_ctl",
+            &[
+                "-D",
+                data_arg,
+                "-o",
+                &options,
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "start",
+            ],
+        );
+        Cluster { dir }
+    }
+
+    /// The postmaster's PID.
+    fn pid(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("data/postmaster.pid")).unwrap();
+        text.lines().next().unwrap().to_string()
+    }
+
+    /// Runs SQL through psql on the socket.
+    fn psql(&self, sql: &str) {
+        let mut child = std::process::Command::new("runuser")
+            .args(["-u", "postgres", "--", "psql", "-q", "-X", "-h"])
+            .arg(&self.dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), sql.as_bytes()).unwrap();
+        drop(child.stdin.take());
+        assert!(child.wait().unwrap().success(), "psql");
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("runuser")
+            .args(["-u", "postgres", "--", &format!("{PG_BIN}/pg_ctl"), "-D"])
+            .arg(self.dir.join("data"))
+            .args(["-m", "immediate", "stop"])
+            .output();
+    }
+}
+
+/// `dbslower -m 100`: of 50 fast queries and 3 `pg_sleep(0.3)`, exactly
+/// the 3 slow ones, with their text and about 300 ms each.
+#[test]
+fn dbslower_reports_exactly_the_slow_queries() {
+    if !sdt_testing::require_root()
+        || !require(Path::new(PG_BIN).join("postgres").exists(), "PostgreSQL 15")
+        || !require(have("runuser"), "runuser (util-linux)")
+    {
+        return;
+    }
+    let cluster = Cluster::start();
+    let pid = cluster.pid();
+    let mut sql = String::new();
+    for i in 1..=50 {
+        sql.push_str(&format!("SELECT {i};\n"));
+        if i % 16 == 0 {
+            sql.push_str("SELECT pg_sleep(0.3);\n");
+        }
+    }
+    let out = traced_while(&["dbslower", "--json", "-m", "100", "-p", &pid], || {
+        cluster.psql(&sql)
+    });
+    let text = String::from_utf8_lossy(&out.stdout);
+    let queries: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(queries.len(), 3, "{text}");
+    for q in &queries {
+        assert_eq!(q["query"], "SELECT pg_sleep(0.3);", "{text}");
+        let ms = q["duration_ns"].as_u64().unwrap() as f64 / 1e6;
+        assert!((300.0..=400.0).contains(&ms), "{ms} ms: {text}");
+    }
+}
+
+/// `readline`: an interactive bash on a pseudo-terminal (`script`) reads
+/// 4 commands; each is reported, in order, with the shell's PID.
+#[test]
+fn readline_reports_each_command_of_an_interactive_bash() {
+    if !sdt_testing::require_root() || !require(have("script"), "script (util-linux)") {
+        return;
+    }
+    let commands = ["echo one", "true two", "echo three | cat", "exit"];
+    let input = commands.join("\n") + "\n";
+    let out = sdt()
+        .args([
+            "readline",
+            "--json",
+            "-c",
+            "sh -c \"script -q -c 'bash --norc --noprofile -i' /dev/null > /dev/null\"",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            // The lines wait in the terminal until bash reads them.
+            std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes())?;
+            drop(child.stdin.take());
+            child.wait_with_output()
+        })
+        .expect("run sdt");
+    assert_no_panic(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let read: Vec<&str> = lines
+        .iter()
+        .map(|l| l["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(read, commands, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(lines.iter().all(|l| l["pid"] == lines[0]["pid"]), "{text}");
+    assert_ne!(lines[0]["pid"], 0);
 }

@@ -8,7 +8,7 @@ use clap::Args;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
-use super::{execute, fill, interval_block, prepare, probe_prefix, Common, Reports};
+use super::{execute, fill, interval_block, prepare, probe_prefix, Common, Prepared, Reports};
 
 const COUNTS: &str = include_str!("calls.bt");
 const LATENCY: &str = include_str!("calls_latency.bt");
@@ -47,7 +47,10 @@ pub struct CallsArgs {
 
 pub fn run(args: CallsArgs) -> anyhow::Result<ExitCode> {
     let prepared = prepare(&args.common, Needs::MethodProbes)?;
-    let language = prepared.detected.language;
+    let Prepared::Runtime { detected, .. } = &prepared else {
+        unreachable!("a language tool traces a runtime");
+    };
+    let language = detected.language;
     let Some(calls) = &language.calls else {
         anyhow::bail!("{} has no method probes", language.name);
     };
@@ -59,7 +62,7 @@ pub fn run(args: CallsArgs) -> anyhow::Result<ExitCode> {
     let program = fill(
         if args.latency { LATENCY } else { COUNTS },
         &[
-            ("PROBE", probe_prefix(&prepared.detected)),
+            ("PROBE", probe_prefix(detected)),
             ("ENTRY", calls.entry.to_string()),
             ("RETURN", calls.ret.to_string()),
             ("CLASS", calls.class.to_string()),
@@ -72,12 +75,18 @@ pub fn run(args: CallsArgs) -> anyhow::Result<ExitCode> {
         latency: args.latency,
         top: args.top,
         milliseconds: args.milliseconds,
-        json: args.common.json,
+        json: args.common.target.json,
         nsecs: Vec::new(),
         reports: reports.clone(),
     };
     let stop = args.count.map(|n| (reports, n));
-    execute(&args.common, prepared, &program, Box::new(table), stop)
+    execute(
+        &args.common.target,
+        prepared,
+        &program,
+        Box::new(table),
+        stop,
+    )
 }
 
 /// Builds the report from `@nsecs` and `@calls`.

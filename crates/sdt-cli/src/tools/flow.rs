@@ -9,7 +9,7 @@ use clap::Args;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
-use super::{execute, fill, prepare, probe_prefix, Common};
+use super::{execute, fill, prepare, probe_prefix, Common, Prepared};
 
 const FLOW: &str = include_str!("flow.bt");
 
@@ -36,14 +36,17 @@ pub struct FlowArgs {
 
 pub fn run(args: FlowArgs) -> anyhow::Result<ExitCode> {
     let prepared = prepare(&args.common, Needs::MethodProbes)?;
-    let language = prepared.detected.language;
+    let Prepared::Runtime { detected, .. } = &prepared else {
+        unreachable!("a language tool traces a runtime");
+    };
+    let language = detected.language;
     let Some(calls) = &language.calls else {
         anyhow::bail!("{} has no method probes", language.name);
     };
     let program = fill(
         FLOW,
         &[
-            ("PROBE", probe_prefix(&prepared.detected)),
+            ("PROBE", probe_prefix(detected)),
             ("ENTRY", calls.entry.to_string()),
             ("RETURN", calls.ret.to_string()),
             ("CLASS", calls.class.to_string()),
@@ -53,12 +56,18 @@ pub fn run(args: FlowArgs) -> anyhow::Result<ExitCode> {
     let flow = Flow {
         class: args.class.clone(),
         method: args.method.clone(),
-        json: args.common.json,
+        json: args.common.target.json,
         depth: HashMap::new(),
         first_ns: None,
         header: false,
     };
-    execute(&args.common, prepared, &program, Box::new(flow), None)
+    execute(
+        &args.common.target,
+        prepared,
+        &program,
+        Box::new(flow),
+        None,
+    )
 }
 
 struct Flow {

@@ -7,7 +7,7 @@ use clap::Args;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
-use super::{execute, fill, prepare, probe_prefix, Common};
+use super::{execute, fill, prepare, probe_prefix, Common, Prepared};
 
 const GC: &str = include_str!("gc.bt");
 
@@ -30,25 +30,34 @@ pub struct GcArgs {
 
 pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
     let prepared = prepare(&args.common, Needs::Plain)?;
-    let language = prepared.detected.language;
+    let Prepared::Runtime { detected, .. } = &prepared else {
+        unreachable!("a language tool traces a runtime");
+    };
+    let language = detected.language;
     let Some(gc) = &language.gc else {
         anyhow::bail!("{} has no garbage-collection probes", language.name);
     };
     let program = fill(
         GC,
         &[
-            ("PROBE", probe_prefix(&prepared.detected)),
+            ("PROBE", probe_prefix(detected)),
             ("BEGIN", gc.begin.to_string()),
             ("END", gc.end.to_string()),
         ],
     );
     let table = Collections {
         min_ns: args.min_ms.map_or(0, |ms| i128::from(ms) * 1_000_000),
-        json: args.common.json,
+        json: args.common.target.json,
         first_ns: None,
         header: false,
     };
-    execute(&args.common, prepared, &program, Box::new(table), None)
+    execute(
+        &args.common.target,
+        prepared,
+        &program,
+        Box::new(table),
+        None,
+    )
 }
 
 struct Collections {

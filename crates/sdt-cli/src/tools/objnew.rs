@@ -12,7 +12,7 @@ use clap::Args;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
-use super::{execute, fill, interval_block, prepare, probe_prefix, Common, Reports};
+use super::{execute, fill, interval_block, prepare, probe_prefix, Common, Prepared, Reports};
 
 const OBJNEW: &str = include_str!("objnew.bt");
 
@@ -44,14 +44,17 @@ pub struct ObjnewArgs {
 
 pub fn run(args: ObjnewArgs) -> anyhow::Result<ExitCode> {
     let prepared = prepare(&args.common, Needs::MethodProbes)?;
-    let language = prepared.detected.language;
+    let Prepared::Runtime { detected, .. } = &prepared else {
+        unreachable!("a language tool traces a runtime");
+    };
+    let language = detected.language;
     let Some(alloc) = &language.alloc else {
         anyhow::bail!("{} has no allocation probes", language.name);
     };
     let program = fill(
         OBJNEW,
         &[
-            ("PROBE", probe_prefix(&prepared.detected)),
+            ("PROBE", probe_prefix(detected)),
             ("ALLOC", alloc.probe.to_string()),
             ("CLASS", alloc.class.to_string()),
             (
@@ -63,11 +66,17 @@ pub fn run(args: ObjnewArgs) -> anyhow::Result<ExitCode> {
     let reports = Reports::default();
     let table = Table {
         top: args.top_count,
-        json: args.common.json,
+        json: args.common.target.json,
         reports: reports.clone(),
     };
     let stop = args.count.map(|n| (reports, n));
-    execute(&args.common, prepared, &program, Box::new(table), stop)
+    execute(
+        &args.common.target,
+        prepared,
+        &program,
+        Box::new(table),
+        stop,
+    )
 }
 
 struct Table {

@@ -8,7 +8,7 @@ use clap::Args;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
-use super::{execute, fill, prepare, probe_prefix, Common};
+use super::{execute, fill, prepare, probe_prefix, Common, Prepared};
 
 const THREADS: &str = include_str!("threads.bt");
 
@@ -27,14 +27,17 @@ pub struct ThreadsArgs {
 
 pub fn run(args: ThreadsArgs) -> anyhow::Result<ExitCode> {
     let prepared = prepare(&args.common, Needs::Plain)?;
-    let language = prepared.detected.language;
+    let Prepared::Runtime { detected, .. } = &prepared else {
+        unreachable!("a language tool traces a runtime");
+    };
+    let language = detected.language;
     let Some(threads) = &language.threads else {
         anyhow::bail!("{} has no thread probes", language.name);
     };
     let program = fill(
         THREADS,
         &[
-            ("PROBE", probe_prefix(&prepared.detected)),
+            ("PROBE", probe_prefix(detected)),
             ("START", threads.start.to_string()),
             ("STOP", threads.stop.to_string()),
             ("ID", threads.id.to_string()),
@@ -42,11 +45,17 @@ pub fn run(args: ThreadsArgs) -> anyhow::Result<ExitCode> {
         ],
     );
     let table = Table {
-        json: args.common.json,
+        json: args.common.target.json,
         first_ns: None,
         header: false,
     };
-    execute(&args.common, prepared, &program, Box::new(table), None)
+    execute(
+        &args.common.target,
+        prepared,
+        &program,
+        Box::new(table),
+        None,
+    )
 }
 
 struct Table {
