@@ -54,6 +54,7 @@ enum Command {
     Threads(tools::ThreadsArgs),
     Dbslower(tools::DbslowerArgs),
     Readline(tools::ReadlineArgs),
+    Stat(tools::StatArgs),
     /// Closes probes handed over by an sdt that has exited (internal).
     #[command(name = "__release", hide = true)]
     Release {
@@ -89,6 +90,7 @@ fn main() -> ExitCode {
             Command::Threads(args) => tools::threads(args),
             Command::Dbslower(args) => tools::dbslower(args),
             Command::Readline(args) => tools::readline(args),
+            Command::Stat(args) => tools::stat(args),
             Command::Bpftrace { args } => bpftrace(args),
             Command::Release { socket } => {
                 if let Ok(fds) = sdt_proc::receive(&socket) {

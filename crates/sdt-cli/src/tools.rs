@@ -16,6 +16,7 @@ mod gc;
 mod objnew;
 mod readline;
 pub mod runtimes;
+mod stat;
 mod threads;
 
 use std::cell::Cell;
@@ -37,6 +38,7 @@ pub use self::gc::{run as gc, GcArgs};
 pub use self::objnew::{run as objnew, ObjnewArgs};
 pub use self::readline::{run as readline, ReadlineArgs};
 use self::runtimes::{Detected, Needs};
+pub use self::stat::{run as stat, StatArgs};
 pub use self::threads::{run as threads, ThreadsArgs};
 use crate::traced::Traced;
 

@@ -554,3 +554,49 @@ fn readline_reports_each_command_of_an_interactive_bash() {
     assert!(lines.iter().all(|l| l["pid"] == lines[0]["pid"]), "{text}");
     assert_ne!(lines[0]["pid"], 0);
 }
+
+/// `stat`, system-wide, as a pipe sees it (one JSON report per
+/// interval): two steady Python workloads, one making 101 calls per
+/// round and the other 21, each collecting once per round, ten rounds a
+/// second at most. Both are reported, with calls per collection close to
+/// 101 and 21.
+#[test]
+fn stat_reports_the_rates_of_two_workloads() {
+    if !available("python") {
+        return;
+    }
+    let script = fixtures().join("steady.py");
+    let start = |calls: &str| {
+        std::process::Command::new("/usr/bin/python3.11")
+            .arg(&script)
+            .arg(calls)
+            .spawn()
+            .unwrap()
+    };
+    let mut workloads = [start("100"), start("20")];
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let out = tool(&["stat", "--json", "-l", "python", "1", "3"]);
+    for w in &mut workloads {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 3, "{text}");
+    let report = last_json(&out);
+    for (workload, per_round) in workloads.iter().zip([101.0, 21.0]) {
+        let pid = workload.id();
+        let row = report["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .unwrap_or_else(|| panic!("no {pid} in {report}"));
+        let gc = row["gc_per_s"].as_f64().unwrap();
+        assert!((5.0..=11.0).contains(&gc), "{row}");
+        let ratio = row["calls_per_s"].as_f64().unwrap() / gc;
+        assert!(
+            (per_round * 0.8..=per_round * 1.2).contains(&ratio),
+            "{ratio} calls per collection: {row}"
+        );
+    }
+}

@@ -25,6 +25,10 @@ pub struct Language {
     pub alloc: Option<Alloc>,
     /// Thread start and stop.
     pub threads: Option<Threads>,
+    /// A class loaded (for `stat`).
+    pub class_load: Option<&'static str>,
+    /// An exception raised (for `stat`).
+    pub exception: Option<&'static str>,
 }
 
 pub struct Calls {
@@ -84,6 +88,8 @@ pub const LANGUAGES: &[Language] = &[
             name: "str(arg0, arg1)",
             id: "arg3",
         }),
+        class_load: Some("class__loaded"),
+        exception: None,
     },
     Language {
         name: "python",
@@ -100,6 +106,8 @@ pub const LANGUAGES: &[Language] = &[
         }),
         alloc: None,
         threads: None,
+        class_load: None,
+        exception: None,
     },
     Language {
         name: "ruby",
@@ -119,6 +127,8 @@ pub const LANGUAGES: &[Language] = &[
             class: "str(arg0)",
         }),
         threads: None,
+        class_load: None,
+        exception: Some("raise"),
     },
     Language {
         name: "php",
@@ -132,6 +142,8 @@ pub const LANGUAGES: &[Language] = &[
         gc: None,
         alloc: None,
         threads: None,
+        class_load: None,
+        exception: Some("exception__thrown"),
     },
 ];
 
