@@ -600,3 +600,26 @@ fn stat_reports_the_rates_of_two_workloads() {
         );
     }
 }
+
+/// `--print-program` prints a program `sdt run` runs as it is: PHP's
+/// calls program, run by hand on the fib workload (with PHP's probes
+/// switched on by hand), gives the same 1,973 calls of fib, once.
+#[test]
+fn the_printed_program_runs_under_sdt_run() {
+    let Some(cmd) = fixture_command("php", "fib", "") else {
+        return;
+    };
+    let program = tool(&["calls", "-l", "php", "--print-program"]);
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tools-calls.bt");
+    std::fs::write(&file, &program.stdout).unwrap();
+    let out = sdt()
+        .env("USE_ZEND_DTRACE", "1")
+        .args(["run", "-q", "-c", &cmd])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let fib: Vec<&str> = text.lines().filter(|l| l.contains(", fib]")).collect();
+    assert_eq!(fib, ["@calls[, fib]: 1973"], "{text}");
+}

@@ -673,4 +673,52 @@ mod tests {
             ("@x[1]: 5\n".into(), "\n\n".into())
         );
     }
+
+    /// A map's name and rows, as a receiver gets them.
+    type PrintedMap = (String, Vec<MapRow>);
+
+    /// Keeps what a [`Receiver`] is given.
+    #[derive(Clone, Default)]
+    struct Kept(Rc<RefCell<Vec<PrintedMap>>>);
+
+    impl Receiver for Kept {
+        fn printf(&mut self, _: u32, _: Vec<Datum>) {}
+        fn map(&mut self, name: &str, rows: Vec<MapRow>) {
+            self.0.borrow_mut().push((name.to_string(), rows));
+        }
+    }
+
+    #[test]
+    fn a_receiver_gets_maps_as_data_and_nothing_is_printed() {
+        let mut program = Program::default();
+        program.maps.push(MapDecl {
+            name: "x".into(),
+            keys: vec![INT64],
+            value: INT64,
+            span: Default::default(),
+        });
+        let compiled = Compiled {
+            maps: Vec::new(),
+            programs: Vec::new(),
+            outputs: Vec::new(),
+            scratch_size: 0,
+        };
+        let (out, kept) = (Sink::default(), Kept::default());
+        let mut runtime = Runtime::new(
+            &program,
+            &compiled,
+            Names::default(),
+            Settings::default(),
+            Box::new(out.clone()),
+        );
+        runtime.set_receiver(Box::new(kept.clone()));
+        runtime.print_all_maps(&OneEntry);
+        runtime.flush();
+        assert_eq!(out.text(), "");
+        let rows = vec![MapRow {
+            keys: vec![Datum::Int(1)],
+            value: Datum::Int(5),
+        }];
+        assert_eq!(*kept.0.borrow(), vec![("@x".to_string(), rows)]);
+    }
 }
