@@ -25,7 +25,7 @@ use std::process::ExitCode;
 use std::rc::Rc;
 
 use clap::Args;
-use sdt_script::check::{CheckOptions, DEFAULT_STRLEN};
+use sdt_script::check::CheckOptions;
 use sdt_script::driver;
 use sdt_script::run::{Runner, Summary};
 use sdt_script::runtime::{Receiver, Settings};
@@ -143,7 +143,14 @@ pub fn prepare(common: &Common, needs: Needs) -> anyhow::Result<Prepared> {
     Ok(Prepared::Runtime { detected, needs })
 }
 
-/// Runs a tool's program: `receiver` gets its output; the run stops at
+/// Bytes kept of each string (NUL included): names of classes and
+/// methods, and Python's file names, which are paths.
+pub const NAME_LEN: u32 = 128;
+/// Bytes kept of a query or a command line.
+pub const TEXT_LEN: u32 = 256;
+
+/// Runs a tool's program, keeping `strlen` bytes of each string:
+/// `receiver` gets its output; the run stops at
 /// Ctrl-C, at the end of the `-p`/`-c` process, or after `stop_after`
 /// reports. Returns the exit status (the command's, with `-c`).
 pub fn execute<'c>(
@@ -152,6 +159,7 @@ pub fn execute<'c>(
     program: &str,
     receiver: Box<dyn Receiver + 'c>,
     reports: Option<(Reports, u64)>,
+    strlen: u32,
 ) -> anyhow::Result<ExitCode> {
     if common.print_program {
         print!("{program}");
@@ -176,7 +184,7 @@ pub fn execute<'c>(
     let options = driver::Options {
         check: CheckOptions {
             params: Vec::new(),
-            strlen: DEFAULT_STRLEN.max(256),
+            strlen,
             allow_unsafe: false,
             internal: false,
         },
@@ -189,7 +197,8 @@ pub fn execute<'c>(
             wake_at: (4 << 20) / 8,
             start_ns: 0,
             cpid: traced.cpid(),
-            map_entries: 65536,
+            // As `sdt run`: a full map is reported, never silent.
+            map_entries: 4096,
             ring_size: 4 << 20,
         },
     };

@@ -21,7 +21,10 @@ use list_common::{assert_no_panic, have, require, sdt};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tools")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/tools")
+        .canonicalize()
+        .unwrap()
 }
 
 /// Whether `language`'s runtime is here to test (after a SKIP, or a

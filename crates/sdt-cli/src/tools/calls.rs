@@ -8,7 +8,9 @@ use clap::Args;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
-use super::{execute, fill, interval_block, prepare, probe_prefix, Common, Prepared, Reports};
+use super::{
+    execute, fill, interval_block, prepare, probe_prefix, Common, Prepared, Reports, NAME_LEN,
+};
 
 const COUNTS: &str = include_str!("calls.bt");
 const LATENCY: &str = include_str!("calls_latency.bt");
@@ -86,6 +88,7 @@ pub fn run(args: CallsArgs) -> anyhow::Result<ExitCode> {
         &program,
         Box::new(table),
         stop,
+        NAME_LEN,
     )
 }
 

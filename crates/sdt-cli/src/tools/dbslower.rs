@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
-use super::{execute, fill, Prepared, Target};
+use super::{execute, fill, Prepared, Target, TEXT_LEN};
 
 const DBSLOWER: &str = include_str!("dbslower.bt");
 
@@ -69,6 +69,7 @@ pub fn run(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
         &program,
         Box::new(table),
         None,
+        TEXT_LEN,
     )
 }
 

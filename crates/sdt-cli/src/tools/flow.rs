@@ -9,7 +9,7 @@ use clap::Args;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
-use super::{execute, fill, prepare, probe_prefix, Common, Prepared};
+use super::{execute, fill, prepare, probe_prefix, Common, Prepared, NAME_LEN};
 
 const FLOW: &str = include_str!("flow.bt");
 
@@ -67,6 +67,7 @@ pub fn run(args: FlowArgs) -> anyhow::Result<ExitCode> {
         &program,
         Box::new(flow),
         None,
+        NAME_LEN,
     )
 }
 

@@ -7,7 +7,7 @@ use clap::Args;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
-use super::{execute, fill, prepare, probe_prefix, Common, Prepared};
+use super::{execute, fill, prepare, probe_prefix, Common, Prepared, NAME_LEN};
 
 const GC: &str = include_str!("gc.bt");
 
@@ -57,6 +57,7 @@ pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
         &program,
         Box::new(table),
         None,
+        NAME_LEN,
     )
 }
 

@@ -12,7 +12,9 @@ use clap::Args;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
-use super::{execute, fill, interval_block, prepare, probe_prefix, Common, Prepared, Reports};
+use super::{
+    execute, fill, interval_block, prepare, probe_prefix, Common, Prepared, Reports, NAME_LEN,
+};
 
 const OBJNEW: &str = include_str!("objnew.bt");
 
@@ -76,6 +78,7 @@ pub fn run(args: ObjnewArgs) -> anyhow::Result<ExitCode> {
         &program,
         Box::new(table),
         stop,
+        NAME_LEN,
     )
 }
 

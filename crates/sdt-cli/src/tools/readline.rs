@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::Args;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
-use super::{execute, fill, Prepared, Target};
+use super::{execute, fill, Prepared, Target, TEXT_LEN};
 
 const READLINE: &str = include_str!("readline.bt");
 
@@ -44,6 +44,7 @@ pub fn run(args: ReadlineArgs) -> anyhow::Result<ExitCode> {
         &program,
         Box::new(table),
         None,
+        TEXT_LEN,
     )
 }
 

@@ -14,7 +14,7 @@ use clap::Args;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::{self, Needs, LANGUAGES};
-use super::{execute, fill, Prepared, Reports, Target};
+use super::{execute, fill, Prepared, Reports, Target, NAME_LEN};
 
 const STAT: &str = include_str!("stat.bt");
 
@@ -127,6 +127,7 @@ pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
         &program,
         Box::new(view),
         stop,
+        NAME_LEN,
     )
 }
 

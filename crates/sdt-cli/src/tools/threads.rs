@@ -8,7 +8,7 @@ use clap::Args;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
-use super::{execute, fill, prepare, probe_prefix, Common, Prepared};
+use super::{execute, fill, prepare, probe_prefix, Common, Prepared, NAME_LEN};
 
 const THREADS: &str = include_str!("threads.bt");
 
@@ -55,6 +55,7 @@ pub fn run(args: ThreadsArgs) -> anyhow::Result<ExitCode> {
         &program,
         Box::new(table),
         None,
+        NAME_LEN,
     )
 }
 
