@@ -104,16 +104,30 @@ pub fn interval_block(interval: Option<u64>, report: &str) -> String {
     }
 }
 
-/// Counts the reports a tool has printed, to stop after `count`.
-#[derive(Clone, Default)]
-pub struct Reports(Rc<Cell<u64>>);
+/// Counts the reports a tool has printed, to stop after `limit` (the
+/// COUNT of `INTERVAL COUNT`): the run stops, and the report END would
+/// add is not printed.
+#[derive(Clone)]
+pub struct Reports {
+    printed: Rc<Cell<u64>>,
+    limit: Option<u64>,
+}
 
 impl Reports {
-    pub fn add(&self) {
-        self.0.set(self.0.get() + 1);
+    pub fn new(limit: Option<u64>) -> Reports {
+        Reports {
+            printed: Rc::new(Cell::new(0)),
+            limit,
+        }
     }
-    pub fn get(&self) -> u64 {
-        self.0.get()
+
+    pub fn add(&self) {
+        self.printed.set(self.printed.get() + 1);
+    }
+
+    /// All the reports asked for are printed.
+    pub fn full(&self) -> bool {
+        self.limit.is_some_and(|n| self.printed.get() >= n)
     }
 }
 
@@ -152,13 +166,13 @@ pub const TEXT_LEN: u32 = 256;
 /// Runs a tool's program, keeping `strlen` bytes of each string:
 /// `receiver` gets its output; the run stops at
 /// Ctrl-C, at the end of the `-p`/`-c` process, or after `stop_after`
-/// reports. Returns the exit status (the command's, with `-c`).
+/// reports (see [`Reports`]). Returns the exit status (the command's, with `-c`).
 pub fn execute<'c>(
     common: &Target,
     prepared: Prepared,
     program: &str,
     receiver: Box<dyn Receiver + 'c>,
-    reports: Option<(Reports, u64)>,
+    reports: Option<Reports>,
     strlen: u32,
 ) -> anyhow::Result<ExitCode> {
     if common.print_program {
@@ -221,7 +235,7 @@ pub fn execute<'c>(
         Box::new(io::sink()),
     )?;
     runner.runtime().set_receiver(receiver);
-    let stop = || reports.as_ref().is_some_and(|(r, n)| r.get() >= *n);
+    let stop = || reports.as_ref().is_some_and(Reports::full);
     let mut no_events = |_: &[u8]| {};
     // On standard error, also with --json: it says when tracing starts.
     let started = |_: &mut Runner<'_>, _: usize| {

@@ -626,3 +626,44 @@ fn the_printed_program_runs_under_sdt_run() {
     let fib: Vec<&str> = text.lines().filter(|l| l.contains(", fib]")).collect();
     assert_eq!(fib, ["@calls[, fib]: 1973"], "{text}");
 }
+
+/// `calls -p PID 1 2` on a running Python (which sets its own profile
+/// function): exactly 2 one-second reports, each with the calls of
+/// `tick` a second of the workload makes (50 per round, at most ten
+/// rounds a second).
+#[test]
+fn calls_on_a_running_process_gives_count_reports() {
+    if !available("python") {
+        return;
+    }
+    let mut workload = std::process::Command::new("/usr/bin/python3.11")
+        .arg(fixtures().join("steady.py"))
+        .arg("50")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pid = workload.id().to_string();
+    let out = sdt()
+        .args(["calls", "--json", "-p", &pid, "1", "2"])
+        .output()
+        .unwrap();
+    let _ = workload.kill();
+    let _ = workload.wait();
+    assert_no_panic(&out);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 2, "{text}");
+    for line in text.lines() {
+        let report: Value = serde_json::from_str(line).unwrap();
+        let tick = method(&report, "tick");
+        let calls = tick[0]["calls"].as_u64().unwrap();
+        assert!(
+            (250..=550).contains(&calls),
+            "{calls} calls of tick: {line}"
+        );
+    }
+}

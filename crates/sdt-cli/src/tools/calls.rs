@@ -72,7 +72,7 @@ pub fn run(args: CallsArgs) -> anyhow::Result<ExitCode> {
             ("INTERVAL", interval_block(args.interval, report)),
         ],
     );
-    let reports = Reports::default();
+    let reports = Reports::new(args.count);
     let table = Table {
         latency: args.latency,
         top: args.top,
@@ -81,7 +81,7 @@ pub fn run(args: CallsArgs) -> anyhow::Result<ExitCode> {
         nsecs: Vec::new(),
         reports: reports.clone(),
     };
-    let stop = args.count.map(|n| (reports, n));
+    let stop = Some(reports);
     execute(
         &args.common.target,
         prepared,
@@ -115,6 +115,9 @@ impl Receiver for Table {
     fn printf(&mut self, _: u32, _: Vec<Datum>) {}
 
     fn map(&mut self, name: &str, rows: Vec<MapRow>) {
+        if self.reports.full() {
+            return;
+        }
         match name {
             "@nsecs" => self.nsecs = rows,
             "@calls" => {

@@ -65,13 +65,13 @@ pub fn run(args: ObjnewArgs) -> anyhow::Result<ExitCode> {
             ),
         ],
     );
-    let reports = Reports::default();
+    let reports = Reports::new(args.count);
     let table = Table {
         top: args.top_count,
         json: args.common.target.json,
         reports: reports.clone(),
     };
-    let stop = args.count.map(|n| (reports, n));
+    let stop = Some(reports);
     execute(
         &args.common.target,
         prepared,
@@ -92,6 +92,9 @@ impl Receiver for Table {
     fn printf(&mut self, _: u32, _: Vec<Datum>) {}
 
     fn map(&mut self, name: &str, rows: Vec<MapRow>) {
+        if self.reports.full() {
+            return;
+        }
         if name == "@objects" {
             self.print(rows);
             self.reports.add();

@@ -112,7 +112,7 @@ pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
             ("REPORT", report),
         ],
     );
-    let reports = Reports::default();
+    let reports = Reports::new(args.count);
     let view = View {
         interval: args.interval,
         json: args.target.json,
@@ -120,7 +120,7 @@ pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
         rows: BTreeMap::new(),
         reports: reports.clone(),
     };
-    let stop = args.count.map(|n| (reports, n));
+    let stop = Some(reports);
     execute(
         &args.target,
         Prepared::Program(first),
@@ -147,6 +147,9 @@ impl Receiver for View {
     fn printf(&mut self, _: u32, _: Vec<Datum>) {}
 
     fn map(&mut self, name: &str, rows: Vec<MapRow>) {
+        if self.reports.full() {
+            return;
+        }
         let Some(column) = KINDS.iter().position(|(k, _)| *k == name) else {
             return;
         };
