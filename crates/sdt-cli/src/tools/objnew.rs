@@ -45,7 +45,7 @@ pub struct ObjnewArgs {
 }
 
 pub fn run(args: ObjnewArgs) -> anyhow::Result<ExitCode> {
-    let prepared = prepare(&args.common, Needs::MethodProbes)?;
+    let prepared = prepare(&args.common, Needs::Allocations)?;
     let Prepared::Runtime { detected, .. } = &prepared else {
         unreachable!("a language tool traces a runtime");
     };

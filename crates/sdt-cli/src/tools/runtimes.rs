@@ -157,9 +157,11 @@ pub fn language(name: &str) -> anyhow::Result<&'static Language> {
 /// Which probes a tool uses, for what must be switched on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Needs {
-    /// Method entry and return, or allocations: off by default in every
-    /// runtime.
+    /// Method entry and return: off by default in every runtime.
     MethodProbes,
+    /// Allocations: off by default in Java (Ruby's `object__create`
+    /// always fires).
+    Allocations,
     /// Probes that fire on their own (collections, threads).
     Plain,
 }
@@ -364,7 +366,7 @@ pub fn switch_on(language: &Language, needs: Needs) -> anyhow::Result<Switched> 
     let mut files = None;
     match (language.name, needs) {
         ("php", _) => std::env::set_var("USE_ZEND_DTRACE", "1"),
-        ("java", Needs::MethodProbes) => {
+        ("java", Needs::MethodProbes | Needs::Allocations) => {
             append("JAVA_TOOL_OPTIONS", "-XX:+ExtendedDTraceProbes", " ")
         }
         ("python", Needs::MethodProbes) => {
@@ -402,7 +404,7 @@ pub fn advice(language: &Language, needs: Needs, pid: Option<i32>) -> Option<Str
     };
     let seen = |needle: &str| pid.is_some_and(|p| environ(p).contains(needle));
     match (language.name, needs) {
-        ("java", Needs::MethodProbes) if !seen("ExtendedDTraceProbes") => Some(
+        ("java", Needs::MethodProbes | Needs::Allocations) if !seen("ExtendedDTraceProbes") => Some(
             "Java fires method and allocation probes only when started with -XX:+ExtendedDTraceProbes (or JAVA_TOOL_OPTIONS=-XX:+ExtendedDTraceProbes); the flag cannot be set in a running JVM".into(),
         ),
         ("php", _) if !seen("USE_ZEND_DTRACE=1") => Some(
