@@ -667,3 +667,38 @@ fn calls_on_a_running_process_gives_count_reports() {
         );
     }
 }
+
+/// A count is never silently short: 5,000 distinct Python functions
+/// overflow `calls`' map (4,096 entries), and the updates it dropped are
+/// reported, on standard error and in the JSON, enough of them to account
+/// for every function the report misses.
+#[test]
+fn calls_that_do_not_fit_are_reported_as_lost() {
+    let Some(cmd) = fixture_command("python", "many", "5000") else {
+        return;
+    };
+    let out = tool(&["calls", "--json", "-c", &cmd]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let report: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let lost: Value = serde_json::from_str(lines.next().expect("a loss record")).unwrap();
+    let message = lost["lost"][0].as_str().unwrap();
+    assert!(
+        message.ends_with("updates of @calls dropped because it was full"),
+        "{message}"
+    );
+    let dropped: u64 = message.split(' ').next().unwrap().parse().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(message), "{stderr}");
+    let counted = report["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["method"].as_str().unwrap().starts_with("function_"))
+        .count() as u64;
+    assert!(counted < 5000, "{counted}");
+    assert!(
+        counted + dropped >= 5000,
+        "{counted} counted, {dropped} dropped"
+    );
+}
