@@ -34,7 +34,8 @@ mod traced;
         sdt list -v -p 1234                     every probe a process maps, in detail\n  \
         sdt trace -c 'python3.11 app.py' -s 1 python:function__entry\n  \
         sdt trace -p 1234 'postgresql:query__*'\n  \
-        sdt run -e 'usdt::python:function__entry { @[str(arg1)] = count(); }' -c 'python3.11 app.py'\n\n\
+        sdt run -e 'usdt::python:function__entry { @[str(arg1)] = count(); }' -c 'python3.11 app.py'\n  \
+        sdt calls -L -c 'python3.11 app.py'      the language tools: calls, flow, gc, objnew, threads, stat\n\n\
         Run `sdt help list`, `sdt help trace` or `sdt help run` for more."
 )]
 struct Cli {
