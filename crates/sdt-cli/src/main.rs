@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand};
 
 mod list;
 mod run;
+mod tools;
 mod trace;
 mod traced;
 
@@ -33,7 +34,8 @@ mod traced;
         sdt list -v -p 1234                     every probe a process maps, in detail\n  \
         sdt trace -c 'python3.11 app.py' -s 1 python:function__entry\n  \
         sdt trace -p 1234 'postgresql:query__*'\n  \
-        sdt run -e 'usdt::python:function__entry { @[str(arg1)] = count(); }' -c 'python3.11 app.py'\n\n\
+        sdt run -e 'usdt::python:function__entry { @[str(arg1)] = count(); }' -c 'python3.11 app.py'\n  \
+        sdt calls -L -c 'python3.11 app.py'      the language tools: calls, flow, gc, objnew, threads, stat\n\n\
         Run `sdt help list`, `sdt help trace` or `sdt help run` for more."
 )]
 struct Cli {
@@ -46,6 +48,14 @@ enum Command {
     List(list::ListArgs),
     Trace(trace::TraceArgs),
     Run(run::RunArgs),
+    Calls(tools::CallsArgs),
+    Flow(tools::FlowArgs),
+    Gc(tools::GcArgs),
+    Objnew(tools::ObjnewArgs),
+    Threads(tools::ThreadsArgs),
+    Dbslower(tools::DbslowerArgs),
+    Readline(tools::ReadlineArgs),
+    Stat(tools::StatArgs),
     /// Closes probes handed over by an sdt that has exited (internal).
     #[command(name = "__release", hide = true)]
     Release {
@@ -74,6 +84,14 @@ fn main() -> ExitCode {
             Command::List(args) => list::run(args),
             Command::Trace(args) => trace::run(args),
             Command::Run(args) => run::run(args, run::Mode::Sdt),
+            Command::Calls(args) => tools::calls(args),
+            Command::Flow(args) => tools::flow(args),
+            Command::Gc(args) => tools::gc(args),
+            Command::Objnew(args) => tools::objnew(args),
+            Command::Threads(args) => tools::threads(args),
+            Command::Dbslower(args) => tools::dbslower(args),
+            Command::Readline(args) => tools::readline(args),
+            Command::Stat(args) => tools::stat(args),
             Command::Bpftrace { args } => bpftrace(args),
             Command::Release { socket } => {
                 if let Ok(fds) = sdt_proc::receive(&socket) {

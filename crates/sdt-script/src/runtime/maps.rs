@@ -526,5 +526,88 @@ pub fn print_json(
     ))
 }
 
+/// A value handed to a program's [`Receiver`](super::Receiver) instead of
+/// being printed: a number, or text.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Datum {
+    Int(i128),
+    Text(String),
+}
+
+impl Datum {
+    /// The number, or 0 for text.
+    pub fn int(&self) -> i128 {
+        match self {
+            Datum::Int(v) => *v,
+            Datum::Text(_) => 0,
+        }
+    }
+
+    /// The text, or the number written out.
+    pub fn text(&self) -> String {
+        match self {
+            Datum::Int(v) => v.to_string(),
+            Datum::Text(t) => t.clone(),
+        }
+    }
+}
+
+/// A decoded value as a [`Datum`]: integers as numbers, strings as their
+/// bytes before the NUL, anything else as it would print.
+pub fn datum(value: &Value<'_>, context: Context, env: &mut dyn Env) -> Datum {
+    match value {
+        Value::Int {
+            value,
+            signed: true,
+        } => Datum::Int(i128::from(*value as i64)),
+        Value::Int {
+            value,
+            signed: false,
+        } => Datum::Int(i128::from(*value)),
+        Value::Str(bytes) => Datum::Text(super::value::raw_text(bytes)),
+        other => Datum::Text(text(other, context, env)),
+    }
+}
+
+/// One map entry as data: each part of its key, and its merged value
+/// (a histogram gives its total count, `stats()` its average).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapRow {
+    pub keys: Vec<Datum>,
+    pub value: Datum,
+}
+
+/// Every entry of a map as data, in the order `print` shows them.
+pub fn map_rows(decl: &MapDecl, entries: Vec<Entry>, env: &mut dyn Env) -> Vec<MapRow> {
+    let registry = env.registry().clone();
+    let mut rows = rows(decl, entries, &registry);
+    sort(decl, &mut rows, &registry);
+    let offsets = decl.key_offsets(&registry);
+    rows.into_iter()
+        .map(|row| {
+            let keys = decl
+                .keys
+                .iter()
+                .zip(&offsets)
+                .map(|(ty, at)| {
+                    let v = decode(
+                        ty,
+                        row.key.get(*at as usize..).unwrap_or_default(),
+                        &registry,
+                    );
+                    datum(&v, Context::Key, env)
+                })
+                .collect();
+            let value = match row.value {
+                Merged::Plain(bytes) => {
+                    datum(&decode(&decl.value, &bytes, &registry), Context::Value, env)
+                }
+                merged => Datum::Int(merged.sort_key().unwrap_or(0)),
+            };
+            MapRow { keys, value }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;

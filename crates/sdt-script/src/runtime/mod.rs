@@ -14,7 +14,7 @@ pub mod value;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-pub use self::maps::{print_json, print_text, unit_label, Entry};
+pub use self::maps::{datum, map_rows, print_json, print_text, unit_label, Datum, Entry, MapRow};
 pub use self::symbols::Symbols;
 use self::value::{decode, json_string, text, Context, Env, Symbol, Value};
 use crate::codegen::Compiled;
@@ -70,8 +70,21 @@ pub enum Separator<'p> {
     To(Box<dyn Write + 'p>),
 }
 
+/// Takes a program's output as data instead of text: the tools of
+/// `sdt` (calls, flow, ...) lay out their own tables and JSON from it.
+/// With a receiver set, `printf` and `print(@map)` go to it and nothing
+/// else is written for them.
+pub trait Receiver {
+    /// A `printf`: its format's index in the program and its arguments.
+    fn printf(&mut self, format: u32, args: Vec<Datum>);
+    /// A `print(@map)`, or a map printed when the program ends: its name
+    /// (`@calls`) and its entries, in `print`'s order.
+    fn map(&mut self, name: &str, rows: Vec<MapRow>);
+}
+
 /// Handles records and prints maps.
 pub struct Runtime<'p> {
+    receiver: Option<Box<dyn Receiver + 'p>>,
     program: &'p Program,
     compiled: &'p Compiled,
     names: Names,
@@ -95,6 +108,7 @@ impl<'p> Runtime<'p> {
         out: Box<dyn Write + 'p>,
     ) -> Runtime<'p> {
         Runtime {
+            receiver: None,
             program,
             compiled,
             names,
@@ -108,6 +122,12 @@ impl<'p> Runtime<'p> {
         }
     }
 
+    /// Sends `printf` and map output to `receiver` as data; see
+    /// [`Receiver`].
+    pub fn set_receiver(&mut self, receiver: Box<dyn Receiver + 'p>) {
+        self.receiver = Some(receiver);
+    }
+
     /// Says where the newlines before the maps at the end go; see
     /// [`Separator`].
     pub fn set_separator(&mut self, separator: Separator<'p>) {
@@ -118,7 +138,7 @@ impl<'p> Runtime<'p> {
     /// [`Runtime::set_separator`] said. [`Runtime::print_all_maps`] calls
     /// it; a program without maps calls it alone.
     pub fn print_separator(&mut self) {
-        if self.settings.json {
+        if self.settings.json || self.receiver.is_some() {
             return;
         }
         match &mut self.separator {
@@ -198,6 +218,12 @@ impl<'p> Runtime<'p> {
             return Action::Continue;
         };
         match *info {
+            OutputInfo::Printf { format, ref fields } if self.receiver.is_some() => {
+                let args = self.printf_data(fields, record, maps);
+                if let Some(receiver) = &mut self.receiver {
+                    receiver.printf(format, args);
+                }
+            }
             OutputInfo::Printf { format, ref fields } => {
                 let text = self.render_format(format, fields, record, maps);
                 if self.settings.json {
@@ -286,6 +312,24 @@ impl<'p> Runtime<'p> {
             OutputInfo::Event { .. } => {}
         }
         Action::Continue
+    }
+
+    /// The arguments of a `printf` record as data.
+    fn printf_data(&mut self, fields: &[Field], record: &[u8], maps: &dyn Maps) -> Vec<Datum> {
+        let program = self.program;
+        let registry = &program.registry;
+        let mut env = self.env(maps);
+        fields
+            .iter()
+            .map(|f| {
+                let v = decode(
+                    &f.ty,
+                    record.get(f.offset as usize..).unwrap_or_default(),
+                    registry,
+                );
+                datum(&v, Context::Printf, &mut env)
+            })
+            .collect()
     }
 
     /// Formats a `printf`, `system` or `cat` record.
@@ -399,6 +443,14 @@ impl<'p> Runtime<'p> {
                 return;
             }
         };
+        if self.receiver.is_some() {
+            let mut env = self.env(maps);
+            let rows = map_rows(decl, entries, &mut env);
+            if let Some(receiver) = &mut self.receiver {
+                receiver.map(&decl.display_name(), rows);
+            }
+            return;
+        }
         let json = self.settings.json;
         let mut env = self.env(maps);
         let text = if json {
@@ -621,5 +673,53 @@ mod tests {
             end(false, Some(|s| Separator::To(Box::new(s)))),
             ("@x[1]: 5\n".into(), "\n\n".into())
         );
+    }
+
+    /// A map's name and rows, as a receiver gets them.
+    type PrintedMap = (String, Vec<MapRow>);
+
+    /// Keeps what a [`Receiver`] is given.
+    #[derive(Clone, Default)]
+    struct Kept(Rc<RefCell<Vec<PrintedMap>>>);
+
+    impl Receiver for Kept {
+        fn printf(&mut self, _: u32, _: Vec<Datum>) {}
+        fn map(&mut self, name: &str, rows: Vec<MapRow>) {
+            self.0.borrow_mut().push((name.to_string(), rows));
+        }
+    }
+
+    #[test]
+    fn a_receiver_gets_maps_as_data_and_nothing_is_printed() {
+        let mut program = Program::default();
+        program.maps.push(MapDecl {
+            name: "x".into(),
+            keys: vec![INT64],
+            value: INT64,
+            span: Default::default(),
+        });
+        let compiled = Compiled {
+            maps: Vec::new(),
+            programs: Vec::new(),
+            outputs: Vec::new(),
+            scratch_size: 0,
+        };
+        let (out, kept) = (Sink::default(), Kept::default());
+        let mut runtime = Runtime::new(
+            &program,
+            &compiled,
+            Names::default(),
+            Settings::default(),
+            Box::new(out.clone()),
+        );
+        runtime.set_receiver(Box::new(kept.clone()));
+        runtime.print_all_maps(&OneEntry);
+        runtime.flush();
+        assert_eq!(out.text(), "");
+        let rows = vec![MapRow {
+            keys: vec![Datum::Int(1)],
+            value: Datum::Int(5),
+        }];
+        assert_eq!(*kept.0.borrow(), vec![("@x".to_string(), rows)]);
     }
 }

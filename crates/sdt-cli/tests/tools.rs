@@ -1,0 +1,704 @@
+//! The language tools on the real runtimes: exact call counts of a known
+//! workload (`tests/fixtures/tools`: fib(15) is 1,973 calls of `fib`, and
+//! `nap` sleeps 1 s once) for Java, Python, Ruby and PHP, and the
+//! sleeping method on top of `calls -L` with its time within 20%
+//! (1 s: long enough to stay above fib, whose inclusive times add up
+//! once per level of recursion); the exact `flow` tree of a fixed call
+//! tree; N forced collections seen by `gc`; exact allocation counts;
+//! named Java threads; slow PostgreSQL queries; an interactive bash's
+//! commands.
+//!
+//! These attach real probes, so they need root (or CAP_BPF and
+//! CAP_PERFMON). With `CI=true` a missing privilege or runtime fails the
+//! test; elsewhere the test prints a loud SKIP.
+
+mod list_common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use list_common::{assert_no_panic, have, require, sdt};
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/tools")
+        .canonicalize()
+        .unwrap()
+}
+
+/// Whether `language`'s runtime is here to test (after a SKIP, or a
+/// failure in CI, when it is not).
+fn available(language: &str) -> bool {
+    if !sdt_testing::require_root() {
+        return false;
+    }
+    let ok = |path: &str, what: &str| require(Path::new(path).exists(), what);
+    match language {
+        "python" => ok("/usr/bin/python3.11", "Debian's python3.11"),
+        "ruby" => require(have("ruby"), "ruby (Debian's package)"),
+        "php" => ok("/usr/bin/php8.2", "php8.2-cli"),
+        "java" => ok(&format!("{JAVA_HOME}/bin/javac"), "OpenJDK 17's javac"),
+        _ => unreachable!(),
+    }
+}
+
+const JAVA_HOME: &str = "/usr/lib/jvm/java-17-openjdk-amd64";
+
+/// The command that runs `language`'s fixture `name` (`Tree.java` for
+/// Java's `tree`) with `args`, or `None` when the runtime is missing.
+fn fixture_command(language: &str, name: &str, args: &str) -> Option<String> {
+    if !available(language) {
+        return None;
+    }
+    let dir = fixtures();
+    Some(match language {
+        "python" => format!("/usr/bin/python3.11 {}/{name}.py {args}", dir.display()),
+        // Without RubyGems, Ruby starts without collecting.
+        "ruby" => format!("ruby --disable-gems {}/{name}.rb {args}", dir.display()),
+        "php" => format!("/usr/bin/php8.2 {}/{name}.php {args}", dir.display()),
+        "java" => {
+            let class = format!("{}{}", name[..1].to_uppercase(), &name[1..]);
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tools-java");
+            let status = std::process::Command::new(format!("{JAVA_HOME}/bin/javac"))
+                .arg("-d")
+                .arg(&out)
+                .arg(dir.join(format!("{class}.java")))
+                .status()
+                .expect("run javac");
+            assert!(status.success(), "javac {class}.java");
+            format!("{JAVA_HOME}/bin/java -cp {} {class} {args}", out.display())
+        }
+        _ => unreachable!(),
+    })
+}
+
+fn tool(args: &[&str]) -> Output {
+    let out = sdt().args(args).output().expect("run sdt");
+    assert_no_panic(&out);
+    assert!(
+        out.status.success(),
+        "sdt {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The last JSON report of a tool.
+fn last_json(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_else(|| {
+        panic!(
+            "no output; stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+/// The methods of a `calls` report whose name is `method`.
+fn method<'a>(report: &'a Value, name: &str) -> Vec<&'a Value> {
+    report["methods"]
+        .as_array()
+        .expect("methods")
+        .iter()
+        .filter(|m| m["method"] == name)
+        .collect()
+}
+
+fn exact_counts(language: &str) {
+    let Some(cmd) = fixture_command(language, "fib", "") else {
+        return;
+    };
+    let out = tool(&["calls", "--json", "-c", &cmd]);
+    let report = last_json(&out);
+    let fib = method(&report, "fib");
+    assert_eq!(fib.len(), 1, "one fib in {report}");
+    assert_eq!(
+        fib[0]["calls"], 1973,
+        "{language}: calls of fib in {report}"
+    );
+    assert_eq!(method(&report, "nap")[0]["calls"], 1, "{report}");
+}
+
+/// `calls -L`: `nap` (1 s) is the slowest method but for the one
+/// that runs the whole program (`main`, Python's `<module>`), whose time
+/// includes it.
+fn latency(language: &str) {
+    let Some(cmd) = fixture_command(language, "fib", "") else {
+        return;
+    };
+    let out = tool(&["calls", "-L", "--json", "-c", &cmd]);
+    let report = last_json(&out);
+    let methods: Vec<&Value> = report["methods"]
+        .as_array()
+        .expect("methods")
+        .iter()
+        .filter(|m| m["method"] != "main" && m["method"] != "<module>")
+        .collect();
+    let top: Vec<_> = methods.iter().take(5).collect();
+    assert_eq!(
+        methods[0]["method"], "nap",
+        "{language}: the top 5: {top:?}"
+    );
+    let ms = methods[0]["total_ns"].as_u64().unwrap() as f64 / 1e6;
+    assert!(
+        (800.0..=1200.0).contains(&ms),
+        "{language}: nap took {ms} ms"
+    );
+    let fib = method(&report, "fib");
+    assert_eq!(fib[0]["calls"], 1973, "{language}: {report}");
+}
+
+#[test]
+fn python_calls_are_counted_exactly() {
+    exact_counts("python");
+}
+
+#[test]
+fn ruby_calls_are_counted_exactly() {
+    exact_counts("ruby");
+}
+
+#[test]
+fn php_calls_are_counted_exactly() {
+    exact_counts("php");
+}
+
+#[test]
+fn java_calls_are_counted_exactly() {
+    exact_counts("java");
+}
+
+#[test]
+fn python_latency_puts_the_sleeper_on_top() {
+    latency("python");
+}
+
+#[test]
+fn ruby_latency_puts_the_sleeper_on_top() {
+    latency("ruby");
+}
+
+#[test]
+fn php_latency_puts_the_sleeper_on_top() {
+    latency("php");
+}
+
+#[test]
+fn java_latency_puts_the_sleeper_on_top() {
+    latency("java");
+}
+
+/// A runtime without probes is refused in one line: Debian's python3.11
+/// with its probe notes removed (objcopy) stands in for a build without
+/// `--with-dtrace`.
+#[test]
+fn a_runtime_without_probes_is_refused_in_one_line() {
+    if !require(
+        Path::new("/usr/bin/python3.11").exists(),
+        "Debian's python3.11",
+    ) || !require(have("objcopy"), "objcopy (binutils)")
+    {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tools-no-probes");
+    std::fs::create_dir_all(&dir).unwrap();
+    let python = dir.join("python3.11");
+    let status = std::process::Command::new("objcopy")
+        .args(["--remove-section", ".note.stapsdt", "/usr/bin/python3.11"])
+        .arg(&python)
+        .status()
+        .unwrap();
+    assert!(status.success(), "objcopy");
+    let out = sdt()
+        .args(["calls", "-c", &format!("{} -c pass", python.display())])
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("built without USDT probes"), "{stderr}");
+}
+
+/// `flow -M tree_` on the fixed call tree gives exactly this, indentation
+/// included (the METHOD column, after PID, TID and TIME).
+fn exact_tree(language: &str, class: &str) {
+    let Some(cmd) = fixture_command(language, "tree", "") else {
+        return;
+    };
+    let class = class.replace("DIR", &fixtures().display().to_string());
+    let out = tool(&["flow", "-M", "tree_", "-c", &cmd]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let methods: Vec<&str> = text.lines().skip(1).map(|l| &l[29..]).collect();
+    let expected: Vec<String> = [
+        "-> tree_top",
+        "  -> tree_middle",
+        "    -> tree_leaf",
+        "    <- tree_leaf",
+        "    -> tree_leaf",
+        "    <- tree_leaf",
+        "  <- tree_middle",
+        "  -> tree_leaf",
+        "  <- tree_leaf",
+        "<- tree_top",
+    ]
+    .iter()
+    .map(|l| {
+        l.replace("> ", &format!("> {class}"))
+            .replace("<- ", &format!("<- {class}"))
+    })
+    .collect();
+    assert_eq!(methods, expected, "{language}:\n{text}");
+    assert!(text.lines().next().unwrap().ends_with("METHOD"), "{text}");
+}
+
+#[test]
+fn python_flow_is_the_exact_tree() {
+    exact_tree("python", "DIR/tree.py.");
+}
+
+#[test]
+fn ruby_flow_is_the_exact_tree() {
+    exact_tree("ruby", "Object.");
+}
+
+#[test]
+fn php_flow_is_the_exact_tree() {
+    exact_tree("php", "");
+}
+
+#[test]
+fn java_flow_is_the_exact_tree() {
+    exact_tree("java", "Tree.");
+}
+
+/// The collections `gc --json` reports while `name` forces `n`.
+fn collections(language: &str, name: &str, n: u32) -> Option<usize> {
+    let cmd = fixture_command(language, name, &n.to_string())?;
+    let out = tool(&["gc", "--json", "-c", &cmd]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in text.lines() {
+        let event: Value = serde_json::from_str(line).expect("JSON");
+        assert!(event["duration_ns"].as_u64().unwrap() > 0, "{line}");
+    }
+    Some(text.lines().count())
+}
+
+#[test]
+fn java_system_gc_gives_one_collection_each() {
+    if let Some(count) = collections("java", "collect", 7) {
+        assert_eq!(count, 7);
+    }
+}
+
+#[test]
+fn ruby_gc_start_gives_one_collection_each() {
+    if let Some(count) = collections("ruby", "collect", 7) {
+        assert_eq!(count, 7);
+    }
+}
+
+/// CPython collects on its own while it starts and when it ends (the
+/// same number of times on every run): 7 `gc.collect()` calls give
+/// exactly 7 more collections than none.
+#[test]
+fn python_gc_collect_gives_one_collection_each() {
+    let (Some(none), Some(seven)) = (
+        collections("python", "collect", 0),
+        collections("python", "collect", 7),
+    ) else {
+        return;
+    };
+    assert_eq!(seven - none, 7, "{none} collections without gc.collect()");
+}
+
+/// The rows of `objnew --json` for class `class` while `name` allocates
+/// `n` objects of `Foo`.
+fn allocations(language: &str, class: &str, n: u32) {
+    let Some(cmd) = fixture_command(language, "alloc", &n.to_string()) else {
+        return;
+    };
+    let out = tool(&["objnew", "--json", "-c", &cmd]);
+    let report = last_json(&out);
+    let rows: Vec<&Value> = report["classes"]
+        .as_array()
+        .expect("classes")
+        .iter()
+        .filter(|c| c["class"] == class)
+        .collect();
+    assert_eq!(rows.len(), 1, "{language}: {report}");
+    assert_eq!(rows[0]["objects"], n, "{language}: {report}");
+}
+
+#[test]
+fn java_allocations_of_foo_are_counted_exactly() {
+    allocations("java", "Alloc$Foo", 1000);
+}
+
+#[test]
+fn ruby_allocations_of_foo_are_counted_exactly() {
+    allocations("ruby", "Foo", 1000);
+}
+
+/// `threads`: 5 Java threads named worker-0 to worker-4 each start and
+/// stop once, with their names and thread ids.
+#[test]
+fn java_threads_are_reported_with_their_names() {
+    let Some(cmd) = fixture_command("java", "threads", "5") else {
+        return;
+    };
+    let out = tool(&["threads", "--json", "-c", &cmd]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let events: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .filter(|e: &Value| e["name"].as_str().unwrap().starts_with("worker-"))
+        .collect();
+    for i in 0..5 {
+        let name = format!("worker-{i}");
+        let mine: Vec<&Value> = events.iter().filter(|e| e["name"] == *name).collect();
+        let kinds: Vec<&str> = mine.iter().map(|e| e["event"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["start", "stop"], "{name}:\n{text}");
+        assert_eq!(mine[0]["tid"], mine[1]["tid"], "{name}:\n{text}");
+        assert_ne!(mine[0]["tid"], mine[0]["pid"], "{name}:\n{text}");
+    }
+    assert_eq!(events.len(), 10, "{text}");
+}
+
+/// Runs `sdt ARGS` until `ready` has been done after it attached and
+/// `work` has run, then stops it with SIGINT and returns its output.
+fn traced_while(args: &[&str], work: impl FnOnce()) -> Output {
+    let mut child = sdt()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run sdt");
+    // The tool says `Tracing ...` once its probes are attached.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    assert!(first.starts_with("Tracing"), "sdt {args:?}: {first}");
+    work();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let mut out = child.wait_with_output().unwrap();
+    std::io::Read::read_to_end(&mut stderr, &mut out.stderr).unwrap();
+    assert_no_panic(&out);
+    assert!(
+        out.status.success(),
+        "sdt {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A PostgreSQL 15 cluster in a temporary directory, on a Unix socket
+/// only, run by the `postgres` user; stopped when dropped.
+struct Cluster {
+    dir: PathBuf,
+}
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+impl Cluster {
+    fn start() -> Cluster {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tools-postgres");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let status = std::process::Command::new("chown")
+            .args(["postgres:postgres"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let data = dir.join("data");
+        let as_postgres = |program: &str, args: &[&str]| {
+            let out = std::process::Command::new("runuser")
+                .args(["-u", "postgres", "--", &format!("{PG_BIN}/{program}")])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{program}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let data_arg = data.to_str().unwrap();
+        as_postgres("initdb", &["-D", data_arg, "-A", "trust", "-U", "postgres"]);
+        let options = format!("-k {} -c listen_addresses=''", dir.display());
+        let log = dir.join("log");
+        as_postgres(
+            "pg_ctl",
+            &[
+                "-D",
+                data_arg,
+                "-o",
+                &options,
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "start",
+            ],
+        );
+        Cluster { dir }
+    }
+
+    /// The postmaster's PID.
+    fn pid(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("data/postmaster.pid")).unwrap();
+        text.lines().next().unwrap().to_string()
+    }
+
+    /// Runs SQL through psql on the socket.
+    fn psql(&self, sql: &str) {
+        let mut child = std::process::Command::new("runuser")
+            .args(["-u", "postgres", "--", "psql", "-q", "-X", "-h"])
+            .arg(&self.dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), sql.as_bytes()).unwrap();
+        drop(child.stdin.take());
+        assert!(child.wait().unwrap().success(), "psql");
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("runuser")
+            .args(["-u", "postgres", "--", &format!("{PG_BIN}/pg_ctl"), "-D"])
+            .arg(self.dir.join("data"))
+            .args(["-m", "immediate", "stop"])
+            .output();
+    }
+}
+
+/// `dbslower -m 100`: of 50 fast queries and 3 `pg_sleep(0.3)`, exactly
+/// the 3 slow ones, with their text and about 300 ms each.
+#[test]
+fn dbslower_reports_exactly_the_slow_queries() {
+    if !sdt_testing::require_root()
+        || !require(Path::new(PG_BIN).join("postgres").exists(), "PostgreSQL 15")
+        || !require(have("runuser"), "runuser (util-linux)")
+    {
+        return;
+    }
+    let cluster = Cluster::start();
+    let pid = cluster.pid();
+    let mut sql = String::new();
+    for i in 1..=50 {
+        sql.push_str(&format!("SELECT {i};\n"));
+        if i % 16 == 0 {
+            sql.push_str("SELECT pg_sleep(0.3);\n");
+        }
+    }
+    let out = traced_while(&["dbslower", "--json", "-m", "100", "-p", &pid], || {
+        cluster.psql(&sql)
+    });
+    let text = String::from_utf8_lossy(&out.stdout);
+    let queries: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(queries.len(), 3, "{text}");
+    for q in &queries {
+        assert_eq!(q["query"], "SELECT pg_sleep(0.3);", "{text}");
+        let ms = q["duration_ns"].as_u64().unwrap() as f64 / 1e6;
+        assert!((300.0..=400.0).contains(&ms), "{ms} ms: {text}");
+    }
+}
+
+/// `readline`: an interactive bash on a pseudo-terminal (`script`) reads
+/// 4 commands; each is reported, in order, with the shell's PID.
+#[test]
+fn readline_reports_each_command_of_an_interactive_bash() {
+    if !sdt_testing::require_root() || !require(have("script"), "script (util-linux)") {
+        return;
+    }
+    let commands = ["echo one", "true two", "echo three | cat", "exit"];
+    let input = commands.join("\n") + "\n";
+    let out = sdt()
+        .args([
+            "readline",
+            "--json",
+            "-c",
+            "sh -c \"script -q -c 'bash --norc --noprofile -i' /dev/null > /dev/null\"",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            // The lines wait in the terminal until bash reads them.
+            std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes())?;
+            drop(child.stdin.take());
+            child.wait_with_output()
+        })
+        .expect("run sdt");
+    assert_no_panic(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let read: Vec<&str> = lines
+        .iter()
+        .map(|l| l["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(read, commands, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(lines.iter().all(|l| l["pid"] == lines[0]["pid"]), "{text}");
+    assert_ne!(lines[0]["pid"], 0);
+}
+
+/// `stat`, system-wide, as a pipe sees it (one JSON report per
+/// interval): two steady Python workloads, one making 101 calls per
+/// round and the other 21, each collecting once per round, ten rounds a
+/// second at most. Both are reported, with calls per collection close to
+/// 101 and 21.
+#[test]
+fn stat_reports_the_rates_of_two_workloads() {
+    if !available("python") {
+        return;
+    }
+    let script = fixtures().join("steady.py");
+    let start = |calls: &str| {
+        std::process::Command::new("/usr/bin/python3.11")
+            .arg(&script)
+            .arg(calls)
+            .spawn()
+            .unwrap()
+    };
+    let mut workloads = [start("100"), start("20")];
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let out = tool(&["stat", "--json", "-l", "python", "1", "3"]);
+    for w in &mut workloads {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 3, "{text}");
+    let report = last_json(&out);
+    for (workload, per_round) in workloads.iter().zip([101.0, 21.0]) {
+        let pid = workload.id();
+        let row = report["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .unwrap_or_else(|| panic!("no {pid} in {report}"));
+        let gc = row["gc_per_s"].as_f64().unwrap();
+        assert!((5.0..=11.0).contains(&gc), "{row}");
+        let ratio = row["calls_per_s"].as_f64().unwrap() / gc;
+        assert!(
+            (per_round * 0.8..=per_round * 1.2).contains(&ratio),
+            "{ratio} calls per collection: {row}"
+        );
+    }
+}
+
+/// `--print-program` prints a program `sdt run` runs as it is: PHP's
+/// calls program, run by hand on the fib workload (with PHP's probes
+/// switched on by hand), gives the same 1,973 calls of fib, once.
+#[test]
+fn the_printed_program_runs_under_sdt_run() {
+    let Some(cmd) = fixture_command("php", "fib", "") else {
+        return;
+    };
+    let program = tool(&["calls", "-l", "php", "--print-program"]);
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tools-calls.bt");
+    std::fs::write(&file, &program.stdout).unwrap();
+    let out = sdt()
+        .env("USE_ZEND_DTRACE", "1")
+        .args(["run", "-q", "-c", &cmd])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let fib: Vec<&str> = text.lines().filter(|l| l.contains(", fib]")).collect();
+    assert_eq!(fib, ["@calls[, fib]: 1973"], "{text}");
+}
+
+/// `calls -p PID 1 2` on a running Python (which sets its own profile
+/// function): exactly 2 one-second reports, each with the calls of
+/// `tick` a second of the workload makes (50 per round, at most ten
+/// rounds a second).
+#[test]
+fn calls_on_a_running_process_gives_count_reports() {
+    if !available("python") {
+        return;
+    }
+    let mut workload = std::process::Command::new("/usr/bin/python3.11")
+        .arg(fixtures().join("steady.py"))
+        .arg("50")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pid = workload.id().to_string();
+    let out = sdt()
+        .args(["calls", "--json", "-p", &pid, "1", "2"])
+        .output()
+        .unwrap();
+    let _ = workload.kill();
+    let _ = workload.wait();
+    assert_no_panic(&out);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 2, "{text}");
+    for line in text.lines() {
+        let report: Value = serde_json::from_str(line).unwrap();
+        let tick = method(&report, "tick");
+        let calls = tick[0]["calls"].as_u64().unwrap();
+        assert!(
+            (250..=550).contains(&calls),
+            "{calls} calls of tick: {line}"
+        );
+    }
+}
+
+/// A count is never silently short: 5,000 distinct Python functions
+/// overflow `calls`' map (4,096 entries), and the updates it dropped are
+/// reported, on standard error and in the JSON, enough of them to account
+/// for every function the report misses.
+#[test]
+fn calls_that_do_not_fit_are_reported_as_lost() {
+    let Some(cmd) = fixture_command("python", "many", "5000") else {
+        return;
+    };
+    let out = tool(&["calls", "--json", "-c", &cmd]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let report: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let lost: Value = serde_json::from_str(lines.next().expect("a loss record")).unwrap();
+    let message = lost["lost"][0].as_str().unwrap();
+    assert!(
+        message.ends_with("updates of @calls dropped because it was full"),
+        "{message}"
+    );
+    let dropped: u64 = message.split(' ').next().unwrap().parse().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(message), "{stderr}");
+    let counted = report["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["method"].as_str().unwrap().starts_with("function_"))
+        .count() as u64;
+    assert!(counted < 5000, "{counted}");
+    assert!(
+        counted + dropped >= 5000,
+        "{counted} counted, {dropped} dropped"
+    );
+}
