@@ -18,6 +18,7 @@ mod list;
 mod run;
 mod trace;
 mod traced;
+mod types;
 
 /// Statically defined tracing for Linux: list and trace USDT probes, and
 /// run bpftrace programs on them.
@@ -46,6 +47,7 @@ enum Command {
     List(list::ListArgs),
     Trace(trace::TraceArgs),
     Run(run::RunArgs),
+    Types(types::TypesArgs),
     /// Closes probes handed over by an sdt that has exited (internal).
     #[command(name = "__release", hide = true)]
     Release {
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
             Command::List(args) => list::run(args),
             Command::Trace(args) => trace::run(args),
             Command::Run(args) => run::run(args, run::Mode::Sdt),
+            Command::Types(args) => types::run(args),
             Command::Bpftrace { args } => bpftrace(args),
             Command::Release { socket } => {
                 if let Ok(fds) = sdt_proc::receive(&socket) {

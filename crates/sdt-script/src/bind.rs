@@ -68,9 +68,18 @@ impl Bound {
                         name: format!("{}:{}", tp.category, tp.name),
                         fields: tp.fields.clone(),
                     }),
+                    object: None,
                 })
                 .collect(),
-            _ => vec![TargetInfo::default()],
+            Target::Usdt(sites) => vec![TargetInfo {
+                tracepoint: None,
+                object: sites.first().map(|s| s.path.clone()),
+            }],
+            Target::Functions(sites) => vec![TargetInfo {
+                tracepoint: None,
+                object: sites.first().map(|s| s.path.clone()),
+            }],
+            Target::Plain => vec![TargetInfo::default()],
         };
         AttachInfo {
             kind: self.kind(),

@@ -202,7 +202,10 @@ pub fn offline_attach(
             });
             points.push(check::AttachInfo {
                 kind,
-                targets: vec![check::TargetInfo { tracepoint }],
+                targets: vec![check::TargetInfo {
+                    tracepoint,
+                    object: None,
+                }],
             });
         }
         attach_info.push(points);

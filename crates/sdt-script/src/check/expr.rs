@@ -858,7 +858,12 @@ impl Checker<'_> {
     }
 
     pub(crate) fn resolve_type(&mut self, ty: &crate::ast::TypeName) -> R<Ty> {
-        let Some(mut t) = crate::cdecl::base_type(&self.registry, &ty.name) else {
+        let from_script = crate::cdecl::base_type(&self.registry, &ty.name);
+        let found = match from_script {
+            Some(t) => Some(t),
+            None => self.dwarf_type(&ty.name, ty.span)?,
+        };
+        let Some(mut t) = found else {
             let mut d = Diagnostic::error(ty.span, format!("unknown type `{}`", ty.name));
             let names: Vec<&str> = self
                 .registry

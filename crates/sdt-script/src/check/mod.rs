@@ -12,6 +12,7 @@
 //! tracepoints.
 
 mod calls;
+mod dwarf;
 mod expr;
 
 use std::collections::HashMap;
@@ -66,6 +67,9 @@ pub struct AttachInfo {
 pub struct TargetInfo {
     /// The tracepoint's record format, for `args`.
     pub tracepoint: Option<TracepointFormat>,
+    /// The object that holds the probe, whose DWARF names the C types
+    /// the script does not define.
+    pub object: Option<std::path::PathBuf>,
 }
 
 /// A tracepoint's record, from its `format` file.
@@ -129,6 +133,9 @@ pub(crate) struct Checker<'o> {
     final_pass: bool,
     /// Whether this run learned something new about a map.
     learned: bool,
+    /// The object of the probe instance being checked.
+    current_object: Option<std::path::PathBuf>,
+    dwarf: dwarf::DwarfTypes,
 }
 
 /// What is known inside one probe block instance.
@@ -178,6 +185,8 @@ impl<'o> Checker<'o> {
             errors: Vec::new(),
             final_pass: false,
             learned: false,
+            current_object: None,
+            dwarf: dwarf::DwarfTypes::default(),
         };
         for entry in &script.config {
             checker.config_entry(entry)?;
@@ -250,6 +259,7 @@ impl<'o> Checker<'o> {
         kind: ProbeKind,
         info: &TargetInfo,
     ) -> Option<ProbeInstance> {
+        self.current_object = info.object.clone();
         let tracepoint = info
             .tracepoint
             .as_ref()

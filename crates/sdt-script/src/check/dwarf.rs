@@ -1,0 +1,205 @@
+//! Types from the traced object's DWARF, for casts the script's own C
+//! definitions do not cover.
+//!
+//! A probe's object is the file that holds its USDT site or function (the
+//! first one, when an attach point matches several). A name is looked up
+//! there only when the script does not define it, so a script definition
+//! always wins. What is found is converted into the [`TypeRegistry`] once
+//! per object and DIE, on demand: only the types a script names, and the
+//! types their members reach, are read. Typedefs and qualifiers dissolve
+//! into the types they name; `char` arrays stay arrays of `int8`, which
+//! `printf("%s")` and `str` read as strings bounded by the array size;
+//! floating-point members read as unsigned integers of their size.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use sdt_types::{DebugInfo, Lookup, Type, TypeId};
+
+use super::{Checker, R};
+use crate::diag::{did_you_mean, Diagnostic, Span};
+use crate::types::{EnumDef, Field, Record, Ty};
+
+/// Opened debug information and what was converted from it.
+#[derive(Default)]
+pub(crate) struct DwarfTypes {
+    cache: sdt_types::Cache,
+    converted: HashMap<(PathBuf, TypeId), Ty>,
+}
+
+impl Checker<'_> {
+    /// `name` (`struct foo`, `enum bar`, a typedef) from the DWARF of the
+    /// current probe's object. `Ok(None)`: the probe has no object.
+    pub(crate) fn dwarf_type(&mut self, name: &str, span: Span) -> R<Option<Ty>> {
+        let Some(object) = self.current_object.clone() else {
+            return Ok(None);
+        };
+        let info = match self.dwarf.cache.open(&object) {
+            Ok(info) => info,
+            Err(e) => {
+                return Err(self.error(
+                    Diagnostic::error(span, format!("unknown type `{name}`"))
+                        .label(e.to_string())
+                        .hint("or define the type at the top of the script in C"),
+                ))
+            }
+        };
+        let found = info.find(name).map_err(|e| {
+            self.error(Diagnostic::error(
+                span,
+                format!("reading the type `{name}`: {e}"),
+            ))
+        });
+        match found? {
+            Lookup::Found(id) => self.convert(&info, id, span, 0).map(Some),
+            Lookup::Ambiguous(defs) => Err(self.error(
+                Diagnostic::error(
+                    span,
+                    format!(
+                        "`{name}` is defined differently in two compilation units of {}: {} and {}",
+                        info.debug_file.display(),
+                        defs[0].1,
+                        defs[1].1
+                    ),
+                )
+                .hint(
+                    "define the type you mean at the top of the script; a script definition wins",
+                ),
+            )),
+            Lookup::Missing(close) => {
+                let mut d = Diagnostic::error(
+                    span,
+                    format!(
+                        "unknown type `{name}`: the debug information of {} does not define it",
+                        object.display()
+                    ),
+                );
+                if let Some(h) = did_you_mean(&close) {
+                    d = d.hint(h);
+                }
+                Err(self.error(d))
+            }
+        }
+    }
+
+    fn convert(&mut self, info: &Rc<DebugInfo>, id: TypeId, span: Span, depth: u32) -> R<Ty> {
+        let key = (info.path.clone(), id);
+        if let Some(ty) = self.dwarf.converted.get(&key) {
+            return Ok(ty.clone());
+        }
+        if depth > 64 {
+            return Err(self.error(Diagnostic::error(span, "type nests too deeply")));
+        }
+        let ty = match self.read(info, id, span)? {
+            Type::Base { size, encoding, .. } => match size {
+                1 | 2 | 4 | 8 => Ty::int(size as u8, encoding == sdt_types::Encoding::Signed),
+                _ => Ty::Array {
+                    elem: Box::new(Ty::int(1, false)),
+                    len: size,
+                },
+            },
+            Type::Pointer { target } => {
+                let pointee = match target {
+                    None => Ty::Void,
+                    Some(t) => match self.read(info, t, span)? {
+                        // A pointer to a function is an address.
+                        Type::Function => Ty::Void,
+                        _ => self.convert(info, t, span, depth + 1)?,
+                    },
+                };
+                Ty::Ptr(Box::new(pointee))
+            }
+            Type::Typedef { target, .. } | Type::Qualified { target, .. } => match target {
+                None => Ty::Void,
+                Some(t) => self.convert(info, t, span, depth + 1)?,
+            },
+            Type::Array { elem, dims } => {
+                let mut ty = self.convert(info, elem, span, depth + 1)?;
+                for d in dims.iter().rev() {
+                    ty = Ty::Array {
+                        elem: Box::new(ty),
+                        len: d.unwrap_or(0),
+                    };
+                }
+                ty
+            }
+            Type::Enum(e) => {
+                let bytes = match e.size {
+                    1 | 2 | 4 | 8 => e.size as u8,
+                    _ => 4,
+                };
+                let def = EnumDef {
+                    name: e.name.unwrap_or_else(|| "(anonymous)".into()),
+                    bytes,
+                    signed: e.signed,
+                    values: e.values,
+                };
+                Ty::Enum {
+                    id: self.registry.add_enum(def),
+                    bytes,
+                    signed: e.signed,
+                }
+            }
+            Type::Function => Ty::Void,
+            Type::Record(r) => {
+                // Recorded before its fields, which may point back at it.
+                let record = self.registry.add_record(Record {
+                    name: r.name.clone().unwrap_or_else(|| "(anonymous)".into()),
+                    is_union: r.is_union,
+                    size: r.size.unwrap_or(0),
+                    align: 1,
+                    fields: Vec::new(),
+                    incomplete: r.size.is_none(),
+                });
+                self.dwarf.converted.insert(key.clone(), Ty::Record(record));
+                let mut fields = Vec::new();
+                let mut align = 1;
+                for m in &r.members {
+                    let ty = self.convert(info, m.ty, span, depth + 1)?;
+                    align = align.max(self.registry.c_align(&ty));
+                    let (offset, bitfield) = match m.bitfield {
+                        None => (m.offset, None),
+                        Some(b) => {
+                            // A bitfield is read as its declared type's
+                            // storage unit, aligned, and shifted.
+                            let unit = self.registry.c_size(&ty).clamp(1, 8);
+                            let mut start = b.bit_offset / (unit * 8) * unit;
+                            if b.bit_offset + b.bits > (start + unit) * 8 {
+                                start = b.bit_offset / 8;
+                            }
+                            let within = b.bit_offset - start * 8;
+                            if within + b.bits > 64 {
+                                return Err(self.error(Diagnostic::error(
+                                    span,
+                                    format!(
+                                        "bitfield `{}` straddles 8 bytes",
+                                        m.name.as_deref().unwrap_or("")
+                                    ),
+                                )));
+                            }
+                            (start, Some((within as u8, b.bits as u8)))
+                        }
+                    };
+                    fields.push(Field {
+                        name: m.name.clone().unwrap_or_default(),
+                        ty,
+                        offset,
+                        bitfield,
+                    });
+                }
+                let rec = self.registry.record_mut(record);
+                rec.fields = fields;
+                rec.align = align;
+                return Ok(Ty::Record(record));
+            }
+        };
+        self.dwarf.converted.insert(key, ty.clone());
+        Ok(ty)
+    }
+
+    fn read(&mut self, info: &DebugInfo, id: TypeId, span: Span) -> R<Type> {
+        info.get(id)
+            .map_err(|e| self.error(Diagnostic::error(span, e.to_string())))
+    }
+}
