@@ -182,7 +182,8 @@ impl Layout {
 }
 
 /// C definitions of the type at `id` and of every type it holds by
-/// value, dependencies first, then a `BEGIN` block that fills one map of
+/// value, dependencies first, with typedefs spelled out (bpftrace's
+/// parser takes struct, union and enum definitions only), then a `BEGIN` block that fills one map of
 /// names per enum (`@NAME_names[value] = "ENUMERATOR"`), for bpftrace.
 /// Types reached only through pointers are not defined: C needs no
 /// definition for a pointer to a struct.
@@ -240,13 +241,10 @@ impl Emitter<'_> {
                     self.enums.push((name.clone(), e.values.clone()));
                 }
             }
-            Type::Typedef { name, target } => {
-                if let Some(t) = target {
-                    self.define_held(t, depth + 1)?;
-                }
-                let decl = self.info.declarator(target, &name)?;
-                let _ = writeln!(self.defs, "typedef {decl};\n");
-            }
+            // bpftrace takes no typedefs: members spell out what they name.
+            Type::Typedef {
+                target: Some(t), ..
+            } => self.define_held(t, depth + 1)?,
             _ => {}
         }
         Ok(())
@@ -294,19 +292,21 @@ impl Emitter<'_> {
         let tabs = "\t".repeat(indent);
         for m in &r.members {
             let name = m.name.clone().unwrap_or_default();
-            let anonymous = match self.info.get(m.ty)? {
-                Type::Record(inner) => inner.name.is_none(),
+            let held = self.info.strip(Some(m.ty))?;
+            let anonymous = match held.map(|t| self.info.get(t)).transpose()? {
+                Some(Type::Record(inner)) => inner.name.is_none(),
                 _ => false,
             };
-            let mut decl = if anonymous && depth < crate::MAX_DEPTH {
-                let inner = self.body(m.ty, indent + 1, depth + 1)?;
+            let mut decl = if let (true, Some(held)) = (anonymous && depth < crate::MAX_DEPTH, held)
+            {
+                let inner = self.body(held, indent + 1, depth + 1)?;
                 if name.is_empty() {
                     inner
                 } else {
                     format!("{inner} {name}")
                 }
             } else {
-                self.info.declarator(Some(m.ty), &name)?
+                self.info.declarator_without_typedefs(Some(m.ty), &name)?
             };
             if let Some(b) = m.bitfield {
                 decl += &format!(":{}", b.bits);

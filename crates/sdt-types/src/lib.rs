@@ -131,10 +131,10 @@ pub struct Enum {
 /// Why debug information could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}: not an ELF file sdt can read: {message}", path.display())]
     Elf { path: PathBuf, message: String },
@@ -713,10 +713,26 @@ impl DebugInfo {
     /// A declaration of `name` with type `id`: `char subnqn[256]`,
     /// `struct node *next`, `void (*cb)()`.
     pub fn declarator(&self, id: Option<TypeId>, name: &str) -> Result<String, Error> {
-        self.declare(id, name.to_string(), 0)
+        self.declare(id, name.to_string(), 0, false)
     }
 
-    fn declare(&self, id: Option<TypeId>, inner: String, depth: u32) -> Result<String, Error> {
+    /// [`DebugInfo::declarator`] with typedefs spelled out as the types
+    /// they name, for readers that take no typedefs (bpftrace).
+    pub fn declarator_without_typedefs(
+        &self,
+        id: Option<TypeId>,
+        name: &str,
+    ) -> Result<String, Error> {
+        self.declare(id, name.to_string(), 0, true)
+    }
+
+    fn declare(
+        &self,
+        id: Option<TypeId>,
+        inner: String,
+        depth: u32,
+        through_typedefs: bool,
+    ) -> Result<String, Error> {
         let join = |base: &str, inner: &str| {
             if inner.is_empty() {
                 base.to_string()
@@ -732,6 +748,9 @@ impl DebugInfo {
         }
         Ok(match self.get(id)? {
             Type::Base { name, .. } => join(&name, &inner),
+            Type::Typedef { target, .. } if through_typedefs => {
+                self.declare(target, inner, depth + 1, true)?
+            }
             Type::Typedef { name, .. } => join(&name, &inner),
             Type::Record(r) => {
                 let kw = if r.is_union { "union" } else { "struct" };
@@ -753,9 +772,13 @@ impl DebugInfo {
                         target,
                         format!("{qualifier} {inner}").trim_end().to_string(),
                         depth + 1,
+                        through_typedefs,
                     )?
                 } else {
-                    format!("{qualifier} {}", self.declare(target, inner, depth + 1)?)
+                    format!(
+                        "{qualifier} {}",
+                        self.declare(target, inner, depth + 1, through_typedefs)?
+                    )
                 }
             }
             Type::Pointer { target } => {
@@ -763,9 +786,9 @@ impl DebugInfo {
                 let inner = format!("*{inner}");
                 match pointee {
                     Some(Type::Array { .. }) | Some(Type::Function) => {
-                        self.declare(target, format!("({inner})"), depth + 1)?
+                        self.declare(target, format!("({inner})"), depth + 1, through_typedefs)?
                     }
-                    _ => self.declare(target, inner, depth + 1)?,
+                    _ => self.declare(target, inner, depth + 1, through_typedefs)?,
                 }
             }
             Type::Array { elem, dims } => {
@@ -776,7 +799,7 @@ impl DebugInfo {
                         None => inner += "[]",
                     }
                 }
-                self.declare(Some(elem), inner, depth + 1)?
+                self.declare(Some(elem), inner, depth + 1, through_typedefs)?
             }
             Type::Function => join("void", &format!("{inner}()")),
         })

@@ -15,9 +15,9 @@ use crate::{Bytes, DebugInfo, Error, Owner, Reader};
 const DEBUG_ROOT: &str = "/usr/lib/debug";
 
 fn map(path: &Path) -> Result<Arc<Owner>, Error> {
-    let io = |source| Error::Io {
+    let io = |error| Error::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let file = File::open(path).map_err(io)?;
     // SAFETY: the mapping is read-only; a file truncated while it is
