@@ -247,6 +247,13 @@ struct Candidate {
     declaration: bool,
 }
 
+#[derive(PartialEq)]
+enum Shape {
+    Record(Option<u64>, Vec<(Option<String>, u64, Option<Bitfield>)>),
+    Enum(u64, Vec<(String, i64)>),
+    Other(Option<Type>),
+}
+
 /// Deeper than this, a chain of types is taken to be a loop.
 const MAX_DEPTH: u32 = 64;
 
@@ -311,39 +318,54 @@ impl DebugInfo {
             units.push(start);
             let unit = self.unit(start)?;
             let fail = |e: gimli::Error| self.corrupt(start, e);
-            let mut tree = unit.entries_tree(None).map_err(fail)?;
-            let root = tree.root().map_err(fail)?;
-            let mut children = root.children();
-            while let Some(child) = children.next().map_err(fail)? {
-                let entry = child.entry();
-                let keyword = match entry.tag() {
-                    gimli::DW_TAG_structure_type | gimli::DW_TAG_class_type => "struct ",
-                    gimli::DW_TAG_union_type => "union ",
-                    gimli::DW_TAG_enumeration_type => "enum ",
-                    gimli::DW_TAG_typedef => "",
-                    _ => continue,
-                };
-                let Some(name) = self.name(&unit, entry)? else {
-                    continue;
-                };
-                let id = entry
-                    .offset()
-                    .to_debug_info_offset(&unit.header)
-                    .map_or(0, |o| o.0 as u64);
-                let declaration = matches!(
-                    entry.attr_value(gimli::DW_AT_declaration),
-                    Some(AttributeValue::Flag(true))
-                );
-                names
-                    .entry(format!("{keyword}{name}"))
-                    .or_default()
-                    .push(Candidate {
-                        id: TypeId(id),
-                        declaration,
-                    });
+            // The unit's entry, then its children one by one, each
+            // subtree skipped (through DW_AT_sibling where present).
+            let mut cursor = unit.entries();
+            if cursor.next_dfs().map_err(fail)?.is_none() || !cursor.next_entry().map_err(fail)? {
+                continue;
+            }
+            while let Some(entry) = cursor.current() {
+                if let Some((key, candidate)) = self.index_entry(&unit, entry)? {
+                    names.entry(key).or_default().push(candidate);
+                }
+                cursor.next_sibling().map_err(fail)?;
             }
         }
         Ok(Index { names, units })
+    }
+
+    /// The index key of a top-level entry that defines or declares a
+    /// named type.
+    fn index_entry(
+        &self,
+        unit: &gimli::Unit<Reader>,
+        entry: &gimli::DebuggingInformationEntry<Reader>,
+    ) -> Result<Option<(String, Candidate)>, Error> {
+        let keyword = match entry.tag() {
+            gimli::DW_TAG_structure_type | gimli::DW_TAG_class_type => "struct ",
+            gimli::DW_TAG_union_type => "union ",
+            gimli::DW_TAG_enumeration_type => "enum ",
+            gimli::DW_TAG_typedef => "",
+            _ => return Ok(None),
+        };
+        let Some(name) = self.name(unit, entry)? else {
+            return Ok(None);
+        };
+        let id = entry
+            .offset()
+            .to_debug_info_offset(&unit.header)
+            .map_or(0, |o| o.0 as u64);
+        let declaration = matches!(
+            entry.attr_value(gimli::DW_AT_declaration),
+            Some(AttributeValue::Flag(true))
+        );
+        Ok(Some((
+            format!("{keyword}{name}"),
+            Candidate {
+                id: TypeId(id),
+                declaration,
+            },
+        )))
     }
 
     fn unit(&self, start: u64) -> Result<Rc<gimli::Unit<Reader>>, Error> {
@@ -355,7 +377,44 @@ impl DebugInfo {
             .dwarf
             .unit_header(gimli::DebugInfoOffset(start as usize))
             .map_err(fail)?;
-        let unit = Rc::new(self.dwarf.unit(header).map_err(fail)?);
+        // Only what type entries need: the abbreviations and the base of
+        // string offsets. `Dwarf::unit` would also parse the line program,
+        // whose section is never loaded here (see `locate::load_dwarf`).
+        let abbreviations = self.dwarf.abbreviations(&header).map_err(fail)?;
+        let encoding = header.encoding();
+        let mut str_offsets_base = gimli::DebugStrOffsetsBase::default_for_encoding_and_file(
+            encoding,
+            gimli::DwarfFileType::Main,
+        );
+        {
+            let mut cursor = header.entries(&abbreviations);
+            if let Some(root) = cursor.next_dfs().map_err(fail)? {
+                if let Some(AttributeValue::DebugStrOffsetsBase(base)) =
+                    root.attr_value(gimli::DW_AT_str_offsets_base)
+                {
+                    str_offsets_base = base;
+                }
+            }
+        }
+        let unit = Rc::new(gimli::Unit {
+            abbreviations,
+            name: None,
+            comp_dir: None,
+            low_pc: 0,
+            str_offsets_base,
+            addr_base: gimli::DebugAddrBase(0),
+            loclists_base: gimli::DebugLocListsBase::default_for_encoding_and_file(
+                encoding,
+                gimli::DwarfFileType::Main,
+            ),
+            rnglists_base: gimli::DebugRngListsBase::default_for_encoding_and_file(
+                encoding,
+                gimli::DwarfFileType::Main,
+            ),
+            line_program: None,
+            dwo_id: None,
+            header,
+        });
         self.units.borrow_mut().insert(start, unit.clone());
         Ok(unit)
     }
@@ -397,11 +456,12 @@ impl DebugInfo {
         let Some(first) = defined.first() else {
             return Ok(Lookup::Found(candidates[0].id));
         };
-        let first_shape = self.shape(first.id, 0)?;
+        let first_shape = self.shape(first.id)?;
         let mut different = vec![*first];
         for c in &defined[1..] {
-            if self.shape(c.id, 0)? != first_shape && different.len() < 2 {
+            if self.shape(c.id)? != first_shape {
                 different.push(*c);
+                break;
             }
         }
         if different.len() == 1 {
@@ -421,32 +481,25 @@ impl DebugInfo {
         Ok(names)
     }
 
-    /// What tells two definitions apart: sizes, member names and
-    /// offsets, enumerators.
-    fn shape(&self, id: TypeId, depth: u32) -> Result<String, Error> {
-        if depth > MAX_DEPTH {
-            return Ok(String::new());
-        }
+    /// What tells two definitions apart: sizes, member names, offsets
+    /// and bitfields, enumerators, and what a typedef names. Member types
+    /// are not compared: a type whose members sit at the same offsets
+    /// with the same names reads the same way.
+    fn shape(&self, id: TypeId) -> Result<Shape, Error> {
+        let id = self.strip(Some(id))?;
+        let Some(id) = id else {
+            return Ok(Shape::Other(None));
+        };
         Ok(match self.get(id)? {
-            Type::Record(r) => {
-                let mut s = format!("{:?}{}", r.size, r.is_union);
-                for m in &r.members {
-                    s += &format!(
-                        ";{:?}@{}{:?}:{}",
-                        m.name,
-                        m.offset,
-                        m.bitfield,
-                        self.c_name(Some(m.ty))?
-                    );
-                }
-                s
-            }
-            Type::Enum(e) => format!("{}{:?}", e.size, e.values),
-            Type::Typedef { target, .. } => match target {
-                Some(t) => format!("{}={}", self.c_name(Some(t))?, self.shape(t, depth + 1)?),
-                None => "void".into(),
-            },
-            other => format!("{other:?}"),
+            Type::Record(r) => Shape::Record(
+                r.size,
+                r.members
+                    .into_iter()
+                    .map(|m| (m.name, m.offset, m.bitfield))
+                    .collect(),
+            ),
+            Type::Enum(e) => Shape::Enum(e.size, e.values),
+            other => Shape::Other(Some(other)),
         })
     }
 

@@ -111,7 +111,17 @@ pub(crate) fn load_dwarf(path: &Path, owner: Arc<Owner>) -> Result<gimli::Dwarf<
             start: 0,
             end: 0,
         };
-        let Some(section) = file.section_by_name(id.name()) else {
+        // Types need entries, abbreviations and strings; line tables,
+        // location and range lists are never read, so never inflated.
+        let needed = matches!(
+            id,
+            gimli::SectionId::DebugInfo
+                | gimli::SectionId::DebugAbbrev
+                | gimli::SectionId::DebugStr
+                | gimli::SectionId::DebugStrOffsets
+                | gimli::SectionId::DebugLineStr
+        );
+        let Some(section) = file.section_by_name(id.name()).filter(|_| needed) else {
             return Ok(Reader::new(empty, endian));
         };
         if section.kind() == SectionKind::UninitializedData {
