@@ -499,3 +499,35 @@ fn bpftrace_reads_what_sdt_types_emits() {
         .collect();
     assert_eq!(got, want, "{printed}");
 }
+
+#[test]
+fn usdt_arguments_take_name_and_type_from_the_variables_at_the_site() {
+    let Some(v) = variants() else { return };
+    if !sdt_testing::require_root() {
+        return;
+    }
+    for (variant, program, _) in &v.builds {
+        let p = program.to_str().unwrap();
+        // No cast anywhere: `s`, `from` and `to` are the variables the
+        // fixture passes, found in the argument registers at the site.
+        let script = format!(
+            "usdt:{p}:subsys:state_change {{ printf(\"state %s %s %s\\n\", args.s->subnqn, args.from, args.to); }}"
+        );
+        let (printed, log) = traced(program, &script);
+        let got: Vec<&str> = printed
+            .lines()
+            .filter(|l| l.starts_with("state "))
+            .collect();
+        let want: Vec<&str> = log.lines().filter(|l| l.starts_with("state ")).collect();
+        assert_eq!(got, want, "{variant}: {printed}");
+
+        let script = format!("usdt:{p}:subsys:state_change {{ print(args.sub); }}");
+        let out = sdt().args(["run", "-e", &script]).output().unwrap();
+        assert_no_panic(&out);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("`sub`") && err.contains("its typed arguments are from, s, to"),
+            "{variant}: {err}"
+        );
+    }
+}

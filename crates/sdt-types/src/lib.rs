@@ -29,6 +29,7 @@
 
 mod layout;
 mod locate;
+mod site;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -42,6 +43,7 @@ use gimli::{AttributeValue, Reader as _, RunTimeEndian, UnitOffset};
 
 pub use layout::{bpftrace_definitions, layout, Layout, LayoutMember};
 pub use locate::Cache;
+pub use site::RegisterVariable;
 
 /// A type, named by the offset of its DIE in `.debug_info`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -224,6 +226,10 @@ pub struct DebugInfo {
     /// Where its DWARF was found: `path` or a separate debug file.
     pub debug_file: PathBuf,
     dwarf: gimli::Dwarf<Reader>,
+    /// The file holding the DWARF, for [`DebugInfo::register_variables_at`],
+    /// which also needs the sections that type lookups never load.
+    owner: Arc<Owner>,
+    full: RefCell<Option<Rc<gimli::Dwarf<Reader>>>>,
     index: RefCell<Option<Rc<Index>>>,
     units: RefCell<HashMap<u64, Rc<gimli::Unit<Reader>>>>,
 }
@@ -277,11 +283,13 @@ impl DebugInfo {
     }
 
     fn from_owner(path: &Path, debug_file: PathBuf, owner: Arc<Owner>) -> Result<DebugInfo, Error> {
-        let dwarf = locate::load_dwarf(&debug_file, owner)?;
+        let dwarf = locate::load_dwarf(&debug_file, owner.clone(), false)?;
         Ok(DebugInfo {
             path: path.to_path_buf(),
             debug_file,
             dwarf,
+            owner,
+            full: RefCell::new(None),
             index: RefCell::new(None),
             units: RefCell::new(HashMap::new()),
         })

@@ -91,9 +91,14 @@ pub(crate) fn find(path: &Path) -> Result<(PathBuf, Arc<Owner>), Error> {
     })
 }
 
-/// Loads every DWARF section of the ELF file in `owner`: uncompressed
-/// ones as slices of it, compressed ones inflated.
-pub(crate) fn load_dwarf(path: &Path, owner: Arc<Owner>) -> Result<gimli::Dwarf<Reader>, Error> {
+/// Loads the DWARF sections of the ELF file in `owner`: uncompressed
+/// ones as slices of it, compressed ones inflated. Without `all`, only
+/// the ones types need.
+pub(crate) fn load_dwarf(
+    path: &Path,
+    owner: Arc<Owner>,
+    all: bool,
+) -> Result<gimli::Dwarf<Reader>, Error> {
     let file = parse(path, owner.bytes())?;
     let endian = if file.is_little_endian() {
         gimli::RunTimeEndian::Little
@@ -113,14 +118,15 @@ pub(crate) fn load_dwarf(path: &Path, owner: Arc<Owner>) -> Result<gimli::Dwarf<
         };
         // Types need entries, abbreviations and strings; line tables,
         // location and range lists are never read, so never inflated.
-        let needed = matches!(
-            id,
-            gimli::SectionId::DebugInfo
-                | gimli::SectionId::DebugAbbrev
-                | gimli::SectionId::DebugStr
-                | gimli::SectionId::DebugStrOffsets
-                | gimli::SectionId::DebugLineStr
-        );
+        let needed = all
+            || matches!(
+                id,
+                gimli::SectionId::DebugInfo
+                    | gimli::SectionId::DebugAbbrev
+                    | gimli::SectionId::DebugStr
+                    | gimli::SectionId::DebugStrOffsets
+                    | gimli::SectionId::DebugLineStr
+            );
         let Some(section) = file.section_by_name(id.name()).filter(|_| needed) else {
             return Ok(Reader::new(empty, endian));
         };

@@ -18,7 +18,8 @@ use std::rc::Rc;
 use sdt_types::{DebugInfo, Lookup, Type, TypeId};
 
 use super::{Checker, R};
-use crate::diag::{did_you_mean, Diagnostic, Span};
+use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
+use crate::hir::{TExpr, TKind};
 use crate::types::{EnumDef, Field, Record, Ty};
 
 /// Opened debug information and what was converted from it.
@@ -26,6 +27,30 @@ use crate::types::{EnumDef, Field, Record, Ty};
 pub(crate) struct DwarfTypes {
     cache: sdt_types::Cache,
     converted: HashMap<(PathBuf, TypeId), Ty>,
+    /// The typed arguments of a probe's sites, by object and addresses.
+    site_args: HashMap<(PathBuf, Vec<u64>), Rc<SiteArgs>>,
+}
+
+/// `args.NAME` of a USDT probe: each name with its argument's index and
+/// type, or `None` when the sites disagree about it.
+type SiteArgs = HashMap<String, Option<(usize, TypeId, String)>>;
+
+/// Where a DWARF register is saved in the kernel's `pt_regs`.
+#[cfg(target_arch = "x86_64")]
+fn pt_regs_offset(register: u16) -> Option<i16> {
+    // DWARF numbers rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..r15.
+    const SLOTS: [i16; 16] = [10, 12, 11, 5, 13, 14, 4, 19, 9, 8, 7, 6, 3, 2, 1, 0];
+    SLOTS.get(usize::from(register)).map(|slot| slot * 8)
+}
+
+#[cfg(target_arch = "aarch64")]
+fn pt_regs_offset(register: u16) -> Option<i16> {
+    (register <= 30).then(|| register as i16 * 8)
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn pt_regs_offset(_register: u16) -> Option<i16> {
+    None
 }
 
 impl Checker<'_> {
@@ -196,6 +221,120 @@ impl Checker<'_> {
         };
         self.dwarf.converted.insert(key, ty.clone());
         Ok(ty)
+    }
+
+    /// `args.NAME` in a USDT probe: the argument that, at the probe's
+    /// sites, sits in the register where DWARF says variable NAME lives,
+    /// cast to NAME's type.
+    pub(crate) fn usdt_arg(&mut self, name: &str, name_span: Span, span: Span) -> R<TExpr> {
+        let args = self.site_args(span)?;
+        match args.get(name) {
+            Some(Some((index, id, _))) => {
+                let (index, id) = (*index, *id);
+                let object = self
+                    .current_object
+                    .clone()
+                    .expect("site args need an object");
+                let info = self
+                    .dwarf
+                    .cache
+                    .open(&object)
+                    .map_err(|e| self.error(Diagnostic::error(span, e.to_string())))?;
+                let ty = self.convert(&info, id, span, 0)?;
+                let value = TExpr {
+                    kind: TKind::Arg(index as u8),
+                    ty: crate::types::UINT64,
+                    span,
+                };
+                if !ty.is_scalar() {
+                    return Err(self.error(Diagnostic::error(
+                        span,
+                        format!(
+                            "args.{name} is a {}, which a register cannot hold",
+                            ty.display(&self.registry)
+                        ),
+                    )));
+                }
+                self.cast(value, ty, span)
+            }
+            Some(None) => Err(self.error(
+                Diagnostic::error(
+                    name_span,
+                    format!("the probe's sites pass `{name}` as different arguments or types"),
+                )
+                .hint("read it as argN with a cast"),
+            )),
+            None => {
+                let mut names: Vec<&str> = args
+                    .iter()
+                    .filter(|(_, v)| v.is_some())
+                    .map(|(k, _)| k.as_str())
+                    .collect();
+                names.sort();
+                let mut d = Diagnostic::error(
+                    name_span,
+                    format!("no argument of this probe is the variable `{name}`"),
+                );
+                d = match did_you_mean(&suggest(name, names.iter().copied())) {
+                    Some(h) => d.hint(h),
+                    None if !names.is_empty() => d.hint(format!("its typed arguments are {}", names.join(", "))),
+                    None => d.hint(
+                        "DWARF names no variable held in an argument's register at its sites (arguments that are expressions, constants or in memory have no name); read argN with a cast",
+                    ),
+                };
+                Err(self.error(d))
+            }
+        }
+    }
+
+    fn site_args(&mut self, span: Span) -> R<Rc<SiteArgs>> {
+        let Some(object) = self.current_object.clone() else {
+            return Err(self.error(Diagnostic::error(
+                span,
+                "this probe has no object to read DWARF from",
+            )));
+        };
+        let addresses: Vec<u64> = self.current_sites.iter().map(|s| s.address).collect();
+        let key = (object.clone(), addresses);
+        if let Some(known) = self.dwarf.site_args.get(&key) {
+            return Ok(known.clone());
+        }
+        let info = match self.dwarf.cache.open(&object) {
+            Ok(info) => info,
+            Err(e) => {
+                return Err(self.error(
+                    Diagnostic::error(span, "args.NAME needs the probe object's debug information")
+                        .label(e.to_string()),
+                ))
+            }
+        };
+        let mut args: SiteArgs = HashMap::new();
+        for site in self.current_sites.clone() {
+            let variables = info
+                .register_variables_at(site.address)
+                .map_err(|e| self.error(Diagnostic::error(span, e.to_string())))?;
+            for (index, register) in site.registers.iter().enumerate() {
+                let Some(register) = register else { continue };
+                let Some(v) = variables
+                    .iter()
+                    .find(|v| pt_regs_offset(v.register) == Some(*register))
+                else {
+                    continue;
+                };
+                let type_name = info
+                    .c_name(Some(v.ty))
+                    .map_err(|e| self.error(Diagnostic::error(span, e.to_string())))?;
+                let entry =
+                    args.entry(v.name.clone())
+                        .or_insert(Some((index, v.ty, type_name.clone())));
+                if matches!(entry, Some((i, _, t)) if *i != index || *t != type_name) {
+                    *entry = None;
+                }
+            }
+        }
+        let args = Rc::new(args);
+        self.dwarf.site_args.insert(key, args.clone());
+        Ok(args)
     }
 
     fn read(&mut self, info: &DebugInfo, id: TypeId, span: Span) -> R<Type> {

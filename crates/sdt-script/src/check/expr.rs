@@ -125,6 +125,11 @@ impl Checker<'_> {
                 field_span,
                 arrow,
             } => {
+                if scope.kind == ProbeKind::Usdt
+                    && matches!(&expr.kind, ExprKind::Ident(n) if n == "args")
+                {
+                    return self.usdt_arg(field, *field_span, span);
+                }
                 let base = self.expr(expr, scope)?;
                 self.field(base, field, *field_span, *arrow, span, scope)?
             }
@@ -800,7 +805,7 @@ impl Checker<'_> {
         })
     }
 
-    fn cast(&mut self, value: TExpr, target: Ty, span: Span) -> R<TExpr> {
+    pub(crate) fn cast(&mut self, value: TExpr, target: Ty, span: Span) -> R<TExpr> {
         // As in C, an array in traced memory cast to a pointer is the
         // address of its first element: `(struct s *)$p->one_element_array`.
         let value = match (&target, &value.ty) {

@@ -70,6 +70,18 @@ pub struct TargetInfo {
     /// The object that holds the probe, whose DWARF names the C types
     /// the script does not define.
     pub object: Option<std::path::PathBuf>,
+    /// A USDT probe's sites, for `args.NAME`.
+    pub usdt_sites: Vec<UsdtSite>,
+}
+
+/// One USDT site, as far as typing its arguments goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsdtSite {
+    /// The site's link-time address.
+    pub address: u64,
+    /// For each argument, its register's offset in `pt_regs` when it is
+    /// in a register.
+    pub registers: Vec<Option<i16>>,
 }
 
 /// A tracepoint's record, from its `format` file.
@@ -135,6 +147,7 @@ pub(crate) struct Checker<'o> {
     learned: bool,
     /// The object of the probe instance being checked.
     current_object: Option<std::path::PathBuf>,
+    current_sites: Vec<UsdtSite>,
     dwarf: dwarf::DwarfTypes,
 }
 
@@ -186,6 +199,7 @@ impl<'o> Checker<'o> {
             final_pass: false,
             learned: false,
             current_object: None,
+            current_sites: Vec::new(),
             dwarf: dwarf::DwarfTypes::default(),
         };
         for entry in &script.config {
@@ -260,6 +274,7 @@ impl<'o> Checker<'o> {
         info: &TargetInfo,
     ) -> Option<ProbeInstance> {
         self.current_object = info.object.clone();
+        self.current_sites = info.usdt_sites.clone();
         let tracepoint = info
             .tracepoint
             .as_ref()
