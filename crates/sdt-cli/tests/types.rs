@@ -337,7 +337,9 @@ usdt:PROGRAM:subsys:created {
 usdt:PROGRAM:subsys:state_change {
   printf("state %s %s %s\n", ((struct subsystem *)arg0)->subnqn, (enum subsystem_state)arg1, (enum subsystem_state)arg2);
   @to[(enum subsystem_state)arg2] = count();
+  @last[((struct subsystem *)arg0)->subnqn] = (enum subsystem_state)arg2;
 }
+END { print(@last); }
 "#;
 
 #[test]
@@ -374,6 +376,21 @@ fn scripts_read_every_kind_of_field_from_dwarf_in_every_build() {
             }
         }
         assert_eq!(got, want, "{variant}: {printed}");
+        // An enum-typed map value prints by name in print() and at exit; a
+        // char array is a map key.
+        let mut last = std::collections::BTreeMap::new();
+        for line in log.lines().filter(|l| l.starts_with("state ")) {
+            let w: Vec<&str> = line.split(' ').collect();
+            last.insert(w[1], w[3]);
+        }
+        for (subnqn, state) in &last {
+            let line = format!("@last[{subnqn}]: {state}");
+            let count = printed.lines().filter(|l| *l == line).count();
+            assert_eq!(
+                count, 2,
+                "{variant}: {line} in print() and at exit: {printed}"
+            );
+        }
         // Map keys of an enum type print by name, unknown values as numbers.
         for expected in [
             "@to[SUBSYSTEM_ACTIVATING]: 2",
