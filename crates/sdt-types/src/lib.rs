@@ -329,12 +329,29 @@ impl DebugInfo {
             // The unit's entry, then its children one by one, each
             // subtree skipped (through DW_AT_sibling where present).
             let mut cursor = unit.entries();
-            if cursor.next_dfs().map_err(fail)?.is_none() || !cursor.next_entry().map_err(fail)? {
+            let Some(root) = cursor.next_dfs().map_err(fail)? else {
+                continue;
+            };
+            // GCC gives DW_AT_sibling to every entry with children except
+            // the last child: in its units, such an entry without one ends
+            // the unit, and its subtree (often a large function) need not
+            // be walked to find that out.
+            let gcc = match root.attr_value(gimli::DW_AT_producer) {
+                Some(producer) => self
+                    .dwarf
+                    .attr_string(&unit, producer)
+                    .is_ok_and(|p| p.to_slice().is_ok_and(|p| p.starts_with(b"GNU "))),
+                None => false,
+            };
+            if !cursor.next_entry().map_err(fail)? {
                 continue;
             }
             while let Some(entry) = cursor.current() {
                 if let Some((key, candidate)) = self.index_entry(&unit, entry)? {
                     names.entry(key).or_default().push(candidate);
+                }
+                if gcc && entry.has_children() && entry.attr(gimli::DW_AT_sibling).is_none() {
+                    break;
                 }
                 cursor.next_sibling().map_err(fail)?;
             }
