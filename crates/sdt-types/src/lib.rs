@@ -104,7 +104,7 @@ pub struct Record {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
-    /// `None` for an anonymous struct or union member.
+    /// `None` for an anonymous struct or union member, or a C++ base class.
     pub name: Option<String>,
     pub ty: TypeId,
     /// Byte offset from the start of the record; for a bitfield, the
@@ -625,7 +625,9 @@ impl DebugInfo {
                 let mut children = root.children();
                 while let Some(child) = children.next().map_err(fail)? {
                     let e = child.entry();
-                    if e.tag() != gimli::DW_TAG_member {
+                    // A C++ base class is laid out like an unnamed member,
+                    // and its members are reached the same way.
+                    if e.tag() != gimli::DW_TAG_member && e.tag() != gimli::DW_TAG_inheritance {
                         continue;
                     }
                     // Static members (C++) have no location.
@@ -896,9 +898,14 @@ impl DebugInfo {
     }
 }
 
-/// `struct  foo` and `struct foo` are one name.
+/// `struct  foo` and `struct foo` are one name; a C++ `class foo` is
+/// indexed as `struct foo`.
 fn normalize(name: &str) -> String {
-    name.split_whitespace().collect::<Vec<_>>().join(" ")
+    let words: Vec<&str> = name.split_whitespace().collect();
+    match words.split_first() {
+        Some((&"class", rest)) => format!("struct {}", rest.join(" ")),
+        _ => words.join(" "),
+    }
 }
 
 /// The start of the unit that holds `offset`.
