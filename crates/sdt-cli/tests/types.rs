@@ -538,6 +538,16 @@ fn usdt_arguments_take_name_and_type_from_the_variables_at_the_site() {
         let want: Vec<&str> = log.lines().filter(|l| l.starts_with("state ")).collect();
         assert_eq!(got, want, "{variant}: {printed}");
 
+        // -v tells what DWARF typed.
+        let command = format!("{p} {}", program.with_extension("v.log").display());
+        let out = sdt_ok(&["run", "-v", "-c", &command, "-e", &script]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("args.s = (struct subsystem *)arg0")
+                && err.contains("args.to = (enum subsystem_state)arg2"),
+            "{variant}: {err}"
+        );
+
         let script = format!("usdt:{p}:subsys:state_change {{ print(args.sub); }}");
         let out = sdt().args(["run", "-e", &script]).output().unwrap();
         assert_no_panic(&out);

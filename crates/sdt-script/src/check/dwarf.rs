@@ -29,6 +29,20 @@ pub(crate) struct DwarfTypes {
     converted: HashMap<(PathBuf, TypeId), Ty>,
     /// The typed arguments of a probe's sites, by object and addresses.
     site_args: HashMap<(PathBuf, Vec<u64>), Rc<SiteArgs>>,
+    /// What `-v` tells, in order, once each.
+    notes: Vec<String>,
+}
+
+impl DwarfTypes {
+    fn note(&mut self, note: String) {
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+    }
+
+    pub(crate) fn notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
 }
 
 /// `args.NAME` of a USDT probe: each name with its argument's index and
@@ -61,7 +75,14 @@ impl Checker<'_> {
             return Ok(None);
         };
         let info = match self.dwarf.cache.open(&object) {
-            Ok(info) => info,
+            Ok(info) => {
+                self.dwarf.note(format!(
+                    "C types of {} from the DWARF in {}",
+                    object.display(),
+                    info.debug_file.display()
+                ));
+                info
+            }
             Err(e) => {
                 return Err(self.error(
                     Diagnostic::error(span, format!("unknown type `{name}`"))
@@ -300,7 +321,14 @@ impl Checker<'_> {
             return Ok(known.clone());
         }
         let info = match self.dwarf.cache.open(&object) {
-            Ok(info) => info,
+            Ok(info) => {
+                self.dwarf.note(format!(
+                    "C types of {} from the DWARF in {}",
+                    object.display(),
+                    info.debug_file.display()
+                ));
+                info
+            }
             Err(e) => {
                 return Err(self.error(
                     Diagnostic::error(span, "args.NAME needs the probe object's debug information")
@@ -332,6 +360,29 @@ impl Checker<'_> {
                 }
             }
         }
+        let sites: Vec<String> = key.1.iter().map(|a| format!("{a:#x}")).collect();
+        let mut typed: Vec<String> = args
+            .iter()
+            .map(|(name, v)| match v {
+                Some((index, _, ty)) => format!("args.{name} = ({ty})arg{index}"),
+                None => format!("args.{name}: differs between sites"),
+            })
+            .collect();
+        typed.sort();
+        self.dwarf.note(if typed.is_empty() {
+            format!(
+                "the USDT sites at {} of {}: DWARF names no variable in an argument's register; their arguments stay integers",
+                sites.join(", "),
+                object.display()
+            )
+        } else {
+            format!(
+                "the USDT sites at {} of {}: {}",
+                sites.join(", "),
+                object.display(),
+                typed.join(", ")
+            )
+        });
         let args = Rc::new(args);
         self.dwarf.site_args.insert(key, args.clone());
         Ok(args)

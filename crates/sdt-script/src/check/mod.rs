@@ -122,6 +122,7 @@ pub fn check(
         time_formats: checker.time_formats,
         join_separators: checker.join_separators,
         strlen: options.strlen,
+        type_notes: checker.dwarf.notes(),
     })
 }
 
