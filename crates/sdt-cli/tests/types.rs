@@ -4,9 +4,9 @@
 //! The fixture (`tests/fixtures/types/subsys.c`) fires probes with
 //! pointers to SPDK-style structs and logs what it passed; the scripts
 //! print the same lines from the traced memory, and the two are compared.
-//! It is built with DWARF 4, DWARF 5, compressed debug sections, and with
-//! its debug information split off through `.gnu_debuglink` and through
-//! a build-id path.
+//! It is built with DWARF 4, DWARF 5, compressed debug sections
+//! (`SHF_COMPRESSED` and GNU `.zdebug_*`), and with its debug information
+//! split off through `.gnu_debuglink` and through a build-id path.
 //!
 //! `sdt types` needs no privilege; the `sdt run` tests attach probes and
 //! need root. With `CI=true` a missing privilege or tool fails them;
@@ -57,11 +57,21 @@ fn variants() -> Option<&'static Variants> {
             };
             let mut builds = Vec::new();
             let d4 = cc("subsys-dwarf4", &["-gdwarf-4"]);
+            let d4_copy = d4.clone();
             builds.push(("dwarf4", d4.clone(), d4));
             let d5 = cc("subsys-dwarf5", &["-gdwarf-5"]);
             builds.push(("dwarf5", d5.clone(), d5));
             let z = cc("subsys-compressed", &["-gdwarf-5", "-gz=zlib"]);
             builds.push(("compressed", z.clone(), z));
+            // GNU-style .zdebug_* sections, as older toolchains made them.
+            let gnu = dir.join("subsys-zdebug");
+            run_tool(
+                Command::new("objcopy")
+                    .arg("--compress-debug-sections=zlib-gnu")
+                    .arg(&d4_copy)
+                    .arg(&gnu),
+            );
+            builds.push(("zdebug", gnu.clone(), gnu));
 
             // Debug information in a separate file, found by .gnu_debuglink.
             let linked = cc("subsys-debuglink", &["-g"]);
