@@ -5,8 +5,9 @@
 //! pointers to SPDK-style structs and logs what it passed; the scripts
 //! print the same lines from the traced memory, and the two are compared.
 //! It is built with DWARF 4, DWARF 5, compressed debug sections
-//! (`SHF_COMPRESSED` and GNU `.zdebug_*`), and with its debug information
-//! split off through `.gnu_debuglink` and through a build-id path.
+//! (`SHF_COMPRESSED` and GNU `.zdebug_*`), with `-gsplit-dwarf` (a `.dwo`
+//! file), and with its debug information split off through
+//! `.gnu_debuglink` and through a build-id path.
 //!
 //! `sdt types` needs no privilege; the `sdt run` tests attach probes and
 //! need root. With `CI=true` a missing privilege or tool fails them;
@@ -60,7 +61,12 @@ fn variants() -> Option<&'static Variants> {
             let d4_copy = d4.clone();
             builds.push(("dwarf4", d4.clone(), d4));
             let d5 = cc("subsys-dwarf5", &["-gdwarf-5"]);
-            builds.push(("dwarf5", d5.clone(), d5));
+            builds.push(("dwarf5", d5.clone(), d5.clone()));
+            // Split DWARF: the types are in a .dwo file beside the program.
+            // pahole reads no .dwo; the same source built whole is its
+            // reference.
+            let split = cc("subsys-split", &["-gdwarf-5", "-gsplit-dwarf"]);
+            builds.push(("split-dwarf", split, d5));
             let z = cc("subsys-compressed", &["-gdwarf-5", "-gz=zlib"]);
             builds.push(("compressed", z.clone(), z));
             // GNU-style .zdebug_* sections, as older toolchains made them.
@@ -533,7 +539,9 @@ fn usdt_arguments_take_name_and_type_from_the_variables_at_the_site() {
     if !sdt_testing::require_root() {
         return;
     }
-    for (variant, program, _) in &v.builds {
+    // Split DWARF is left out: the variables' locations are in the .dwo,
+    // which sdt reads for types only (see the README).
+    for (variant, program, _) in v.builds.iter().filter(|b| b.0 != "split-dwarf") {
         let p = program.to_str().unwrap();
         // No cast anywhere: `s`, `from` and `to` are the variables the
         // fixture passes, found in the argument registers at the site.

@@ -11,8 +11,9 @@
 //! separate debug file named by the build-id
 //! (`/usr/lib/debug/.build-id/xx/yyyy.debug`), else the one named by
 //! `.gnu_debuglink` (beside the file, in its `.debug/` folder, or under
-//! `/usr/lib/debug`). Split DWARF (`.dwo`) is not read: a skeleton unit
-//! holds no types.
+//! `/usr/lib/debug`). A skeleton unit of split DWARF holds no types: the
+//! `.dwo` file it names is read as a further part, and a [`TypeId`]
+//! says which part it is in. `.dwp` packages are not read.
 //!
 //! Laziness: nothing is parsed when a file is opened. The first lookup
 //! builds a name index from the top-level entries of each compilation
@@ -225,14 +226,50 @@ pub struct DebugInfo {
     pub path: PathBuf,
     /// Where its DWARF was found: `path` or a separate debug file.
     pub debug_file: PathBuf,
-    dwarf: gimli::Dwarf<Reader>,
+    /// The DWARF of `debug_file`, then that of each split DWARF (`.dwo`)
+    /// file its skeleton units name.
+    parts: Vec<Part>,
     /// The file holding the DWARF, for [`DebugInfo::register_variables_at`],
     /// which also needs the sections that type lookups never load.
     owner: Arc<Owner>,
     full: RefCell<Option<Rc<gimli::Dwarf<Reader>>>>,
     index: RefCell<Option<Rc<Index>>>,
-    units: RefCell<HashMap<u64, Rc<gimli::Unit<Reader>>>>,
+    /// Units read so far, by their offset in [`TypeId`]'s numbering.
+    units: RefCell<HashMap<u64, Rc<PartUnit>>>,
 }
+
+/// One file of DWARF.
+struct Part {
+    dwarf: gimli::Dwarf<Reader>,
+}
+
+/// A unit and the part it is in.
+pub(crate) struct PartUnit {
+    part: usize,
+    unit: gimli::Unit<Reader>,
+}
+
+impl Deref for PartUnit {
+    type Target = gimli::Unit<Reader>;
+    fn deref(&self) -> &gimli::Unit<Reader> {
+        &self.unit
+    }
+}
+
+impl PartUnit {
+    pub(crate) fn main(unit: gimli::Unit<Reader>) -> PartUnit {
+        PartUnit { part: 0, unit }
+    }
+
+    /// `offset` in this unit's part, in [`TypeId`]'s numbering.
+    fn id(&self, offset: u64) -> u64 {
+        ((self.part as u64) << PART_SHIFT) | offset
+    }
+}
+
+/// A [`TypeId`] holds the part above this bit and the offset in the
+/// part's `.debug_info` below it.
+const PART_SHIFT: u32 = 40;
 
 impl fmt::Debug for DebugInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -283,11 +320,18 @@ impl DebugInfo {
     }
 
     fn from_owner(path: &Path, debug_file: PathBuf, owner: Arc<Owner>) -> Result<DebugInfo, Error> {
-        let dwarf = locate::load_dwarf(&debug_file, owner.clone(), false)?;
+        let dwarf = locate::load_dwarf(&debug_file, owner.clone(), false, false)?;
+        let mut parts = vec![Part { dwarf }];
+        for dwo in locate::split_dwarf_files(&debug_file, &parts[0].dwarf)? {
+            let owner = locate::map(&dwo)?;
+            let mut dwarf = locate::load_dwarf(&dwo, owner, false, true)?;
+            dwarf.file_type = gimli::DwarfFileType::Dwo;
+            parts.push(Part { dwarf });
+        }
         Ok(DebugInfo {
             path: path.to_path_buf(),
             debug_file,
-            dwarf,
+            parts,
             owner,
             full: RefCell::new(None),
             index: RefCell::new(None),
@@ -315,45 +359,49 @@ impl DebugInfo {
     fn build_index(&self) -> Result<Index, Error> {
         let mut names: HashMap<String, Vec<Candidate>> = HashMap::new();
         let mut units = Vec::new();
-        let mut headers = self.dwarf.units();
-        loop {
-            let header = match headers.next() {
-                Ok(Some(h)) => h,
-                Ok(None) => break,
-                Err(e) => return Err(self.corrupt(units.last().copied().unwrap_or(0), e)),
-            };
-            let start = header.offset().0 as u64;
-            units.push(start);
-            let unit = self.unit(start)?;
-            let fail = |e: gimli::Error| self.corrupt(start, e);
-            // The unit's entry, then its children one by one, each
-            // subtree skipped (through DW_AT_sibling where present).
-            let mut cursor = unit.entries();
-            let Some(root) = cursor.next_dfs().map_err(fail)? else {
-                continue;
-            };
-            // GCC gives DW_AT_sibling to every entry with children except
-            // the last child: in its units, such an entry without one ends
-            // the unit, and its subtree (often a large function) need not
-            // be walked to find that out.
-            let gcc = match root.attr_value(gimli::DW_AT_producer) {
-                Some(producer) => self
-                    .dwarf
-                    .attr_string(&unit, producer)
-                    .is_ok_and(|p| p.to_slice().is_ok_and(|p| p.starts_with(b"GNU "))),
-                None => false,
-            };
-            if !cursor.next_entry().map_err(fail)? {
-                continue;
-            }
-            while let Some(entry) = cursor.current() {
-                if let Some((key, candidate)) = self.index_entry(&unit, entry)? {
-                    names.entry(key).or_default().push(candidate);
+        for (part, Part { dwarf }) in self.parts.iter().enumerate() {
+            let mut headers = dwarf.units();
+            loop {
+                let header = match headers.next() {
+                    Ok(Some(h)) => h,
+                    Ok(None) => break,
+                    Err(e) => return Err(self.corrupt(units.last().copied().unwrap_or(0), e)),
+                };
+                if matches!(header.type_(), gimli::UnitType::Skeleton(_)) {
+                    continue;
                 }
-                if gcc && entry.has_children() && entry.attr(gimli::DW_AT_sibling).is_none() {
-                    break;
+                let start = ((part as u64) << PART_SHIFT) | header.offset().0 as u64;
+                units.push(start);
+                let unit = self.unit(start)?;
+                let fail = |e: gimli::Error| self.corrupt(start, e);
+                // The unit's entry, then its children one by one, each
+                // subtree skipped (through DW_AT_sibling where present).
+                let mut cursor = unit.entries();
+                let Some(root) = cursor.next_dfs().map_err(fail)? else {
+                    continue;
+                };
+                // GCC gives DW_AT_sibling to every entry with children except
+                // the last child: in its units, such an entry without one ends
+                // the unit, and its subtree (often a large function) need not
+                // be walked to find that out.
+                let gcc = match root.attr_value(gimli::DW_AT_producer) {
+                    Some(producer) => dwarf
+                        .attr_string(&unit, producer)
+                        .is_ok_and(|p| p.to_slice().is_ok_and(|p| p.starts_with(b"GNU "))),
+                    None => false,
+                };
+                if !cursor.next_entry().map_err(fail)? {
+                    continue;
                 }
-                cursor.next_sibling().map_err(fail)?;
+                while let Some(entry) = cursor.current() {
+                    if let Some((key, candidate)) = self.index_entry(&unit, entry)? {
+                        names.entry(key).or_default().push(candidate);
+                    }
+                    if gcc && entry.has_children() && entry.attr(gimli::DW_AT_sibling).is_none() {
+                        break;
+                    }
+                    cursor.next_sibling().map_err(fail)?;
+                }
             }
         }
         Ok(Index { names, units })
@@ -363,7 +411,7 @@ impl DebugInfo {
     /// named type.
     fn index_entry(
         &self,
-        unit: &gimli::Unit<Reader>,
+        unit: &PartUnit,
         entry: &gimli::DebuggingInformationEntry<Reader>,
     ) -> Result<Option<(String, Candidate)>, Error> {
         let keyword = match entry.tag() {
@@ -376,10 +424,10 @@ impl DebugInfo {
         let Some(name) = self.name(unit, entry)? else {
             return Ok(None);
         };
-        let id = entry
+        let id = unit.id(entry
             .offset()
             .to_debug_info_offset(&unit.header)
-            .map_or(0, |o| o.0 as u64);
+            .map_or(0, |o| o.0 as u64));
         let declaration = matches!(
             entry.attr_value(gimli::DW_AT_declaration),
             Some(AttributeValue::Flag(true))
@@ -393,24 +441,27 @@ impl DebugInfo {
         )))
     }
 
-    fn unit(&self, start: u64) -> Result<Rc<gimli::Unit<Reader>>, Error> {
+    fn unit(&self, start: u64) -> Result<Rc<PartUnit>, Error> {
         if let Some(unit) = self.units.borrow().get(&start) {
             return Ok(unit.clone());
         }
         let fail = |e: gimli::Error| self.corrupt(start, e);
-        let header = self
-            .dwarf
-            .unit_header(gimli::DebugInfoOffset(start as usize))
+        let part = (start >> PART_SHIFT) as usize;
+        let Some(Part { dwarf }) = self.parts.get(part) else {
+            return Err(self.corrupt(start, "no such unit"));
+        };
+        let file_type = dwarf.file_type;
+        let local = start & ((1 << PART_SHIFT) - 1);
+        let header = dwarf
+            .unit_header(gimli::DebugInfoOffset(local as usize))
             .map_err(fail)?;
         // Only what type entries need: the abbreviations and the base of
         // string offsets. `Dwarf::unit` would also parse the line program,
         // whose section is never loaded here (see `locate::load_dwarf`).
-        let abbreviations = self.dwarf.abbreviations(&header).map_err(fail)?;
+        let abbreviations = dwarf.abbreviations(&header).map_err(fail)?;
         let encoding = header.encoding();
-        let mut str_offsets_base = gimli::DebugStrOffsetsBase::default_for_encoding_and_file(
-            encoding,
-            gimli::DwarfFileType::Main,
-        );
+        let mut str_offsets_base =
+            gimli::DebugStrOffsetsBase::default_for_encoding_and_file(encoding, file_type);
         {
             let mut cursor = header.entries(&abbreviations);
             if let Some(root) = cursor.next_dfs().map_err(fail)? {
@@ -421,24 +472,25 @@ impl DebugInfo {
                 }
             }
         }
-        let unit = Rc::new(gimli::Unit {
-            abbreviations,
-            name: None,
-            comp_dir: None,
-            low_pc: 0,
-            str_offsets_base,
-            addr_base: gimli::DebugAddrBase(0),
-            loclists_base: gimli::DebugLocListsBase::default_for_encoding_and_file(
-                encoding,
-                gimli::DwarfFileType::Main,
-            ),
-            rnglists_base: gimli::DebugRngListsBase::default_for_encoding_and_file(
-                encoding,
-                gimli::DwarfFileType::Main,
-            ),
-            line_program: None,
-            dwo_id: None,
-            header,
+        let unit = Rc::new(PartUnit {
+            part,
+            unit: gimli::Unit {
+                abbreviations,
+                name: None,
+                comp_dir: None,
+                low_pc: 0,
+                str_offsets_base,
+                addr_base: gimli::DebugAddrBase(0),
+                loclists_base: gimli::DebugLocListsBase::default_for_encoding_and_file(
+                    encoding, file_type,
+                ),
+                rnglists_base: gimli::DebugRngListsBase::default_for_encoding_and_file(
+                    encoding, file_type,
+                ),
+                line_program: None,
+                dwo_id: None,
+                header,
+            },
         });
         self.units.borrow_mut().insert(start, unit.clone());
         Ok(unit)
@@ -446,14 +498,14 @@ impl DebugInfo {
 
     fn name(
         &self,
-        unit: &gimli::Unit<Reader>,
+        unit: &PartUnit,
         entry: &gimli::DebuggingInformationEntry<Reader>,
     ) -> Result<Option<String>, Error> {
         let Some(value) = entry.attr_value(gimli::DW_AT_name) else {
             return Ok(None);
         };
         let offset = unit.header.offset().0 as u64;
-        let s = self
+        let s = self.parts[unit.part]
             .dwarf
             .attr_string(unit, value)
             .map_err(|e| self.corrupt(offset, e))?;
@@ -737,17 +789,18 @@ impl DebugInfo {
 
     fn type_ref(
         &self,
-        unit: &gimli::Unit<Reader>,
+        unit: &PartUnit,
         entry: &gimli::DebuggingInformationEntry<Reader>,
     ) -> Result<Option<TypeId>, Error> {
         Ok(match entry.attr_value(gimli::DW_AT_type) {
             None => None,
             Some(AttributeValue::UnitRef(o)) => Some(TypeId(
-                o.to_debug_info_offset(&unit.header)
+                unit.id(o
+                    .to_debug_info_offset(&unit.header)
                     .ok_or_else(|| self.corrupt(0, "type reference outside its unit"))?
-                    .0 as u64,
+                    .0 as u64),
             )),
-            Some(AttributeValue::DebugInfoRef(o)) => Some(TypeId(o.0 as u64)),
+            Some(AttributeValue::DebugInfoRef(o)) => Some(TypeId(unit.id(o.0 as u64))),
             Some(other) => {
                 let at = entry
                     .offset()

@@ -14,7 +14,7 @@ use crate::{Bytes, DebugInfo, Error, Owner, Reader};
 /// Where distributions install separate debug files.
 const DEBUG_ROOT: &str = "/usr/lib/debug";
 
-fn map(path: &Path) -> Result<Arc<Owner>, Error> {
+pub(crate) fn map(path: &Path) -> Result<Arc<Owner>, Error> {
     let io = |error| Error::Io {
         path: path.to_path_buf(),
         error,
@@ -93,11 +93,12 @@ pub(crate) fn find(path: &Path) -> Result<(PathBuf, Arc<Owner>), Error> {
 
 /// Loads the DWARF sections of the ELF file in `owner`: uncompressed
 /// ones as slices of it, compressed ones inflated. Without `all`, only
-/// the ones types need.
+/// the ones types need. A split DWARF file's sections end in `.dwo`.
 pub(crate) fn load_dwarf(
     path: &Path,
     owner: Arc<Owner>,
     all: bool,
+    dwo: bool,
 ) -> Result<gimli::Dwarf<Reader>, Error> {
     let file = parse(path, owner.bytes())?;
     let endian = if file.is_little_endian() {
@@ -127,7 +128,11 @@ pub(crate) fn load_dwarf(
                     | gimli::SectionId::DebugStrOffsets
                     | gimli::SectionId::DebugLineStr
             );
-        let Some(section) = file.section_by_name(id.name()).filter(|_| needed) else {
+        let name = if dwo { id.dwo_name() } else { Some(id.name()) };
+        let Some(section) = name
+            .and_then(|n| file.section_by_name(n))
+            .filter(|_| needed)
+        else {
             return Ok(Reader::new(empty, endian));
         };
         if section.kind() == SectionKind::UninitializedData {
@@ -162,6 +167,56 @@ pub(crate) fn load_dwarf(
         ))
     };
     gimli::Dwarf::load(load)
+}
+
+/// The split DWARF (`.dwo`) files that the skeleton units of `dwarf`
+/// name, each once, where they exist: `DW_AT_dwo_name`, relative to
+/// `DW_AT_comp_dir` when not absolute. Only unit headers and skeleton
+/// root entries are read.
+pub(crate) fn split_dwarf_files(
+    path: &Path,
+    dwarf: &gimli::Dwarf<Reader>,
+) -> Result<Vec<PathBuf>, Error> {
+    let fail = |e: gimli::Error| Error::Dwarf {
+        path: path.to_path_buf(),
+        offset: 0,
+        message: e.to_string(),
+    };
+    let mut files = Vec::new();
+    let mut headers = dwarf.units();
+    while let Some(header) = headers.next().map_err(fail)? {
+        if !matches!(header.type_(), gimli::UnitType::Skeleton(_)) {
+            continue;
+        }
+        let abbreviations = dwarf.abbreviations(&header).map_err(fail)?;
+        let mut cursor = header.entries(&abbreviations);
+        let Some(root) = cursor.next_dfs().map_err(fail)? else {
+            continue;
+        };
+        let text = |at| -> Option<String> {
+            let value = root.attr_value(at)?;
+            let s = match value {
+                gimli::AttributeValue::String(s) => s,
+                gimli::AttributeValue::DebugStrRef(o) => dwarf.debug_str.get_str(o).ok()?,
+                gimli::AttributeValue::DebugLineStrRef(o) => {
+                    dwarf.debug_line_str.get_str(o).ok()?
+                }
+                _ => return None,
+            };
+            Some(gimli::Reader::to_string_lossy(&s).ok()?.into_owned())
+        };
+        let Some(name) = text(gimli::DW_AT_dwo_name) else {
+            continue;
+        };
+        let file = match text(gimli::DW_AT_comp_dir) {
+            Some(dir) => Path::new(&dir).join(&name),
+            None => PathBuf::from(&name),
+        };
+        if file.is_file() && !files.contains(&file) {
+            files.push(file);
+        }
+    }
+    Ok(files)
 }
 
 /// Opened debug information, shared by every probe of one run: one entry

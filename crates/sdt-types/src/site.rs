@@ -17,7 +17,7 @@ use std::rc::Rc;
 
 use gimli::{AttributeValue, Operation};
 
-use crate::{DebugInfo, Error, Reader, TypeId};
+use crate::{DebugInfo, Error, PartUnit, Reader, TypeId};
 
 /// A variable that lives in a register at an address.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,6 +36,7 @@ impl DebugInfo {
         let Some(unit) = self.unit_at(&dwarf, pc)? else {
             return Ok(Vec::new());
         };
+        let unit = PartUnit::main(unit);
         let fail = |e: gimli::Error| self.corrupt(unit.header.offset().0 as u64, e);
         let mut tree = unit.entries_tree(None).map_err(fail)?;
         let root = tree.root().map_err(fail)?;
@@ -53,6 +54,7 @@ impl DebugInfo {
             &self.debug_file,
             self.owner.clone(),
             true,
+            false,
         )?);
         *self.full.borrow_mut() = Some(d.clone());
         Ok(d)
@@ -97,7 +99,7 @@ impl DebugInfo {
     fn scope(
         &self,
         dwarf: &gimli::Dwarf<Reader>,
-        unit: &gimli::Unit<Reader>,
+        unit: &PartUnit,
         node: gimli::EntriesTreeNode<'_, '_, Reader>,
         pc: u64,
         found: &mut Vec<RegisterVariable>,
@@ -137,7 +139,7 @@ impl DebugInfo {
     fn register_variable(
         &self,
         dwarf: &gimli::Dwarf<Reader>,
-        unit: &gimli::Unit<Reader>,
+        unit: &PartUnit,
         entry: &gimli::DebuggingInformationEntry<Reader>,
         pc: u64,
     ) -> Result<Option<RegisterVariable>, Error> {
