@@ -54,17 +54,17 @@ pub fn layout(info: &DebugInfo, id: TypeId) -> Result<Layout, Error> {
                     Some(b) => {
                         declaration += &format!(":{}", b.bits);
                         let unit = msize.max(1);
-                        let mut start = b.bit_offset / (unit * 8) * unit;
-                        if b.bit_offset + b.bits > (start + unit) * 8 {
+                        let mut start = b.bit_offset / unit.saturating_mul(8) * unit;
+                        if b.bit_offset + b.bits > start.saturating_add(unit).saturating_mul(8) {
                             start = b.bit_offset / 8;
                         }
                         (
                             start,
-                            start + unit,
+                            start.saturating_add(unit),
                             Some((b.bit_offset - start * 8, b.bits)),
                         )
                     }
-                    None => (m.offset, m.offset + msize, None),
+                    None => (m.offset, m.offset.saturating_add(msize), None),
                 };
                 let hole_before = if r.is_union {
                     0

@@ -706,12 +706,18 @@ impl DebugInfo {
                                 // bit of a storage unit of DW_AT_byte_size.
                                 let storage = udata(e, gimli::DW_AT_byte_size).unwrap_or(4);
                                 let from_msb = udata(e, gimli::DW_AT_bit_offset).unwrap_or(0);
-                                (location * 8 + storage * 8)
-                                    .checked_sub(from_msb + bits)
+                                location
+                                    .checked_add(storage)
+                                    .and_then(|end| end.checked_mul(8))
+                                    .and_then(|end| end.checked_sub(from_msb.checked_add(bits)?))
                                     .ok_or_else(|| {
                                         self.corrupt(id.0, "bitfield outside its storage")
                                     })?
                             };
+                            // Sane bounds keep every later sum in range.
+                            if bits > 64 || bit_offset >= 1 << 48 {
+                                return Err(self.corrupt(id.0, "bitfield out of range"));
+                            }
                             Some(Bitfield { bit_offset, bits })
                         }
                     };

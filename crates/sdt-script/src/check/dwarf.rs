@@ -211,7 +211,8 @@ impl Checker<'_> {
                             // storage unit, aligned, and shifted.
                             let unit = self.registry.c_size(&ty).clamp(1, 8);
                             let mut start = b.bit_offset / (unit * 8) * unit;
-                            if b.bit_offset + b.bits > (start + unit) * 8 {
+                            if b.bit_offset + b.bits > start.saturating_add(unit).saturating_mul(8)
+                            {
                                 start = b.bit_offset / 8;
                             }
                             let within = b.bit_offset - start * 8;
