@@ -10,7 +10,9 @@ use sdt_types::{DebugInfo, Layout, Lookup};
 
 const AFTER_HELP: &str = "\
 NAME is `struct foo`, `union foo`, `enum foo` or a typedef name; a bare
-name that is no typedef is tried as a struct, union and enum in turn.
+name that is no typedef is tried as a struct, union and enum in turn. A
+name defined differently in two compilation units is an error that names
+both; --unit picks one.
 Without NAME, every name the file defines is listed.
 
 The DWARF comes from the file itself, or from the separate debug file its
@@ -45,6 +47,11 @@ pub struct TypesArgs {
     #[arg(long)]
     bpftrace: bool,
 
+    /// Of a name defined differently in several compilation units, take
+    /// the definition in the first unit whose name contains UNIT.
+    #[arg(long, value_name = "UNIT")]
+    unit: Option<String>,
+
     /// The ELF file (program, library or debug file).
     file: PathBuf,
 
@@ -60,7 +67,10 @@ pub fn run(args: TypesArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let id = find(&info, &name)?;
+    let id = match &args.unit {
+        Some(unit) => find_in_unit(&info, &name, unit)?,
+        None => find(&info, &name)?,
+    };
     if args.bpftrace {
         print!("{}", sdt_types::bpftrace_definitions(&info, id)?);
         return Ok(ExitCode::SUCCESS);
@@ -90,9 +100,10 @@ fn find(info: &DebugInfo, name: &str) -> anyhow::Result<sdt_types::TypeId> {
         match info.find(t).context("reading debug information")? {
             Lookup::Found(id) => return Ok(id),
             Lookup::Ambiguous(defs) => bail!(
-                "`{t}` is defined differently in {} ({}); pick one with the debug file of one unit, or define the type yourself",
+                "`{t}` is defined differently in two compilation units of {}: {}; pick one with --unit (for example --unit {})",
                 info.debug_file.display(),
-                defs.iter().map(|(_, unit)| unit.as_str()).collect::<Vec<_>>().join(" and ")
+                defs.iter().map(|(_, unit)| unit.as_str()).collect::<Vec<_>>().join(" and "),
+                defs[0].1.rsplit('/').next().unwrap_or(&defs[0].1)
             ),
             Lookup::Missing(close) => suggestions.extend(close),
         }
@@ -105,6 +116,28 @@ fn find(info: &DebugInfo, name: &str) -> anyhow::Result<sdt_types::TypeId> {
     };
     bail!(
         "{} defines no type `{name}`{hint}",
+        info.debug_file.display()
+    )
+}
+
+/// `name` as defined in the first unit whose name contains `unit`.
+fn find_in_unit(info: &DebugInfo, name: &str, unit: &str) -> anyhow::Result<sdt_types::TypeId> {
+    let bare = !name.contains(' ');
+    let tries: Vec<String> = if bare {
+        ["", "struct ", "union ", "enum "]
+            .iter()
+            .map(|kw| format!("{kw}{name}"))
+            .collect()
+    } else {
+        vec![name.to_string()]
+    };
+    for t in &tries {
+        if let Some(id) = info.find_in_unit(t, unit)? {
+            return Ok(id);
+        }
+    }
+    bail!(
+        "no compilation unit of {} whose name contains `{unit}` defines `{name}`",
         info.debug_file.display()
     )
 }

@@ -323,9 +323,31 @@ fn a_name_defined_differently_in_two_units_is_ambiguous() {
     assert_no_panic(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("one.c") && err.contains("two.c") && err.contains("differently"),
+        err.contains("one.c") && err.contains("two.c") && err.contains("--unit"),
         "{err}"
     );
+    // --unit picks one.
+    for (unit, member) in [("two.c", "name"), ("one.c", "fd")] {
+        let out = sdt()
+            .args([
+                "types",
+                "--json",
+                "--unit",
+                unit,
+                program.to_str().unwrap(),
+                "struct conn",
+            ])
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let names: Vec<&str> = json["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&member), "{unit}: {names:?}");
+    }
 }
 
 /// What the script prints for one run of the fixture, and the fixture's log.

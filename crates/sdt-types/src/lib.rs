@@ -551,6 +551,21 @@ impl DebugInfo {
         Ok(Lookup::Ambiguous(named))
     }
 
+    /// The definition of `name` in the first compilation unit whose name
+    /// contains `unit`: how to pick one of an ambiguous name's definitions.
+    pub fn find_in_unit(&self, name: &str, unit: &str) -> Result<Option<TypeId>, Error> {
+        let index = self.index()?;
+        let Some(candidates) = index.names.get(&normalize(name)) else {
+            return Ok(None);
+        };
+        for c in candidates.iter().filter(|c| !c.declaration) {
+            if self.unit_name(&index, c.id)?.contains(unit) {
+                return Ok(Some(c.id));
+            }
+        }
+        Ok(None)
+    }
+
     /// Every name [`DebugInfo::find`] knows, as it takes them.
     pub fn names(&self) -> Result<Vec<String>, Error> {
         let mut names: Vec<String> = self.index()?.names.keys().cloned().collect();

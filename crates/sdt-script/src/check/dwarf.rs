@@ -109,9 +109,11 @@ impl Checker<'_> {
                         defs[1].1
                     ),
                 )
-                .hint(
-                    "define the type you mean at the top of the script; a script definition wins",
-                ),
+.hint(format!(
+                    "define the one you mean at the top of the script, where it wins; `sdt types --bpftrace --unit {} {} '{name}'` prints it",
+                    defs[0].1.rsplit('/').next().unwrap_or(&defs[0].1),
+                    object.display()
+                )),
             )),
             Lookup::Missing(close) => {
                 let mut d = Diagnostic::error(
