@@ -15,13 +15,19 @@
 //! `.dwo` file it names is read as a further part, and a [`TypeId`]
 //! says which part it is in. `.dwp` packages are not read.
 //!
-//! Laziness: nothing is parsed when a file is opened. The first lookup
-//! builds a name index from the top-level entries of each compilation
-//! unit only; entries with children are skipped through their
-//! `DW_AT_sibling` attribute where the compiler wrote one (GCC does), so
-//! function bodies and struct members are not decoded. Types are then
-//! read one DIE (and its direct children) at a time. Sections are mapped,
-//! not read; only compressed ones are inflated, once.
+//! Laziness: opening a file reads unit headers only (to find `.dwo`
+//! files). The first lookup builds a name index from the top-level
+//! entries of each compilation unit only; entries with children are
+//! skipped through their `DW_AT_sibling` attribute where the compiler
+//! wrote one (GCC does, on every such entry but a unit's last, so in
+//! GCC's units an entry without one ends the scan), so function bodies
+//! and struct members are not decoded. The index covers every unit
+//! because a name defined differently in two units must be reported, not
+//! picked at random. Types are then read one DIE (and its direct
+//! children) at a time. Sections are mapped, not read; only the
+//! compressed ones that types need (entries, abbreviations, strings) are
+//! inflated, once; line tables and location lists are loaded only for
+//! [`DebugInfo::register_variables_at`].
 //!
 //! Gimli does the DWARF decoding and `object` the ELF parsing and
 //! decompression: both are the standard Rust crates for the job and
