@@ -140,6 +140,21 @@ pub(crate) fn load_dwarf(
         }
         let compressed = section.compressed_data().map_err(elf_error)?;
         if compressed.format != object::CompressionFormat::None {
+            // Deflate and zstd expand at most about 1032 and 32768 to
+            // one: a header that claims more is corrupt, and would make
+            // the buffer for it fail to allocate.
+            let most = (compressed.data.len() as u64 + 64).saturating_mul(32768);
+            if compressed.uncompressed_size > most {
+                return Err(Error::Elf {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "section {} claims {} bytes uncompressed from {}",
+                        id.name(),
+                        compressed.uncompressed_size,
+                        compressed.data.len()
+                    ),
+                });
+            }
             let data = compressed.decompress().map_err(elf_error)?.into_owned();
             return Ok(Reader::new(
                 Bytes::whole(Arc::new(Owner::Owned(data))),
