@@ -9,13 +9,20 @@ use object::{Object, ObjectSection};
 use sdt_types::{DebugInfo, Lookup};
 
 fn fixture() -> Option<Vec<u8>> {
+    build(&[])
+}
+
+fn build(flags: &[&str]) -> Option<Vec<u8>> {
     if !sdt_testing::require(sdt_testing::have("cc"), "a C compiler (cc)") {
         return None;
     }
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/types/subsys.c");
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdt-types-corrupt");
+    let out =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sdt-types-corrupt{}", flags.join("")));
     let status = Command::new("cc")
-        .args(["-g", "-O2", "-o"])
+        .args(["-g", "-O2"])
+        .args(flags)
+        .arg("-o")
         .arg(&out)
         .arg(&src)
         .status()
@@ -85,4 +92,20 @@ fn damaged_debug_info_gives_errors_not_panics() {
     }
     // A file that ends inside .debug_info.
     exercise(bytes[..start + size / 2].to_vec());
+}
+
+#[test]
+fn a_compressed_section_claiming_an_impossible_size_is_an_error() {
+    let Some(mut bytes) = build(&["-gz=zlib"]) else {
+        return;
+    };
+    let start = {
+        let file = object::File::parse(&*bytes).unwrap();
+        let section = file.section_by_name(".debug_info").unwrap();
+        section.file_range().unwrap().0 as usize
+    };
+    // Elf64_Chdr: ch_type, ch_reserved, then ch_size.
+    bytes[start + 8..start + 16].copy_from_slice(&(1u64 << 58).to_le_bytes());
+    let err = DebugInfo::from_elf_bytes(bytes).expect_err("an impossible size");
+    assert!(err.to_string().contains("claims"), "{err}");
 }
