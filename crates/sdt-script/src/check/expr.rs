@@ -125,7 +125,10 @@ impl Checker<'_> {
                 field_span,
                 arrow,
             } => {
+                // A USDT probe's `args` are its arguments as DWARF names
+                // them, when there is an object to read DWARF from.
                 if scope.kind == ProbeKind::Usdt
+                    && self.current_object.is_some()
                     && matches!(&expr.kind, ExprKind::Ident(n) if n == "args")
                 {
                     return self.usdt_arg(field, *field_span, span);
