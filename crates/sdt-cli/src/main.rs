@@ -19,6 +19,7 @@ mod run;
 mod tools;
 mod trace;
 mod traced;
+mod types;
 
 /// Statically defined tracing for Linux: list and trace USDT probes, and
 /// run bpftrace programs on them.
@@ -35,8 +36,9 @@ mod traced;
         sdt trace -c 'python3.11 app.py' -s 1 python:function__entry\n  \
         sdt trace -p 1234 'postgresql:query__*'\n  \
         sdt run -e 'usdt::python:function__entry { @[str(arg1)] = count(); }' -c 'python3.11 app.py'\n  \
-        sdt calls -L -c 'python3.11 app.py'      the language tools: calls, flow, gc, objnew, threads, stat\n\n\
-        Run `sdt help list`, `sdt help trace` or `sdt help run` for more."
+        sdt calls -L -c 'python3.11 app.py'      count calls; also flow, gc, objnew, threads, stat\n  \
+        sdt types ./server 'struct request'      a C type from the debug information, laid out like pahole\n\n\
+        Run `sdt help COMMAND` (list, trace, run, types, calls, ...) for more."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,6 +50,7 @@ enum Command {
     List(list::ListArgs),
     Trace(trace::TraceArgs),
     Run(run::RunArgs),
+    Types(types::TypesArgs),
     Calls(tools::CallsArgs),
     Flow(tools::FlowArgs),
     Gc(tools::GcArgs),
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
             Command::Dbslower(args) => tools::dbslower(args),
             Command::Readline(args) => tools::readline(args),
             Command::Stat(args) => tools::stat(args),
+            Command::Types(args) => types::run(args),
             Command::Bpftrace { args } => bpftrace(args),
             Command::Release { socket } => {
                 if let Ok(fds) = sdt_proc::receive(&socket) {

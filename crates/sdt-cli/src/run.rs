@@ -253,6 +253,11 @@ fn start_and_run(
     for warning in &compilation.warnings {
         eprintln!("sdt: warning: {warning}");
     }
+    if args.verbose {
+        for note in &compilation.program.type_notes {
+            eprintln!("sdt: {note}");
+        }
+    }
     if args.dump {
         dump(&compilation);
         return Ok(ExitCode::SUCCESS);

@@ -9,7 +9,7 @@ use sdt_trace::{FunctionSite, FunctionTarget, PlannedSite, Scope, TraceFs, Trace
 
 use crate::ast::Script;
 use crate::attach::{self, AttachSpec};
-use crate::check::{AttachInfo, TargetInfo, TracepointFormat};
+use crate::check::{AttachInfo, TargetInfo, TracepointFormat, UsdtSite};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use crate::hir::ProbeKind;
 
@@ -70,9 +70,40 @@ impl Bound {
                         name: format!("{}:{}", tp.category, tp.name),
                         fields: tp.fields.clone(),
                     }),
+                    object: None,
+                    usdt_sites: Vec::new(),
                 })
                 .collect(),
-            _ => vec![TargetInfo::default()],
+            Target::Usdt(sites) => {
+                let object = sites.first().map(|s| s.path.clone());
+                vec![TargetInfo {
+                    tracepoint: None,
+                    usdt_sites: sites
+                        .iter()
+                        .filter(|s| Some(&s.path) == object.as_ref())
+                        .map(|s| UsdtSite {
+                            address: s.address,
+                            registers: s
+                                .args
+                                .iter()
+                                .map(|a| match a.source {
+                                    sdt_bpf::arg::ArgSource::Reg { ctx_offset, .. } => {
+                                        Some(ctx_offset)
+                                    }
+                                    _ => None,
+                                })
+                                .collect(),
+                        })
+                        .collect(),
+                    object,
+                }]
+            }
+            Target::Functions(sites) => vec![TargetInfo {
+                tracepoint: None,
+                object: sites.first().map(|s| s.path.clone()),
+                usdt_sites: Vec::new(),
+            }],
+            Target::Plain => vec![TargetInfo::default()],
         };
         AttachInfo {
             kind: self.kind(),

@@ -202,7 +202,11 @@ pub fn offline_attach(
             });
             points.push(check::AttachInfo {
                 kind,
-                targets: vec![check::TargetInfo { tracepoint }],
+                targets: vec![check::TargetInfo {
+                    tracepoint,
+                    object: None,
+                    usdt_sites: Vec::new(),
+                }],
             });
         }
         attach_info.push(points);

@@ -30,6 +30,9 @@ pub struct Program {
     /// Bytes of a string read with `str()` when no length is given,
     /// including the NUL.
     pub strlen: u32,
+    /// Where C types came from: the debug files read, and the USDT
+    /// arguments that DWARF typed or could not type (for `-v`).
+    pub type_notes: Vec<String>,
 }
 
 /// A map, with the types every use of it agreed on.

@@ -125,6 +125,14 @@ impl Checker<'_> {
                 field_span,
                 arrow,
             } => {
+                // A USDT probe's `args` are its arguments as DWARF names
+                // them, when there is an object to read DWARF from.
+                if scope.kind == ProbeKind::Usdt
+                    && self.current_object.is_some()
+                    && matches!(&expr.kind, ExprKind::Ident(n) if n == "args")
+                {
+                    return self.usdt_arg(field, *field_span, span);
+                }
                 let base = self.expr(expr, scope)?;
                 self.field(base, field, *field_span, *arrow, span, scope)?
             }
@@ -800,7 +808,7 @@ impl Checker<'_> {
         })
     }
 
-    fn cast(&mut self, value: TExpr, target: Ty, span: Span) -> R<TExpr> {
+    pub(crate) fn cast(&mut self, value: TExpr, target: Ty, span: Span) -> R<TExpr> {
         // As in C, an array in traced memory cast to a pointer is the
         // address of its first element: `(struct s *)$p->one_element_array`.
         let value = match (&target, &value.ty) {
@@ -858,7 +866,12 @@ impl Checker<'_> {
     }
 
     pub(crate) fn resolve_type(&mut self, ty: &crate::ast::TypeName) -> R<Ty> {
-        let Some(mut t) = crate::cdecl::base_type(&self.registry, &ty.name) else {
+        let from_script = crate::cdecl::base_type(&self.registry, &ty.name);
+        let found = match from_script {
+            Some(t) => Some(t),
+            None => self.dwarf_type(&ty.name, ty.span)?,
+        };
+        let Some(mut t) = found else {
             let mut d = Diagnostic::error(ty.span, format!("unknown type `{}`", ty.name));
             let names: Vec<&str> = self
                 .registry

@@ -12,6 +12,7 @@
 //! tracepoints.
 
 mod calls;
+mod dwarf;
 mod expr;
 
 use std::collections::HashMap;
@@ -66,6 +67,21 @@ pub struct AttachInfo {
 pub struct TargetInfo {
     /// The tracepoint's record format, for `args`.
     pub tracepoint: Option<TracepointFormat>,
+    /// The object that holds the probe, whose DWARF names the C types
+    /// the script does not define.
+    pub object: Option<std::path::PathBuf>,
+    /// A USDT probe's sites, for `args.NAME`.
+    pub usdt_sites: Vec<UsdtSite>,
+}
+
+/// One USDT site, as far as typing its arguments goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsdtSite {
+    /// The site's link-time address.
+    pub address: u64,
+    /// For each argument, its register's offset in `pt_regs` when it is
+    /// in a register.
+    pub registers: Vec<Option<i16>>,
 }
 
 /// A tracepoint's record, from its `format` file.
@@ -106,6 +122,7 @@ pub fn check(
         time_formats: checker.time_formats,
         join_separators: checker.join_separators,
         strlen: options.strlen,
+        type_notes: checker.dwarf.notes(),
     })
 }
 
@@ -129,6 +146,10 @@ pub(crate) struct Checker<'o> {
     final_pass: bool,
     /// Whether this run learned something new about a map.
     learned: bool,
+    /// The object of the probe instance being checked.
+    current_object: Option<std::path::PathBuf>,
+    current_sites: Vec<UsdtSite>,
+    dwarf: dwarf::DwarfTypes,
 }
 
 /// What is known inside one probe block instance.
@@ -178,6 +199,9 @@ impl<'o> Checker<'o> {
             errors: Vec::new(),
             final_pass: false,
             learned: false,
+            current_object: None,
+            current_sites: Vec::new(),
+            dwarf: dwarf::DwarfTypes::default(),
         };
         for entry in &script.config {
             checker.config_entry(entry)?;
@@ -250,6 +274,8 @@ impl<'o> Checker<'o> {
         kind: ProbeKind,
         info: &TargetInfo,
     ) -> Option<ProbeInstance> {
+        self.current_object = info.object.clone();
+        self.current_sites = info.usdt_sites.clone();
         let tracepoint = info
             .tracepoint
             .as_ref()

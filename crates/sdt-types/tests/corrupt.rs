@@ -1,0 +1,111 @@
+//! Corrupt and truncated DWARF gives errors, never a panic: the fixture's
+//! `.debug_info` is damaged byte by byte and cut short, and every lookup
+//! and layout is tried on the result.
+
+use std::path::Path;
+use std::process::Command;
+
+use object::{Object, ObjectSection};
+use sdt_types::{DebugInfo, Lookup};
+
+fn fixture() -> Option<Vec<u8>> {
+    build(&[])
+}
+
+fn build(flags: &[&str]) -> Option<Vec<u8>> {
+    if !sdt_testing::require(sdt_testing::have("cc"), "a C compiler (cc)") {
+        return None;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/types/subsys.c");
+    let out =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sdt-types-corrupt{}", flags.join("")));
+    let status = Command::new("cc")
+        .args(["-g", "-O2"])
+        .args(flags)
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run cc");
+    assert!(status.success());
+    Some(std::fs::read(&out).unwrap())
+}
+
+/// Everything a user of the crate does with a file.
+fn exercise(bytes: Vec<u8>) {
+    let Ok(Some(info)) = DebugInfo::from_elf_bytes(bytes) else {
+        return;
+    };
+    for name in [
+        "struct subsystem",
+        "enum subsystem_state",
+        "listener_t",
+        "struct nothing",
+    ] {
+        if let Ok(Lookup::Found(id)) = info.find(name) {
+            let _ = sdt_types::layout(&info, id).map(|l| l.to_text());
+            let _ = sdt_types::bpftrace_definitions(&info, id);
+        }
+    }
+}
+
+#[test]
+fn the_intact_fixture_reads() {
+    let Some(bytes) = fixture() else { return };
+    let info = DebugInfo::from_elf_bytes(bytes)
+        .unwrap()
+        .expect("built with -g");
+    let Lookup::Found(id) = info.find("struct subsystem").unwrap() else {
+        panic!("struct subsystem is defined")
+    };
+    let layout = sdt_types::layout(&info, id).unwrap();
+    let subnqn = layout.members.iter().find(|m| m.name == "subnqn").unwrap();
+    assert_eq!((subnqn.offset, subnqn.size), (4, 256));
+}
+
+#[test]
+fn damaged_debug_info_gives_errors_not_panics() {
+    let Some(bytes) = fixture() else { return };
+    let (start, size) = {
+        let file = object::File::parse(&*bytes).unwrap();
+        let section = file.section_by_name(".debug_info").unwrap();
+        section.file_range().unwrap()
+    };
+    let (start, size) = (start as usize, size as usize);
+    // Truncated: the section's bytes cut at many points (the ELF header
+    // still claims the full size, so the cut lands inside the section).
+    for cut in (0..size).step_by(size / 40 + 1) {
+        let mut damaged = bytes.clone();
+        for b in &mut damaged[start + cut..start + size] {
+            *b = 0;
+        }
+        exercise(damaged);
+    }
+    // Corrupted: one byte at a time set to values that break lengths,
+    // forms and references.
+    for at in (0..size).step_by(7) {
+        for value in [0x00, 0xff, 0x80] {
+            let mut damaged = bytes.clone();
+            damaged[start + at] = value;
+            exercise(damaged);
+        }
+    }
+    // A file that ends inside .debug_info.
+    exercise(bytes[..start + size / 2].to_vec());
+}
+
+#[test]
+fn a_compressed_section_claiming_an_impossible_size_is_an_error() {
+    let Some(mut bytes) = build(&["-gz=zlib"]) else {
+        return;
+    };
+    let start = {
+        let file = object::File::parse(&*bytes).unwrap();
+        let section = file.section_by_name(".debug_info").unwrap();
+        section.file_range().unwrap().0 as usize
+    };
+    // Elf64_Chdr: ch_type, ch_reserved, then ch_size.
+    bytes[start + 8..start + 16].copy_from_slice(&(1u64 << 58).to_le_bytes());
+    let err = DebugInfo::from_elf_bytes(bytes).expect_err("an impossible size");
+    assert!(err.to_string().contains("claims"), "{err}");
+}

@@ -1,0 +1,24 @@
+//! Whole-file input: an ELF file's DWARF read by `sdt-types` (section
+//! loading and decompression, the name index, every lookup, layout and
+//! bpftrace definitions of what the index holds).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sdt_types::{DebugInfo, Lookup};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(Some(info)) = DebugInfo::from_elf_bytes(data.to_vec()) else {
+        return;
+    };
+    let Ok(names) = info.names() else {
+        return;
+    };
+    for name in names.iter().take(64) {
+        if let Ok(Lookup::Found(id)) = info.find(name) {
+            if let Ok(layout) = sdt_types::layout(&info, id) {
+                let _ = layout.to_text();
+            }
+            let _ = sdt_types::bpftrace_definitions(&info, id);
+        }
+    }
+});
