@@ -71,6 +71,7 @@ impl Bound {
                         fields: tp.fields.clone(),
                     }),
                     object: None,
+                    object_file: None,
                     usdt_sites: Vec::new(),
                 })
                 .collect(),
@@ -78,6 +79,7 @@ impl Bound {
                 let object = sites.first().map(|s| s.path.clone());
                 vec![TargetInfo {
                     tracepoint: None,
+                    object_file: sites.first().map(|s| s.attach_path.clone()),
                     usdt_sites: sites
                         .iter()
                         .filter(|s| Some(&s.path) == object.as_ref())
@@ -101,6 +103,7 @@ impl Bound {
             Target::Functions(sites) => vec![TargetInfo {
                 tracepoint: None,
                 object: sites.first().map(|s| s.path.clone()),
+                object_file: sites.first().map(|s| s.attach_path.clone()),
                 usdt_sites: Vec::new(),
             }],
             Target::Plain => vec![TargetInfo::default()],

@@ -205,6 +205,7 @@ pub fn offline_attach(
                 targets: vec![check::TargetInfo {
                     tracepoint,
                     object: None,
+                    object_file: None,
                     usdt_sites: Vec::new(),
                 }],
             });

@@ -12,7 +12,7 @@
 //! floating-point members read as unsigned integers of their size.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use sdt_types::{DebugInfo, Lookup, Type, TypeId};
@@ -67,6 +67,20 @@ fn pt_regs_offset(_register: u16) -> Option<i16> {
     None
 }
 
+/// Where `object`'s types come from, for `-v`: the object itself (opened
+/// as `file`), or a separate debug file.
+fn types_note(object: &Path, file: Option<&Path>, info: &DebugInfo) -> String {
+    if info.debug_file == object || Some(info.debug_file.as_path()) == file {
+        format!("C types of {} from its own DWARF", object.display())
+    } else {
+        format!(
+            "C types of {} from the DWARF in {}",
+            object.display(),
+            info.debug_file.display()
+        )
+    }
+}
+
 impl Checker<'_> {
     /// `name` (`struct foo`, `enum bar`, a typedef) from the DWARF of the
     /// current probe's object. `Ok(None)`: the probe has no object.
@@ -74,13 +88,14 @@ impl Checker<'_> {
         let Some(object) = self.current_object.clone() else {
             return Ok(None);
         };
-        let info = match self.dwarf.cache.open(&object) {
+        let info = match self
+            .dwarf
+            .cache
+            .open(self.current_object_file.as_deref().unwrap_or(&object))
+        {
             Ok(info) => {
-                self.dwarf.note(format!(
-                    "C types of {} from the DWARF in {}",
-                    object.display(),
-                    info.debug_file.display()
-                ));
+                let note = types_note(&object, self.current_object_file.as_deref(), &info);
+                self.dwarf.note(note);
                 info
             }
             Err(e) => {
@@ -262,7 +277,7 @@ impl Checker<'_> {
                 let info = self
                     .dwarf
                     .cache
-                    .open(&object)
+                    .open(self.current_object_file.as_deref().unwrap_or(&object))
                     .map_err(|e| self.error(Diagnostic::error(span, e.to_string())))?;
                 let ty = self.convert(&info, id, span, 0)?;
                 let value = TExpr {
@@ -323,13 +338,14 @@ impl Checker<'_> {
         if let Some(known) = self.dwarf.site_args.get(&key) {
             return Ok(known.clone());
         }
-        let info = match self.dwarf.cache.open(&object) {
+        let info = match self
+            .dwarf
+            .cache
+            .open(self.current_object_file.as_deref().unwrap_or(&object))
+        {
             Ok(info) => {
-                self.dwarf.note(format!(
-                    "C types of {} from the DWARF in {}",
-                    object.display(),
-                    info.debug_file.display()
-                ));
+                let note = types_note(&object, self.current_object_file.as_deref(), &info);
+                self.dwarf.note(note);
                 info
             }
             Err(e) => {

@@ -68,8 +68,12 @@ pub struct TargetInfo {
     /// The tracepoint's record format, for `args`.
     pub tracepoint: Option<TracepointFormat>,
     /// The object that holds the probe, whose DWARF names the C types
-    /// the script does not define.
+    /// the script does not define, as the user or the process names it.
     pub object: Option<std::path::PathBuf>,
+    /// Where that object is read: the descriptor that planning opened and
+    /// checked (`/proc/self/fd/N`), so that a traced process cannot steer
+    /// the type lookup to another file by a name it controls.
+    pub object_file: Option<std::path::PathBuf>,
     /// A USDT probe's sites, for `args.NAME`.
     pub usdt_sites: Vec<UsdtSite>,
 }
@@ -148,6 +152,7 @@ pub(crate) struct Checker<'o> {
     learned: bool,
     /// The object of the probe instance being checked.
     current_object: Option<std::path::PathBuf>,
+    current_object_file: Option<std::path::PathBuf>,
     current_sites: Vec<UsdtSite>,
     dwarf: dwarf::DwarfTypes,
 }
@@ -200,6 +205,7 @@ impl<'o> Checker<'o> {
             final_pass: false,
             learned: false,
             current_object: None,
+            current_object_file: None,
             current_sites: Vec::new(),
             dwarf: dwarf::DwarfTypes::default(),
         };
@@ -275,6 +281,7 @@ impl<'o> Checker<'o> {
         info: &TargetInfo,
     ) -> Option<ProbeInstance> {
         self.current_object = info.object.clone();
+        self.current_object_file = info.object_file.clone();
         self.current_sites = info.usdt_sites.clone();
         let tracepoint = info
             .tracepoint
