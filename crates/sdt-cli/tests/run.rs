@@ -1,7 +1,8 @@
 //! `sdt run` on real programs: children followed and unrelated processes
 //! left alone, CPython, libstdc++, the JVM under `-c`, a uretprobe latency
 //! histogram, demangled C++ and Rust symbols after the program exited,
-//! uprobe offsets checked, tracepoints without tracefs mounted.
+//! uprobe offsets checked, tracepoints without tracefs mounted, globals
+//! read through `uaddr()` in a PIE program.
 //!
 //! These attach real probes, so they need root (or CAP_BPF, CAP_PERFMON
 //! and CAP_SYS_ADMIN). With `CI=true` a missing privilege or tool fails
@@ -21,6 +22,7 @@ struct Built {
     forker: PathBuf,
     thrower: PathBuf,
     net: PathBuf,
+    globals: PathBuf,
 }
 
 /// Builds the fixtures of `tests/fixtures/run` once.
@@ -58,6 +60,7 @@ fn built() -> Option<&'static Built> {
                     &["-fno-omit-frame-pointer"],
                 ),
                 net: compile("cc", "net", "net.c", &[]),
+                globals: compile("cc", "globals", "globals.c", &["-fPIE", "-pie"]),
             })
         })
         .as_ref()
@@ -446,4 +449,72 @@ fn ntop_prints_ipv4_and_ipv6_addresses_read_from_the_program() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.starts_with("10.1.2.3 2001:db8::1\n"), "{stdout}");
     assert!(stdout.contains("@[10.1.2.3]: 1"), "{stdout}");
+}
+
+#[test]
+fn uaddr_reads_the_globals_of_a_pie_program() {
+    let Some(b) = setup() else { return };
+    let exe = b.globals.to_str().unwrap();
+    let script = format!(
+        "usdt:{exe}:globals:tick {{ printf(\"tick %d %u %ld\\n\", *uaddr(\"counter\"), \
+         *uaddr(\"flag\"), *uaddr(\"big\")); }} \
+         uprobe:{exe}:step {{ printf(\"step %d %d\\n\", arg0, *uaddr(\"counter\")); }}"
+    );
+    let out = run_ok(&["-e", &script, "-c", exe]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The program's own log and sdt's lines share standard output.
+    let logged: Vec<&str> = stdout.lines().filter(|l| l.starts_with("tick")).collect();
+    assert_eq!(
+        logged.len(),
+        10,
+        "5 from the program, 5 from sdt:\n{stdout}"
+    );
+    let mut counts = BTreeMap::new();
+    for line in &logged {
+        *counts.entry(*line).or_insert(0) += 1;
+    }
+    assert!(
+        counts.len() == 5 && counts.values().all(|&n| n == 2),
+        "every line the program logged is printed once more from uaddr():\n{stdout}"
+    );
+    let steps: Vec<&str> = stdout.lines().filter(|l| l.starts_with("step")).collect();
+    assert_eq!(
+        steps,
+        [
+            "step 0 43",
+            "step 1 46",
+            "step 2 49",
+            "step 3 52",
+            "step 4 55"
+        ],
+        "{stdout}"
+    );
+
+    let refused = sdt()
+        .args(["run", "-e"])
+        .arg(format!(
+            "uretprobe:{exe}:step {{ printf(\"%d\\n\", *uaddr(\"counter\")); }}"
+        ))
+        .output()
+        .unwrap();
+    assert_no_panic(&refused);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("uaddr() is not available in uretprobe probes"),
+        "{err}"
+    );
+
+    let unknown = sdt()
+        .args(["run", "-e"])
+        .arg(format!(
+            "usdt:{exe}:globals:tick {{ printf(\"%d\\n\", *uaddr(\"countr\")); }}"
+        ))
+        .output()
+        .unwrap();
+    assert_no_panic(&unknown);
+    assert!(!unknown.status.success());
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(err.contains("defines no symbol `countr`"), "{err}");
+    assert!(err.contains("1:"), "the error points at the script: {err}");
 }

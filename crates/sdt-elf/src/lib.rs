@@ -59,4 +59,4 @@ pub use pattern::ProbePattern;
 pub use probes::{parse, NoteAddresses, Probe, Probes, Semaphore, Site, SkippedNote};
 pub use process::{mapped_objects, MappedObject};
 pub use resolve::{find_in_path, find_library, resolve, LD_SO_CACHE};
-pub use symbols::{demangle, functions, is_instruction_boundary, Function};
+pub use symbols::{data_symbols, demangle, functions, is_instruction_boundary, Function};

@@ -114,6 +114,27 @@ pub(crate) fn symbol_addresses(data: &[u8]) -> Result<HashMap<String, Option<u64
     Ok(addresses)
 }
 
+/// The definitions of a data symbol (or function, or untyped symbol)
+/// named `name`: link-time address and size, once per address. More than
+/// one means two `static` variables of one name, which `uaddr()` cannot
+/// choose between.
+pub fn data_symbols(data: &[u8], name: &str) -> Result<Vec<(u64, u64)>, ElfError> {
+    let file = object::File::parse(data).map_err(|_| ElfError::NotElf)?;
+    let mut found: Vec<(u64, u64)> = Vec::new();
+    for s in file.symbols().chain(file.dynamic_symbols()) {
+        let defined = s.is_definition()
+            && matches!(
+                s.kind(),
+                SymbolKind::Data | SymbolKind::Text | SymbolKind::Unknown
+            );
+        let named = s.name().is_ok_and(|n| n.split('@').next() == Some(name));
+        if defined && named && !found.iter().any(|&(a, _)| a == s.address()) {
+            found.push((s.address(), s.size()));
+        }
+    }
+    Ok(found)
+}
+
 /// The demangled form of a C++ or Rust symbol, if it is one.
 pub fn demangle(name: &str) -> Option<String> {
     if let Ok(rust) = rustc_demangle::try_demangle(name) {

@@ -15,7 +15,7 @@ use crate::bind::{self, Bound, Target};
 use crate::check::{self, CheckOptions};
 use crate::codegen::{self, ArgAccess, Compiled, Ids, Unit};
 use crate::diag::Diagnostics;
-use crate::hir::{ProbeKind, Program};
+use crate::hir::{ProbeInstance, ProbeKind, Program};
 use crate::runtime::Names;
 
 /// What compiling needs besides the script.
@@ -103,7 +103,7 @@ pub fn compile_script(script: Script, options: &Options) -> Result<Compilation, 
     };
     for (index, instance) in program.probes.iter().enumerate() {
         let b = &bound[instance.block][instance.attach_point];
-        lowering.instance(index, instance.kind, instance.target, b);
+        lowering.instance(index, instance, b);
     }
     let compiled =
         codegen::compile(&program, &lowering.units, &options.codegen).map_err(Diagnostics)?;
@@ -168,6 +168,7 @@ pub fn compile_offline(
                 ids: Ids::Cookie,
                 name: format!("p{instance}"),
                 display: p.kind.name().to_string(),
+                site_address: None,
             }
         })
         .collect();
@@ -267,8 +268,12 @@ impl Lowering {
         self.attach.push(attach);
     }
 
-    fn instance(&mut self, index: usize, kind: ProbeKind, target: usize, b: &Bound) {
+    fn instance(&mut self, index: usize, instance: &ProbeInstance, b: &Bound) {
         let n = self.units.len();
+        let target = instance.target;
+        // Sites share a program through cookies, unless the program must
+        // know its site's address.
+        let cookies = self.cookies && !instance.per_site;
         let unit = |prog_type, args, ids, name: String, display: String| Unit {
             instance: index,
             prog_type,
@@ -276,6 +281,7 @@ impl Lowering {
             ids,
             name,
             display,
+            site_address: None,
         };
         match &b.target {
             Target::Plain => {
@@ -323,10 +329,10 @@ impl Lowering {
                         attach_fd: site.attach_fd.clone(),
                         offset: site.attach_offset,
                         ref_ctr_offset: site.semaphore_offset,
-                        cookie: if self.cookies { cookie } else { 0 },
+                        cookie: if cookies { cookie } else { 0 },
                     };
                     let shape: Vec<ArgSource> = site.args.iter().map(|a| a.source).collect();
-                    if self.cookies {
+                    if cookies {
                         match groups.iter_mut().find(|g| g.0 == shape) {
                             Some(g) => g.1.push(attach_site),
                             None => groups.push((shape, vec![attach_site], display)),
@@ -342,6 +348,10 @@ impl Lowering {
                             format!("usdt_{}", self.units.len()),
                             display,
                         );
+                        let u = Unit {
+                            site_address: Some(site.address),
+                            ..u
+                        };
                         self.push(
                             u,
                             Role::Probe,
@@ -392,13 +402,13 @@ impl Lowering {
                         attach_fd: f.attach_fd.clone(),
                         offset: f.file_offset,
                         ref_ctr_offset: None,
-                        cookie: if self.cookies {
+                        cookie: if cookies {
                             (u64::from(probe) << 32) | u64::from(func)
                         } else {
                             0
                         },
                     };
-                    if self.cookies {
+                    if cookies {
                         first_display.get_or_insert(display);
                         sites.push(site);
                     } else {
@@ -409,6 +419,10 @@ impl Lowering {
                             format!("up_{}", self.units.len()),
                             display,
                         );
+                        let u = Unit {
+                            site_address: Some(f.address),
+                            ..u
+                        };
                         self.push(
                             u,
                             Role::Probe,
@@ -452,7 +466,6 @@ impl Lowering {
                 self.push(u, Role::Probe, Attach::Tracepoint { id: tp.id });
             }
         }
-        let _ = kind;
     }
 }
 

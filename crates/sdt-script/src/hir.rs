@@ -147,6 +147,9 @@ pub struct ProbeInstance {
     pub vars: Vec<Ty>,
     pub predicate: Option<TExpr>,
     pub body: Vec<TStmt>,
+    /// The body needs to know which site fired (`uaddr()`), so each site
+    /// gets a program of its own.
+    pub per_site: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -306,6 +309,9 @@ pub enum TKind {
     Retval,
     /// `reg("name")`: a register, by its `pt_regs` offset.
     Reg(i16),
+    /// `uaddr("symbol")`: the symbol's link-time address, which the
+    /// program moves by the probe site's load bias.
+    UAddr(u64),
     /// The probe's name; for a probe that expands to several, the cookie
     /// says which.
     Probe,

@@ -5,7 +5,7 @@ use super::{Checker, Scope, R};
 use crate::ast::{Expr, ExprKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::format::{Conv, Format};
-use crate::hir::{Output, TExpr, TKind, TStmt};
+use crate::hir::{Output, ProbeKind, TExpr, TKind, TStmt};
 use crate::types::{Agg, Ty, INT64, UINT64};
 
 /// Every function a script may call, for suggestions.
@@ -651,10 +651,9 @@ impl Checker<'_> {
             }
             "uaddr" => {
                 self.arity(name, args, 1, 1, span)?;
-                Err(self.error(
-                    Diagnostic::error(span, "uaddr() is not supported yet")
-                        .hint("pass the address from the program, or use uprobe:PATH:SYMBOL"),
-                ))
+                let symbol = self.literal_string(&args[0], "uaddr()'s symbol name")?;
+                let symbol = String::from_utf8_lossy(&symbol).into_owned();
+                self.uaddr(&symbol, scope.kind, args[0].span, span)
             }
             "uptr" | "kptr" => {
                 self.arity(name, args, 1, 1, span)?;
@@ -833,6 +832,76 @@ impl Checker<'_> {
                 }
                 Err(self.error(d))
             }
+        }
+    }
+}
+
+impl Checker<'_> {
+    /// `uaddr("symbol")`: where a global of the probe's object is in the
+    /// traced process. The symbol table gives its link-time address;
+    /// the program adds the distance between the probe's run-time and
+    /// link-time addresses, so it is right for PIE and shared libraries too.
+    fn uaddr(&mut self, symbol: &str, kind: ProbeKind, arg_span: Span, span: Span) -> R<TExpr> {
+        if !matches!(kind, ProbeKind::Usdt | ProbeKind::Uprobe) {
+            return Err(self.error(
+                Diagnostic::error(
+                    span,
+                    format!("uaddr() is not available in {} probes", kind.name()),
+                )
+                .hint(
+                    "use it in a usdt or uprobe probe: there the probe's address tells where \
+                     its object is loaded (in a uretprobe, save it in a map keyed by tid)",
+                ),
+            ));
+        }
+        let (Some(object), Some(file)) = (
+            self.current_object.clone(),
+            self.current_object_file.clone(),
+        ) else {
+            return Err(self.error(Diagnostic::error(span, "this probe has no object")));
+        };
+        let definitions = std::fs::read(&file)
+            .map_err(|e| e.to_string())
+            .and_then(|data| sdt_elf::data_symbols(&data, symbol).map_err(|e| e.to_string()));
+        let definitions = match definitions {
+            Ok(d) => d,
+            Err(e) => {
+                return Err(self.error(Diagnostic::error(
+                    span,
+                    format!("reading the symbols of {}: {e}", object.display()),
+                )))
+            }
+        };
+        match definitions[..] {
+            [(address, size)] => {
+                // bpftrace's rule: the symbol's size picks the pointee.
+                let bytes = match size {
+                    1 | 2 | 4 => size as u8,
+                    _ => 8,
+                };
+                self.per_site = true;
+                Ok(TExpr {
+                    kind: TKind::UAddr(address),
+                    ty: Ty::Ptr(Box::new(Ty::int(bytes, false))),
+                    span,
+                })
+            }
+            [] => Err(self.error(
+                Diagnostic::error(
+                    arg_span,
+                    format!("{} defines no symbol `{symbol}`", object.display()),
+                )
+                .hint("uaddr() reads the symbol table of the probe's own object"),
+            )),
+            _ => Err(self.error(Diagnostic::error(
+                arg_span,
+                format!(
+                    "{} defines `{symbol}` at {} addresses (static variables of one name \
+                     in several source files); uaddr() cannot tell which is meant",
+                    object.display(),
+                    definitions.len()
+                ),
+            ))),
         }
     }
 }

@@ -153,6 +153,8 @@ pub(crate) struct Checker<'o> {
     /// The object of the probe instance being checked.
     current_object: Option<std::path::PathBuf>,
     current_object_file: Option<std::path::PathBuf>,
+    /// The current probe instance needs a program per site.
+    per_site: bool,
     current_sites: Vec<UsdtSite>,
     dwarf: dwarf::DwarfTypes,
 }
@@ -206,6 +208,7 @@ impl<'o> Checker<'o> {
             learned: false,
             current_object: None,
             current_object_file: None,
+            per_site: false,
             current_sites: Vec::new(),
             dwarf: dwarf::DwarfTypes::default(),
         };
@@ -282,6 +285,7 @@ impl<'o> Checker<'o> {
     ) -> Option<ProbeInstance> {
         self.current_object = info.object.clone();
         self.current_object_file = info.object_file.clone();
+        self.per_site = false;
         self.current_sites = info.usdt_sites.clone();
         let tracepoint = info
             .tracepoint
@@ -310,6 +314,7 @@ impl<'o> Checker<'o> {
             vars: scope.vars.into_iter().map(|(_, t)| t).collect(),
             predicate,
             body,
+            per_site: self.per_site,
         })
     }
 

@@ -13,7 +13,7 @@ use sdt_bpf::{AluOp, Helper, Insn, JmpOp, Label, Reg, Size};
 use super::mem::{Mem, ARG_SLOT};
 use super::{ArgAccess, Gen, Ids, CTX};
 use crate::ast::{BinOp, UnOp};
-use crate::diag::Diagnostic;
+use crate::diag::{Diagnostic, Span};
 use crate::hir::{Builtin, ProbeKind, TExpr, TKind};
 use crate::layout;
 use crate::types::Ty;
@@ -38,8 +38,9 @@ pub(super) enum Place {
 
 /// `pt_regs` offsets of the x86-64 argument registers, in order.
 const ARG_REGS: [i16; 6] = [112, 104, 96, 88, 72, 64];
-/// `pt_regs` offsets of `rax` and `rsp`.
+/// `pt_regs` offsets of `rax`, `rip` and `rsp`.
 const RAX: i16 = 80;
+const RIP: i16 = 128;
 const RSP: i16 = 152;
 
 impl Gen<'_> {
@@ -87,6 +88,7 @@ impl Gen<'_> {
             }
             TKind::Retval => self.ctx_reg(RAX),
             TKind::Reg(off) => self.ctx_reg(*off),
+            TKind::UAddr(address) => self.uaddr(*address, e.span)?,
             TKind::Probe => self.identity(true),
             TKind::Func => self.identity(false),
             TKind::Unary { op, expr } => {
@@ -284,6 +286,24 @@ impl Gen<'_> {
     fn ctx_reg(&mut self, off: i16) -> Op {
         self.b.push(Insn::ldx(Size::DW, Reg::R0, CTX, off));
         self.spill(Reg::R0)
+    }
+
+    /// `uaddr()`: the symbol's link-time address moved by the load bias of
+    /// the probe's object, which is where the probe is now (the
+    /// instruction pointer, at a usdt or uprobe site) minus where it was
+    /// linked.
+    fn uaddr(&mut self, address: u64, span: Span) -> R<Op> {
+        let Some(site) = self.unit.site_address else {
+            return Err(Diagnostic::error(
+                span,
+                "uaddr() needs a program per probe site (internal error)",
+            ));
+        };
+        self.b.push(Insn::ldx(Size::DW, Reg::R0, CTX, RIP));
+        self.b
+            .extend(Insn::ld_imm64(Reg::R1, address.wrapping_sub(site)));
+        self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R0, Reg::R1));
+        Ok(self.spill(Reg::R0))
     }
 
     /// The probe id (high half of the cookie) or the site id (low half).

@@ -76,6 +76,9 @@ pub struct Unit {
     pub name: String,
     /// The probe's name for messages: `usdt:/bin/x:p:n`.
     pub display: String,
+    /// The link-time address of the one site this program serves, when
+    /// the program needs it (`uaddr()`).
+    pub site_address: Option<u64>,
 }
 
 /// Settings that hold for every program of a script.
