@@ -21,6 +21,9 @@
 //! restored when the view is dropped: at the end of the run, on an
 //! error, and on a panic's unwinding.
 //!
+//! The view needs a terminal on standard output and standard input (the
+//! keys); it ends when the terminal hangs up.
+//!
 //! Otherwise (a pipe, a file, `--json`) one table or JSON object is
 //! printed per interval, for logs and pipes.
 
@@ -146,7 +149,8 @@ pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
     let reports = Reports::new(args.count);
     let (output, reports) = if args.target.json {
         (Output::Json, reports)
-    } else if io::stdout().is_terminal() && !args.target.print_program {
+    } else if io::stdout().is_terminal() && io::stdin().is_terminal() && !args.target.print_program
+    {
         let screen = Rc::new(RefCell::new(Screen::open(args.interval)?));
         let keys = Rc::clone(&screen);
         (
@@ -376,6 +380,12 @@ impl Screen {
     /// Reads the keys pressed since the last call; whether to quit.
     fn quit_asked(&mut self) -> bool {
         loop {
+            // Asked first: crossterm spins on a terminal that hung up.
+            match keys_waiting() {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(_) => return true,
+            }
             match event::poll(Duration::ZERO) {
                 Ok(true) => {}
                 Ok(false) => break,
@@ -481,6 +491,20 @@ impl Drop for Screen {
             print_table(&mut io::stdout().lock(), &self.processes);
         }
     }
+}
+
+/// Whether the terminal (standard input) has bytes to read; an error
+/// once it hung up (its window closed, its connection dropped).
+fn keys_waiting() -> io::Result<bool> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let stdin = io::stdin();
+    let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
+    poll(&mut fds, Some(&rustix::time::Timespec::default()))?;
+    let ready = fds[0].revents();
+    if ready.intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL) {
+        return Err(io::ErrorKind::BrokenPipe.into());
+    }
+    Ok(ready.contains(PollFlags::IN))
 }
 
 /// Restores the terminal when dropped.
