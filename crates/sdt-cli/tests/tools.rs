@@ -754,6 +754,19 @@ impl Drop for Tmux {
 /// alternate screen is off and the table is gone).
 #[test]
 fn stat_on_a_terminal_shows_a_live_table_and_quits_on_q() {
+    stat_on_a_terminal("q");
+}
+
+/// The same with Ctrl-C, which raw mode turns into a key: sdt still
+/// ends normally, with status 0, and restores the terminal.
+#[test]
+fn stat_on_a_terminal_quits_on_ctrl_c() {
+    stat_on_a_terminal("C-c");
+}
+
+/// Runs `sdt stat 1` in tmux, waits for the workload's row, sends
+/// `quit_key` (in tmux's `send-keys` syntax) and checks the way out.
+fn stat_on_a_terminal(quit_key: &str) {
     if !available("python")
         || !require(
             std::process::Command::new("tmux")
@@ -772,7 +785,7 @@ fn stat_on_a_terminal_shows_a_live_table_and_quits_on_q() {
         .unwrap();
     let pid = workload.id().to_string();
     let tmux = Tmux {
-        socket: format!("sdt-stat-test-{}", std::process::id()),
+        socket: format!("sdt-stat-test-{}-{quit_key}", std::process::id()),
     };
     let shell = format!(
         "echo before stat; {} stat -l python 1; echo \"stat exited with $?\"; exec sleep 600",
@@ -802,7 +815,7 @@ fn stat_on_a_terminal_shows_a_live_table_and_quits_on_q() {
     };
     let live = tmux.wait_for(20, |s| calls_of_workload(s).is_some_and(|c| c > 0.0));
     let alternate = tmux.run(&["display-message", "-p", "-t", "stat", "#{alternate_on}"]);
-    tmux.run(&["send-keys", "-t", "stat", "q"]);
+    tmux.run(&["send-keys", "-t", "stat", quit_key]);
     let after = tmux.wait_for(20, |s| s.contains("stat exited with"));
     let _ = workload.kill();
     let _ = workload.wait();
