@@ -19,7 +19,7 @@
 //! lowering their semaphores. In raw mode Ctrl-C is a key, not SIGINT;
 //! SIGTERM still arrives through the loop's signalfd. The terminal is
 //! restored when the view is dropped: at the end of the run, on an
-//! error, and on a panic's unwinding.
+//! error, and on a panic (before its message, by a panic hook).
 //!
 //! The view needs a terminal on standard output and standard input (the
 //! keys); it ends when the terminal hangs up.
@@ -348,6 +348,13 @@ impl Screen {
             .context("switching to the alternate screen")?;
         let terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
         std::mem::forget(guard);
+        // A panic's message goes to the normal screen, not the alternate
+        // one that unwinding then leaves.
+        let report_panic = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            report_panic(info);
+        }));
         let mut screen = Screen {
             terminal,
             interval,
