@@ -106,11 +106,14 @@ pub fn interval_block(interval: Option<u64>, report: &str) -> String {
 
 /// Counts the reports a tool has printed, to stop after `limit` (the
 /// COUNT of `INTERVAL COUNT`): the run stops, and the report END would
-/// add is not printed.
+/// add is not printed. A tool with keys (`stat`'s screen) adds its own
+/// reason to stop with [`Reports::or_when`].
 #[derive(Clone)]
 pub struct Reports {
     printed: Rc<Cell<u64>>,
     limit: Option<u64>,
+    /// Asked between steps of the run (every few milliseconds).
+    quit: Option<Rc<dyn Fn() -> bool>>,
 }
 
 impl Reports {
@@ -118,6 +121,15 @@ impl Reports {
         Reports {
             printed: Rc::new(Cell::new(0)),
             limit,
+            quit: None,
+        }
+    }
+
+    /// Also stops the run when `quit` says so.
+    pub fn or_when(self, quit: impl Fn() -> bool + 'static) -> Reports {
+        Reports {
+            quit: Some(Rc::new(quit)),
+            ..self
         }
     }
 
@@ -128,6 +140,12 @@ impl Reports {
     /// All the reports asked for are printed.
     pub fn full(&self) -> bool {
         self.limit.is_some_and(|n| self.printed.get() >= n)
+    }
+
+    /// The run should stop: all the reports are printed, or the tool
+    /// asked to quit.
+    fn ended(&self) -> bool {
+        self.full() || self.quit.as_ref().is_some_and(|quit| quit())
     }
 }
 
@@ -235,7 +253,7 @@ pub fn execute<'c>(
         Box::new(io::sink()),
     )?;
     runner.runtime().set_receiver(receiver);
-    let stop = || reports.as_ref().is_some_and(Reports::full);
+    let stop = || reports.as_ref().is_some_and(Reports::ended);
     let mut no_events = |_: &[u8]| {};
     // On standard error, also with --json: it says when tracing starts.
     let started = |_: &mut Runner<'_>, _: usize| {

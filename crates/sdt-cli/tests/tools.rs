@@ -702,3 +702,134 @@ fn calls_that_do_not_fit_are_reported_as_lost() {
         "{counted} counted, {dropped} dropped"
     );
 }
+
+/// A tmux server of its own (its own socket), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("run tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn capture(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "stat"])
+    }
+
+    /// Captures the pane until `done` holds of it, for at most `seconds`.
+    fn wait_for(&self, seconds: u64, done: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+        loop {
+            let screen = self.capture();
+            if done(&screen) || std::time::Instant::now() > deadline {
+                return screen;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+/// `stat` on a terminal (tmux's, 160x40): the full-screen view shows a
+/// steady Python workload's row with its method calls per second; `q`
+/// ends sdt with status 0 and gives the shell its screen back (the
+/// alternate screen is off and the table is gone).
+#[test]
+fn stat_on_a_terminal_shows_a_live_table_and_quits_on_q() {
+    stat_on_a_terminal("q");
+}
+
+/// The same with Ctrl-C, which raw mode turns into a key: sdt still
+/// ends normally, with status 0, and restores the terminal.
+#[test]
+fn stat_on_a_terminal_quits_on_ctrl_c() {
+    stat_on_a_terminal("C-c");
+}
+
+/// Runs `sdt stat 1` in tmux, waits for the workload's row, sends
+/// `quit_key` (in tmux's `send-keys` syntax) and checks the way out.
+fn stat_on_a_terminal(quit_key: &str) {
+    if !available("python")
+        || !require(
+            std::process::Command::new("tmux")
+                .arg("-V")
+                .output()
+                .is_ok_and(|o| o.status.success()),
+            "tmux (Debian's package)",
+        )
+    {
+        return;
+    }
+    let mut workload = std::process::Command::new("/usr/bin/python3.11")
+        .arg(fixtures().join("steady.py"))
+        .arg("100")
+        .spawn()
+        .unwrap();
+    let pid = workload.id().to_string();
+    let tmux = Tmux {
+        socket: format!("sdt-stat-test-{}-{quit_key}", std::process::id()),
+    };
+    let shell = format!(
+        "echo before stat; {} stat -l python 1; echo \"stat exited with $?\"; exec sleep 600",
+        env!("CARGO_BIN_EXE_sdt")
+    );
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "stat",
+        "-x",
+        "160",
+        "-y",
+        "40",
+        "sh",
+        "-c",
+        &shell,
+    ]);
+    // The row: PID LANG GC/s OBJNEW/s CLOAD/s EXC/s THR/s METHOD/s COMMAND.
+    let calls_of_workload = |screen: &str| -> Option<f64> {
+        screen.lines().find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.first() == Some(&pid.as_str()))
+                .then(|| fields.get(7)?.parse().ok())
+                .flatten()
+        })
+    };
+    let live = tmux.wait_for(20, |s| calls_of_workload(s).is_some_and(|c| c > 0.0));
+    let alternate = tmux.run(&["display-message", "-p", "-t", "stat", "#{alternate_on}"]);
+    tmux.run(&["send-keys", "-t", "stat", quit_key]);
+    let after = tmux.wait_for(20, |s| s.contains("stat exited with"));
+    let _ = workload.kill();
+    let _ = workload.wait();
+    let calls = calls_of_workload(&live);
+    // 101 calls a round, at most ten rounds a second.
+    assert!(
+        calls.is_some_and(|c| (300.0..=1200.0).contains(&c)),
+        "{calls:?} calls/s of {pid}:\n{live}"
+    );
+    assert!(live.contains("sorted by METHOD/s"), "{live}");
+    assert_eq!(alternate.trim(), "1", "the view is on the alternate screen");
+    assert!(after.contains("stat exited with 0"), "{after}");
+    assert!(after.contains("before stat"), "{after}");
+    assert!(!after.contains("METHOD/s"), "the table is gone:\n{after}");
+    let alternate = tmux.run(&["display-message", "-p", "-t", "stat", "#{alternate_on}"]);
+    assert_eq!(alternate.trim(), "0", "the alternate screen is off");
+}

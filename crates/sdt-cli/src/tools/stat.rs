@@ -2,15 +2,49 @@
 //! process on the machine, like BCC's `ustat`: method calls, collections,
 //! allocations, class loads, exceptions and thread starts per second.
 //!
-//! On a terminal the table is redrawn in place every interval (with ANSI
-//! escapes, not a widget library: one table is all it shows); otherwise
-//! one table is printed per interval, for logs and pipes.
+//! On a terminal it is a full-screen view, drawn with `ratatui` (on its
+//! crossterm backend): the alternate screen in raw mode, a status line,
+//! a table sorted by a column the `s` key cycles, `p` to pause and `q`,
+//! Esc or Ctrl-C to quit. ratatui because a terminal UI is mostly what
+//! raw escapes get wrong: resizing, column widths and truncation, redraws
+//! of what changed only, and key input in raw mode; it is the maintained
+//! library for this in Rust, and its crossterm backend also reads the
+//! keys. Only the crossterm feature is on (no underline colours, no
+//! other backends). Its crossterm 0.28 brings a second, older rustix;
+//! newer ratatui releases need a newer Rust than sdt's minimum.
+//!
+//! The keys are read between the steps of the tracing loop (every 20 ms
+//! at most, see `Reports::or_when`), on the loop's thread: quitting ends
+//! the session as Ctrl-C does elsewhere, detaching the probes and
+//! lowering their semaphores. In raw mode Ctrl-C is a key, not SIGINT;
+//! SIGTERM still arrives through the loop's signalfd. The terminal is
+//! restored when the view is dropped: at the end of the run, on an
+//! error, and on a panic (before its message, by a panic hook).
+//!
+//! The view needs a terminal on standard output and standard input (the
+//! keys); it ends when the terminal hangs up.
+//!
+//! Otherwise (a pipe, a file, `--json`) one table or JSON object is
+//! printed per interval, for logs and pipes.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
+use std::rc::Rc;
+use std::time::Duration;
 
+use anyhow::Context;
 use clap::Args;
+use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
+use ratatui::crossterm::{self as crossterm, cursor};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Modifier, Style, Stylize};
+use ratatui::text::{Line, Text};
+use ratatui::widgets::{Cell, Row, Table};
+use ratatui::Terminal;
 use sdt_script::runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::{self, Needs, LANGUAGES};
@@ -113,10 +147,22 @@ pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
         ],
     );
     let reports = Reports::new(args.count);
+    let (output, reports) = if args.target.json {
+        (Output::Json, reports)
+    } else if io::stdout().is_terminal() && io::stdin().is_terminal() && !args.target.print_program
+    {
+        let screen = Rc::new(RefCell::new(Screen::open(args.interval)?));
+        let keys = Rc::clone(&screen);
+        (
+            Output::Screen(screen),
+            reports.or_when(move || keys.borrow_mut().quit_asked()),
+        )
+    } else {
+        (Output::Text, reports)
+    };
     let view = View {
         interval: args.interval,
-        json: args.target.json,
-        live: !args.target.json && io::stdout().is_terminal(),
+        output,
         rows: BTreeMap::new(),
         reports: reports.clone(),
     };
@@ -134,11 +180,19 @@ pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
 /// Counts of the report being built, by `(pid, language)`, one per kind.
 type Counts = BTreeMap<(i128, String), [i128; 6]>;
 
+/// Where the reports go.
+enum Output {
+    /// One JSON object a line.
+    Json,
+    /// One table per interval, for logs and pipes.
+    Text,
+    /// The terminal's screen, redrawn.
+    Screen(Rc<RefCell<Screen>>),
+}
+
 struct View {
     interval: u64,
-    json: bool,
-    /// Redraw in place.
-    live: bool,
+    output: Output,
     rows: Counts,
     reports: Reports,
 }
@@ -163,13 +217,60 @@ impl Receiver for View {
         }
         if name == "@calls" {
             let rows = std::mem::take(&mut self.rows);
-            self.print(&rows);
+            let processes = processes(&rows, self.interval, CALLS);
             self.reports.add();
+            match &self.output {
+                Output::Json => print_json(&processes, self.interval),
+                Output::Text => print_table(&mut io::stdout().lock(), &processes),
+                Output::Screen(screen) => {
+                    let mut screen = screen.borrow_mut();
+                    screen.show(processes);
+                    // The last report stays on the terminal after the
+                    // screen closes.
+                    screen.keep_last = self.reports.full();
+                }
+            }
         }
     }
 }
 
-/// A process's command line, as `ps` shows it, cut to `width`.
+/// The column of method calls, in [`KINDS`]: the default order.
+const CALLS: usize = 5;
+
+/// One process's row: its rates per second.
+struct Process {
+    pid: i128,
+    language: String,
+    cmdline: String,
+    rates: [f64; 6],
+}
+
+/// The processes of a report, the busiest (by `KINDS[sort]`) first, as
+/// top; equal ones by PID.
+fn processes(rows: &Counts, interval: u64, sort: usize) -> Vec<Process> {
+    let seconds = interval as f64;
+    let mut processes: Vec<Process> = rows
+        .iter()
+        .map(|((pid, language), counts)| Process {
+            pid: *pid,
+            language: language.clone(),
+            cmdline: cmdline(*pid, 200),
+            rates: counts.map(|count| count as f64 / seconds),
+        })
+        .collect();
+    sort_by(&mut processes, sort);
+    processes
+}
+
+fn sort_by(processes: &mut [Process], column: usize) {
+    processes.sort_by(|a, b| {
+        b.rates[column]
+            .total_cmp(&a.rates[column])
+            .then(a.pid.cmp(&b.pid))
+    });
+}
+
+/// A process's command line, as `ps` shows it.
 fn cmdline(pid: i128, width: usize) -> String {
     let bytes = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let text: String = String::from_utf8_lossy(&bytes)
@@ -178,53 +279,263 @@ fn cmdline(pid: i128, width: usize) -> String {
     text.chars().take(width).collect()
 }
 
-impl View {
-    fn print(&self, rows: &Counts) {
-        let seconds = self.interval as f64;
-        let mut out = io::stdout().lock();
-        let mut sorted: Vec<_> = rows.iter().collect();
-        // The busiest first, as top.
-        sorted.sort_by(|a, b| b.1[5].cmp(&a.1[5]).then(a.0.cmp(b.0)));
-        if self.json {
-            let processes: Vec<_> = sorted
-                .iter()
-                .map(|((pid, language), counts)| {
-                    let mut row = serde_json::json!({
-                        "pid": *pid as u64, "language": language, "cmdline": cmdline(*pid, 200),
-                    });
-                    for ((kind, _), count) in KINDS.iter().zip(counts.iter()) {
-                        row[format!("{}_per_s", &kind[1..])] =
-                            serde_json::json!(*count as f64 / seconds);
-                    }
-                    row
-                })
-                .collect();
-            let _ = writeln!(
-                out,
-                "{}",
-                serde_json::json!({ "interval_s": self.interval, "processes": processes })
-            );
+fn print_json(processes: &[Process], interval: u64) {
+    let processes: Vec<_> = processes
+        .iter()
+        .map(|p| {
+            let mut row = serde_json::json!({
+                "pid": p.pid as u64, "language": p.language, "cmdline": p.cmdline,
+            });
+            for ((kind, _), rate) in KINDS.iter().zip(p.rates) {
+                row[format!("{}_per_s", &kind[1..])] = serde_json::json!(rate);
+            }
+            row
+        })
+        .collect();
+    let mut out = io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "{}",
+        serde_json::json!({ "interval_s": interval, "processes": processes })
+    );
+    let _ = out.flush();
+}
+
+/// One table and a blank line.
+fn print_table(out: &mut impl Write, processes: &[Process]) {
+    let _ = write!(out, "{:<8} {:<7}", "PID", "LANG");
+    for (_, title) in KINDS {
+        let _ = write!(out, " {title:>9}");
+    }
+    let _ = writeln!(out, " CMDLINE");
+    for p in processes {
+        let _ = write!(out, "{:<8} {:<7}", p.pid, p.language);
+        for rate in p.rates {
+            let _ = write!(out, " {rate:>9.1}");
+        }
+        let command: String = p.cmdline.chars().take(40).collect();
+        let _ = writeln!(out, " {command}");
+    }
+    let _ = writeln!(out);
+    let _ = out.flush();
+}
+
+/// The terminal, while `stat` shows it: the alternate screen in raw mode,
+/// restored when dropped (at the end of the run, on an error, on a
+/// panic's unwinding).
+struct Screen {
+    terminal: Terminal<CrosstermBackend<io::Stdout>>,
+    interval: u64,
+    /// The report shown: kept while paused.
+    processes: Vec<Process>,
+    /// When it came, `HH:MM:SS` UTC.
+    time: String,
+    /// The sorting column, in [`KINDS`].
+    sort: usize,
+    paused: bool,
+    quit: bool,
+    /// Print the report shown on the normal screen when closing (the
+    /// run ended after COUNT reports).
+    keep_last: bool,
+}
+
+impl Screen {
+    fn open(interval: u64) -> anyhow::Result<Screen> {
+        terminal::enable_raw_mode().context("switching the terminal to raw mode")?;
+        // From here on, errors restore the terminal as they drop `guard`.
+        let guard = Restore;
+        crossterm::execute!(io::stdout(), EnterAlternateScreen)
+            .context("switching to the alternate screen")?;
+        let terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+        std::mem::forget(guard);
+        // A panic's message goes to the normal screen, not the alternate
+        // one that unwinding then leaves.
+        let report_panic = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            report_panic(info);
+        }));
+        let mut screen = Screen {
+            terminal,
+            interval,
+            processes: Vec::new(),
+            time: clock(),
+            sort: CALLS,
+            paused: false,
+            quit: false,
+            keep_last: false,
+        };
+        screen.terminal.hide_cursor()?;
+        screen.draw();
+        Ok(screen)
+    }
+
+    /// A new report.
+    fn show(&mut self, processes: Vec<Process>) {
+        if self.paused {
             return;
         }
-        if self.live {
-            // Home, clear: a fresh screen each time, as top.
-            let _ = write!(out, "\x1b[H\x1b[2J");
-        }
-        let _ = write!(out, "{:<8} {:<7}", "PID", "LANG");
-        for (_, title) in KINDS {
-            let _ = write!(out, " {title:>9}");
-        }
-        let _ = writeln!(out, " CMDLINE");
-        for ((pid, language), counts) in sorted {
-            let _ = write!(out, "{pid:<8} {language:<7}");
-            for count in counts {
-                let _ = write!(out, " {:>9.1}", *count as f64 / seconds);
-            }
-            let _ = writeln!(out, " {}", cmdline(*pid, 40));
-        }
-        if !self.live {
-            let _ = writeln!(out);
-        }
-        let _ = out.flush();
+        self.processes = processes;
+        sort_by(&mut self.processes, self.sort);
+        self.time = clock();
+        // All of it, once an interval: what was written to the terminal
+        // meanwhile (sdt's notes on standard error) is wiped.
+        let _ = self.terminal.clear();
+        self.draw();
     }
+
+    /// Reads the keys pressed since the last call; whether to quit.
+    fn quit_asked(&mut self) -> bool {
+        loop {
+            // Asked first: crossterm spins on a terminal that hung up.
+            match keys_waiting() {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(_) => return true,
+            }
+            match event::poll(Duration::ZERO) {
+                Ok(true) => {}
+                Ok(false) => break,
+                // The terminal is gone: nothing to show any more.
+                Err(_) => return true,
+            }
+            let Ok(event) = event::read() else {
+                return true;
+            };
+            match event {
+                Event::Key(key) if key.kind == KeyEventKind::Press => match key.code {
+                    KeyCode::Char('q') | KeyCode::Esc => self.quit = true,
+                    // Raw mode: Ctrl-C is a key, not SIGINT.
+                    KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                        self.quit = true
+                    }
+                    KeyCode::Char('s') => {
+                        self.sort = (self.sort + 1) % KINDS.len();
+                        sort_by(&mut self.processes, self.sort);
+                        self.draw();
+                    }
+                    KeyCode::Char('p') => {
+                        self.paused = !self.paused;
+                        self.draw();
+                    }
+                    _ => {}
+                },
+                Event::Resize(..) => self.draw(),
+                _ => {}
+            }
+        }
+        self.quit
+    }
+
+    fn draw(&mut self) {
+        let Screen {
+            interval,
+            processes,
+            time,
+            sort,
+            paused,
+            ..
+        } = self;
+        let status = format!(
+            " sdt stat  every {interval} s  {} process{}  {time} UTC  sorted by {}{}",
+            processes.len(),
+            if processes.len() == 1 { "" } else { "es" },
+            KINDS[*sort].1,
+            if *paused { "  PAUSED" } else { "" },
+        );
+        let header = Row::new(
+            ["PID", "LANG"]
+                .into_iter()
+                .map(|t| Cell::from(t.to_string()))
+                .chain(KINDS.iter().enumerate().map(|(i, (_, title))| {
+                    let cell = Cell::from(Text::from(*title).right_aligned());
+                    if i == *sort {
+                        cell.style(Style::new().add_modifier(Modifier::REVERSED))
+                    } else {
+                        cell
+                    }
+                }))
+                .chain([Cell::from("COMMAND")]),
+        )
+        .style(Style::new().add_modifier(Modifier::BOLD));
+        let rows = processes.iter().map(|p| {
+            Row::new(
+                [p.pid.to_string(), p.language.clone()]
+                    .into_iter()
+                    .map(Cell::from)
+                    .chain(
+                        p.rates
+                            .iter()
+                            .map(|r| Cell::from(Text::from(format!("{r:.1}")).right_aligned())),
+                    )
+                    .chain([Cell::from(p.cmdline.clone())]),
+            )
+        });
+        let widths = [Constraint::Length(8), Constraint::Length(7)]
+            .into_iter()
+            .chain([Constraint::Length(9); 6])
+            .chain([Constraint::Min(10)]);
+        let table = Table::new(rows, widths).header(header);
+        let keys = " q quit   s sort column   p pause";
+        let _ = self.terminal.draw(|frame| {
+            let [top, middle, bottom] = Layout::vertical([
+                Constraint::Length(1),
+                Constraint::Min(0),
+                Constraint::Length(1),
+            ])
+            .areas(frame.area());
+            frame.render_widget(Line::from(status).reversed(), top);
+            frame.render_widget(table, middle);
+            frame.render_widget(Line::from(keys), bottom);
+        });
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        restore();
+        if self.keep_last {
+            print_table(&mut io::stdout().lock(), &self.processes);
+        }
+    }
+}
+
+/// Whether the terminal (standard input) has bytes to read; an error
+/// once it hung up (its window closed, its connection dropped).
+fn keys_waiting() -> io::Result<bool> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let stdin = io::stdin();
+    let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
+    poll(&mut fds, Some(&rustix::time::Timespec::default()))?;
+    let ready = fds[0].revents();
+    if ready.intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL) {
+        return Err(io::ErrorKind::BrokenPipe.into());
+    }
+    Ok(ready.contains(PollFlags::IN))
+}
+
+/// Restores the terminal when dropped.
+struct Restore;
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+fn restore() {
+    let _ = crossterm::execute!(io::stdout(), LeaveAlternateScreen, cursor::Show);
+    let _ = terminal::disable_raw_mode();
+}
+
+/// The time of day, `HH:MM:SS`, UTC.
+fn clock() -> String {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    let seconds = now.tv_sec.rem_euclid(86_400);
+    format!(
+        "{:02}:{:02}:{:02}",
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60
+    )
 }
