@@ -166,13 +166,12 @@ impl Prepared {
 }
 
 /// Detects the runtime of a language tool.
-pub fn prepare(common: &Common, needs: Needs) -> anyhow::Result<Prepared> {
-    let detected = runtimes::detect(
+pub fn prepare(common: &Common) -> anyhow::Result<runtimes::Detected> {
+    runtimes::detect(
         common.lang.as_deref(),
         common.target.pid,
         common.target.command.as_deref(),
-    )?;
-    Ok(Prepared::Runtime { detected, needs })
+    )
 }
 
 /// Bytes kept of each string (NUL included): names of classes and

@@ -48,10 +48,7 @@ pub struct CallsArgs {
 }
 
 pub fn run(args: CallsArgs) -> anyhow::Result<ExitCode> {
-    let prepared = prepare(&args.common, Needs::MethodProbes)?;
-    let Prepared::Runtime { detected, .. } = &prepared else {
-        unreachable!("a language tool traces a runtime");
-    };
+    let detected = prepare(&args.common)?;
     let language = detected.language;
     let Some(calls) = &language.calls else {
         anyhow::bail!("{} has no method probes", language.name);
@@ -64,7 +61,7 @@ pub fn run(args: CallsArgs) -> anyhow::Result<ExitCode> {
     let program = fill(
         if args.latency { LATENCY } else { COUNTS },
         &[
-            ("PROBE", probe_prefix(detected)),
+            ("PROBE", probe_prefix(&detected)),
             ("ENTRY", calls.entry.to_string()),
             ("RETURN", calls.ret.to_string()),
             ("CLASS", calls.class.to_string()),
@@ -84,7 +81,10 @@ pub fn run(args: CallsArgs) -> anyhow::Result<ExitCode> {
     let stop = Some(reports);
     execute(
         &args.common.target,
-        prepared,
+        Prepared::Runtime {
+            detected,
+            needs: Needs::MethodProbes,
+        },
         &program,
         Box::new(table),
         stop,

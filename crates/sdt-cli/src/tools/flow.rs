@@ -35,10 +35,7 @@ pub struct FlowArgs {
 }
 
 pub fn run(args: FlowArgs) -> anyhow::Result<ExitCode> {
-    let prepared = prepare(&args.common, Needs::MethodProbes)?;
-    let Prepared::Runtime { detected, .. } = &prepared else {
-        unreachable!("a language tool traces a runtime");
-    };
+    let detected = prepare(&args.common)?;
     let language = detected.language;
     let Some(calls) = &language.calls else {
         anyhow::bail!("{} has no method probes", language.name);
@@ -46,7 +43,7 @@ pub fn run(args: FlowArgs) -> anyhow::Result<ExitCode> {
     let program = fill(
         FLOW,
         &[
-            ("PROBE", probe_prefix(detected)),
+            ("PROBE", probe_prefix(&detected)),
             ("ENTRY", calls.entry.to_string()),
             ("RETURN", calls.ret.to_string()),
             ("CLASS", calls.class.to_string()),
@@ -63,7 +60,10 @@ pub fn run(args: FlowArgs) -> anyhow::Result<ExitCode> {
     };
     execute(
         &args.common.target,
-        prepared,
+        Prepared::Runtime {
+            detected,
+            needs: Needs::MethodProbes,
+        },
         &program,
         Box::new(flow),
         None,

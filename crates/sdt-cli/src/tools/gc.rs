@@ -29,10 +29,7 @@ pub struct GcArgs {
 }
 
 pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
-    let prepared = prepare(&args.common, Needs::Plain)?;
-    let Prepared::Runtime { detected, .. } = &prepared else {
-        unreachable!("a language tool traces a runtime");
-    };
+    let detected = prepare(&args.common)?;
     let language = detected.language;
     let Some(gc) = &language.gc else {
         anyhow::bail!("{} has no garbage-collection probes", language.name);
@@ -40,7 +37,7 @@ pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
     let program = fill(
         GC,
         &[
-            ("PROBE", probe_prefix(detected)),
+            ("PROBE", probe_prefix(&detected)),
             ("BEGIN", gc.begin.to_string()),
             ("END", gc.end.to_string()),
         ],
@@ -53,7 +50,10 @@ pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
     };
     execute(
         &args.common.target,
-        prepared,
+        Prepared::Runtime {
+            detected,
+            needs: Needs::Plain,
+        },
         &program,
         Box::new(table),
         None,

@@ -45,10 +45,7 @@ pub struct ObjnewArgs {
 }
 
 pub fn run(args: ObjnewArgs) -> anyhow::Result<ExitCode> {
-    let prepared = prepare(&args.common, Needs::Allocations)?;
-    let Prepared::Runtime { detected, .. } = &prepared else {
-        unreachable!("a language tool traces a runtime");
-    };
+    let detected = prepare(&args.common)?;
     let language = detected.language;
     let Some(alloc) = &language.alloc else {
         anyhow::bail!("{} has no allocation probes", language.name);
@@ -56,7 +53,7 @@ pub fn run(args: ObjnewArgs) -> anyhow::Result<ExitCode> {
     let program = fill(
         OBJNEW,
         &[
-            ("PROBE", probe_prefix(detected)),
+            ("PROBE", probe_prefix(&detected)),
             ("ALLOC", alloc.probe.to_string()),
             ("CLASS", alloc.class.to_string()),
             (
@@ -74,7 +71,10 @@ pub fn run(args: ObjnewArgs) -> anyhow::Result<ExitCode> {
     let stop = Some(reports);
     execute(
         &args.common.target,
-        prepared,
+        Prepared::Runtime {
+            detected,
+            needs: Needs::Allocations,
+        },
         &program,
         Box::new(table),
         stop,

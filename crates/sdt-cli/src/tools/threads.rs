@@ -26,10 +26,7 @@ pub struct ThreadsArgs {
 }
 
 pub fn run(args: ThreadsArgs) -> anyhow::Result<ExitCode> {
-    let prepared = prepare(&args.common, Needs::Plain)?;
-    let Prepared::Runtime { detected, .. } = &prepared else {
-        unreachable!("a language tool traces a runtime");
-    };
+    let detected = prepare(&args.common)?;
     let language = detected.language;
     let Some(threads) = &language.threads else {
         anyhow::bail!("{} has no thread probes", language.name);
@@ -37,7 +34,7 @@ pub fn run(args: ThreadsArgs) -> anyhow::Result<ExitCode> {
     let program = fill(
         THREADS,
         &[
-            ("PROBE", probe_prefix(detected)),
+            ("PROBE", probe_prefix(&detected)),
             ("START", threads.start.to_string()),
             ("STOP", threads.stop.to_string()),
             ("ID", threads.id.to_string()),
@@ -51,7 +48,10 @@ pub fn run(args: ThreadsArgs) -> anyhow::Result<ExitCode> {
     };
     execute(
         &args.common.target,
-        prepared,
+        Prepared::Runtime {
+            detected,
+            needs: Needs::Plain,
+        },
         &program,
         Box::new(table),
         None,
