@@ -53,19 +53,25 @@ fn matcher(glob: &str) -> anyhow::Result<globset::GlobMatcher> {
     Ok(Glob::new(glob)?.compile_matcher())
 }
 
-fn usdt_file(
-    shown: &str,
-    path: &str,
-    probe: &str,
-    lines: &mut BTreeSet<String>,
-) -> anyhow::Result<()> {
+/// Opens the file a listing pattern names, and the name its lines show:
+/// the pattern's own path when it gave one, else the resolved path.
+fn open_listed(shown: &str, path: &str) -> anyhow::Result<(String, sdt_elf::ElfFile)> {
     let resolved = sdt_elf::resolve(path)?;
     let shown = if shown.contains('/') {
         shown.to_string()
     } else {
         resolved.display().to_string()
     };
-    let file = sdt_elf::ElfFile::open(&resolved)?;
+    Ok((shown, sdt_elf::ElfFile::open(&resolved)?))
+}
+
+fn usdt_file(
+    shown: &str,
+    path: &str,
+    probe: &str,
+    lines: &mut BTreeSet<String>,
+) -> anyhow::Result<()> {
+    let (shown, file) = open_listed(shown, path)?;
     let pattern = sdt_elf::ProbePattern::new(
         if probe.contains(':') {
             probe.to_string()
@@ -88,13 +94,7 @@ fn uprobe_file(
     symbol: &str,
     lines: &mut BTreeSet<String>,
 ) -> anyhow::Result<()> {
-    let resolved = sdt_elf::resolve(path)?;
-    let shown = if shown.contains('/') {
-        shown.to_string()
-    } else {
-        resolved.display().to_string()
-    };
-    let file = sdt_elf::ElfFile::open(&resolved)?;
+    let (shown, file) = open_listed(shown, path)?;
     let glob = matcher(symbol)?;
     for f in sdt_elf::functions(file.data())? {
         if glob.is_match(&f.name) || f.demangled.as_deref().is_some_and(|d| glob.is_match(d)) {

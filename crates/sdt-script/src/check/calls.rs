@@ -860,9 +860,17 @@ impl Checker<'_> {
         ) else {
             return Err(self.error(Diagnostic::error(span, "this probe has no object")));
         };
-        let definitions = std::fs::read(&file)
-            .map_err(|e| e.to_string())
-            .and_then(|data| sdt_elf::data_symbols(&data, symbol).map_err(|e| e.to_string()));
+        let definitions = self
+            .uaddr_symbols
+            .entry((file.clone(), symbol.to_string()))
+            .or_insert_with(|| {
+                std::fs::read(&file)
+                    .map_err(|e| e.to_string())
+                    .and_then(|data| {
+                        sdt_elf::data_symbols(&data, symbol).map_err(|e| e.to_string())
+                    })
+            })
+            .clone();
         let definitions = match definitions {
             Ok(d) => d,
             Err(e) => {

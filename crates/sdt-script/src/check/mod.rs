@@ -155,9 +155,16 @@ pub(crate) struct Checker<'o> {
     current_object_file: Option<std::path::PathBuf>,
     /// The current probe instance needs a program per site.
     per_site: bool,
+    /// `uaddr()` lookups by object file and symbol: the checker visits a
+    /// block more than once, and several blocks name the same globals.
+    uaddr_symbols: HashMap<(std::path::PathBuf, String), SymbolLookup>,
     current_sites: Vec<UsdtSite>,
     dwarf: dwarf::DwarfTypes,
 }
+
+/// A symbol's definitions (address, size) in an object file, or why the
+/// file could not be read.
+type SymbolLookup = Result<Vec<(u64, u64)>, String>;
 
 /// What is known inside one probe block instance.
 pub(crate) struct Scope {
@@ -209,6 +216,7 @@ impl<'o> Checker<'o> {
             current_object: None,
             current_object_file: None,
             per_site: false,
+            uaddr_symbols: HashMap::new(),
             current_sites: Vec::new(),
             dwarf: dwarf::DwarfTypes::default(),
         };
