@@ -400,17 +400,24 @@ fn traced_while(args: &[&str], work: impl FnOnce()) -> Output {
 
 /// A PostgreSQL 15 cluster in a temporary directory, on a Unix socket
 /// only, run by the `postgres` user; stopped when dropped.
+///
+/// The directory is made under the system's temporary directory, not in
+/// the checkout: a checkout in a private directory (mode 0700) would keep
+/// the `postgres` user out.
 struct Cluster {
     dir: PathBuf,
+    _keep: tempfile::TempDir,
 }
 
 const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 
 impl Cluster {
     fn start() -> Cluster {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tools-postgres");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let keep = tempfile::Builder::new()
+            .prefix("sdt-tools-postgres.")
+            .tempdir()
+            .unwrap();
+        let dir = keep.path().to_path_buf();
         let status = std::process::Command::new("chown")
             .args(["postgres:postgres"])
             .arg(&dir)
@@ -422,6 +429,7 @@ impl Cluster {
             let out = std::process::Command::new("runuser")
                 .args(["-u", "postgres", "--", &format!("{PG_BIN}/{program}")])
                 .args(args)
+                .current_dir(&dir)
                 .output()
                 .unwrap();
             assert!(
@@ -447,7 +455,7 @@ impl Cluster {
                 "start",
             ],
         );
-        Cluster { dir }
+        Cluster { dir, _keep: keep }
     }
 
     /// The postmaster's PID.
@@ -461,6 +469,7 @@ impl Cluster {
         let mut child = std::process::Command::new("runuser")
             .args(["-u", "postgres", "--", "psql", "-q", "-X", "-h"])
             .arg(&self.dir)
+            .current_dir(&self.dir)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -477,6 +486,7 @@ impl Drop for Cluster {
             .args(["-u", "postgres", "--", &format!("{PG_BIN}/pg_ctl"), "-D"])
             .arg(self.dir.join("data"))
             .args(["-m", "immediate", "stop"])
+            .current_dir(&self.dir)
             .output();
     }
 }
