@@ -74,6 +74,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let mut argv: Vec<OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == sdt_proc::hold::HOLD_ARG) {
+        // The -c command, waiting to become itself (see sdt_proc::hold).
+        sdt_proc::hold::main(argv.split_off(2));
+    }
     let invoked_as = argv
         .first()
         .and_then(|a| std::path::Path::new(a).file_name())

@@ -79,7 +79,7 @@ pub struct RunArgs {
 
     /// Run CMD (split like a shell would), trace it and the processes it
     /// starts, and exit with its exit status when it ends.
-    #[arg(short = 'c', value_name = "CMD")]
+    #[arg(short = 'c', value_name = "CMD", long_help = crate::traced::COMMAND_HELP)]
     command: Option<String>,
 
     /// Trace only the -p or -c process itself, not the processes it starts.

@@ -64,7 +64,7 @@ pub struct Target {
 
     /// Run CMD, trace it, and stop when it ends; its runtime's probes are
     /// switched on through its environment.
-    #[arg(short = 'c', value_name = "CMD")]
+    #[arg(short = 'c', value_name = "CMD", long_help = crate::traced::COMMAND_HELP)]
     pub command: Option<String>,
 
     /// One JSON object per line instead of a table.

@@ -67,7 +67,7 @@ pub struct TraceArgs {
 
     /// Run this command (split like a shell would) and trace it and the
     /// processes it starts.
-    #[arg(short, long, value_name = "CMD")]
+    #[arg(short, long, value_name = "CMD", long_help = crate::traced::COMMAND_HELP)]
     command: Option<String>,
 
     /// With -p or -c, trace only that process, not the processes it starts.

@@ -3,16 +3,39 @@
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
-use anyhow::Context;
-use sdt_proc::{HeldChild, Pidfd, Signals};
+use rustix::process::Signal;
+use sdt_proc::{HeldChild, Pidfd, RunningChild, Signals};
 use sdt_script::run::{Runner, Summary};
 use sdt_script::runtime::Runtime;
+
+/// The `-c` option's `--help`, the same for every command that takes it.
+pub const COMMAND_HELP: &str = "\
+Run CMD (split into words like a shell would, then found in PATH), trace it and the \
+processes it starts, and exit with its exit status when it ends.
+
+CMD starts as a shell would start it: with the signal mask, ignored signals, \
+environment and open descriptors sdt itself was given, and held just before its \
+first instruction until the probes are attached. Output of BEGIN comes before \
+anything CMD prints.
+
+On SIGINT, SIGTERM or SIGHUP (Ctrl-C), or when the program calls exit(), sdt stops \
+tracing, sends SIGTERM to CMD if it still runs (as bpftrace does), runs END and \
+prints the maps, then waits for CMD at most half a second from the stop before \
+killing it with SIGKILL (bpftrace kills it at once). sdt then exits with CMD's \
+status (128+N for a signal N). A second SIGINT, SIGTERM or SIGHUP ends sdt at \
+once, killing CMD.";
 
 /// Token of the signalfd in the wait set.
 const SIGNAL: u64 = 1;
 /// Token of the traced process's pidfd.
 const PROCESS_EXIT: u64 = 2;
+
+/// How long a `-c` command that sdt asked to end (with SIGTERM) has from
+/// that request until sdt kills it. bpftrace kills it at once once its
+/// own output is done; half a second lets a server shut down cleanly.
+const COMMAND_GRACE: Duration = Duration::from_millis(500);
 
 /// The traced process, if there is one, and the stop signals.
 pub struct Traced {
@@ -21,7 +44,8 @@ pub struct Traced {
     child: Option<HeldChild>,
     /// The `-c` command's executable.
     pub program: Option<PathBuf>,
-    signals: Signals,
+    /// Until the run stops; then a thread of its own waits on them.
+    signals: Option<Signals>,
 }
 
 /// How a run ended.
@@ -56,7 +80,7 @@ impl Traced {
             pidfd,
             child,
             program,
-            signals,
+            signals: Some(signals),
         })
     }
 
@@ -82,6 +106,12 @@ impl Traced {
     /// `stop_asked()` (output that can no longer be written); then
     /// detaches, runs END and prints the maps. `started` is called once
     /// everything is attached.
+    ///
+    /// A `-c` command that still runs when the run stops for another
+    /// reason is sent SIGTERM at once, as bpftrace does, and SIGKILL once
+    /// END and the maps are printed if it has not ended within
+    /// [`COMMAND_GRACE`]. From the stop on, another stop signal ends sdt at
+    /// once (killing the command), whatever it is doing.
     pub fn run<'c>(
         mut self,
         mut runner: Runner<'c>,
@@ -99,7 +129,9 @@ impl Traced {
             // may have been attached to. Detach at once and show nothing.
             self.check_alive()?;
         }
-        runner.watch(self.signals.as_fd(), SIGNAL)?;
+        if let Some(signals) = &self.signals {
+            runner.watch(signals.as_fd(), SIGNAL)?;
+        }
         if let Some(p) = &self.pidfd {
             runner.watch(p.as_fd(), PROCESS_EXIT)?;
         }
@@ -107,10 +139,12 @@ impl Traced {
         // addresses mean something after it ends; without the kernel's
         // records, /proc is read at each step instead.
         let poll_mappings = self.pid.is_some_and(|pid| !runner.track(pid as u32));
-        let mut running = self.child.take().map(HeldChild::release);
         started(&mut runner, attached);
-        let mut stop_signal = None;
+        // What BEGIN printed comes before anything the command prints.
+        runner.runtime().flush();
+        let mut running = self.child.take().map(HeldChild::release);
         let mut stop = exited_in_begin;
+        let mut process_ended = false;
         while !stop {
             let step = runner.step(on_event)?;
             if let (true, Some(pid)) = (poll_mappings, self.pid) {
@@ -118,13 +152,19 @@ impl Traced {
             }
             stop = step.exit || runner.runtime().error().is_some() || stop_asked();
             if step.ready.contains(&SIGNAL) {
-                stop_signal = self.signals.take();
+                self.signals.as_ref().and_then(Signals::take);
                 stop = true;
             }
             if step.ready.contains(&PROCESS_EXIT) {
+                process_ended = true;
                 stop = true;
             }
         }
+        let stopped_at = Instant::now();
+        if let Some(child) = running.as_mut().filter(|_| !process_ended) {
+            child.signal(Signal::TERM);
+        }
+        self.end_at_next_signal(running.as_ref());
         let finished = runner.finish(print_maps, on_event)?;
         let (summary, mut runtime) = (finished.summary, finished.runtime);
         // The output is complete: show it now, then let another process
@@ -132,18 +172,7 @@ impl Traced {
         runtime.flush();
         release(finished.attached);
         let command_status = match running.take() {
-            Some(mut child) => {
-                if let Some(signal) = stop_signal {
-                    let signal = rustix::process::Signal::from_named_raw(signal)
-                        .unwrap_or(rustix::process::Signal::TERM);
-                    let _ = rustix::process::kill_process(
-                        rustix::process::Pid::from_child(&child),
-                        signal,
-                    );
-                }
-                let status = child.wait().context("waiting for the -c command")?;
-                Some(sdt_proc::exit_code(status))
-            }
+            Some(child) => Some(end_command(child, stopped_at + COMMAND_GRACE)?),
             None => None,
         };
         Ok(Ended {
@@ -152,6 +181,34 @@ impl Traced {
             command_status,
         })
     }
+
+    /// From now on, a stop signal ends sdt at once: the `-c` command is
+    /// killed (through a pidfd, so never a later process with its PID) and
+    /// sdt exits as a process killed by that signal would report it.
+    fn end_at_next_signal(&mut self, command: Option<&RunningChild>) {
+        let Some(signals) = self.signals.take() else {
+            return;
+        };
+        let command = command.and_then(|c| Pidfd::open(c.pid()).ok());
+        signals.on_next(move |signal| {
+            if let Some(command) = &command {
+                command.kill(Signal::KILL);
+            }
+            std::process::exit(128 + signal);
+        });
+    }
+}
+
+/// Waits for the `-c` command until `deadline`, kills it if it still
+/// runs then, and returns its exit status as a shell reports it.
+fn end_command(mut child: RunningChild, deadline: Instant) -> anyhow::Result<u8> {
+    while child.try_wait().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if child.try_wait().is_none() {
+        child.signal(Signal::KILL);
+    }
+    Ok(child.wait()?)
 }
 
 /// Closes what holds probes attached, in a process of its own where it

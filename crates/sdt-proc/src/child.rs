@@ -1,34 +1,51 @@
 //! Starting the `-c` command so that tracing is live before its first
-//! instruction.
+//! instruction, and so that it starts exactly as a shell would start it.
 //!
-//! The command runs under a tiny shell that first waits, then `exec`s it:
-//! `sh -c 'exec 3<FIFO; read -r _ <&3; exec 3<&-; exec "$@"'`. The process keeps its PID
-//! across `exec`, so the tracer attaches with that PID while the shell
-//! waits, then lets it go. The wait is on a FIFO in a private directory
-//! that sdt holds open for reading and writing: the shell's `read` blocks
-//! until sdt closes its end, which it does to release the command, or
-//! which the kernel does if sdt dies, so the command never hangs.
+//! The command is started in two steps. sdt spawns a copy of itself as
+//! `sdt __hold FD PROGRAM ARGS...` (see [`crate::hold`]), which waits on a
+//! pipe; the process keeps its PID across `exec`, so the tracer attaches
+//! with that PID while it waits, then writes one byte to let it `exec` the
+//! command. If sdt ends without releasing it, the pipe closes and the
+//! holder exits without running the command, as bpftrace's child does.
 //!
-//! This replaces a `fork` with a hook between `fork` and `exec`, which
-//! needs `unsafe` in Rust; the shell costs about a millisecond.
-//! `std::process::Command` resets the signal mask in the child, so the
-//! signals sdt blocks for its signalfd are not blocked in the command.
+//! What the command inherits is what sdt's parent gave sdt, not what sdt
+//! has made of it:
+//!
+//! * the signal mask and the ignored signals of sdt's start
+//!   ([`Inherited`]), through `posix_spawn`'s attributes, so that a server
+//!   that shuts down on SIGTERM still does (sdt blocks SIGTERM for its own
+//!   signalfd, and a plain spawn would pass that on);
+//! * sdt's environment, untouched: no shell sits in between (dash would
+//!   add `PWD`), and the holder changes nothing;
+//! * sdt's descriptors: everything sdt opens is close-on-exec, and the
+//!   pipe's end the holder reads is a descriptor number that was free in
+//!   sdt, so it shadows nothing the command should inherit; the holder
+//!   closes it before `exec`.
 
-use std::fs::File;
-use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
+use std::ffi::{CString, OsString};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::Path;
 
-use rustix::fs::{Mode, OFlags};
+use nix::spawn::{posix_spawn, PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use rustix::io::{fcntl_setfd, FdFlags};
+use rustix::pipe::{pipe_with, PipeFlags};
 
+use crate::hold::{GO, HOLD_ARG};
+use crate::inherit::Inherited;
 use crate::Error;
 
 /// A command that has started but not yet run its program.
+///
+/// The running program must hand `sdt __hold ...` to [`crate::hold::main`]
+/// (sdt's `main` does it first thing), because the holder is this same
+/// program, started again through `/proc/self/exe`.
 pub struct HeldChild {
-    child: Child,
-    /// sdt's end of the FIFO; closing it releases the command.
-    gate: File,
-    dir: PathBuf,
+    pid: Pid,
+    /// sdt's end of the pipe; one byte on it releases the command.
+    gate: OwnedFd,
 }
 
 impl HeldChild {
@@ -46,112 +63,147 @@ impl HeldChild {
             return Err(Error::BadCommand(String::new()));
         };
         resolve(program)?;
-        let dir =
-            std::env::temp_dir().join(format!("sdt-hold-{}-{}", std::process::id(), unique()));
-        rustix::fs::mkdir(&dir, Mode::RWXU).map_err(|e| Error::Io {
-            what: "creating a directory to hold the command",
-            source: e.into(),
-        })?;
-        let fifo = dir.join("go");
-        let cleanup = |dir: &Path| {
-            let _ = std::fs::remove_file(dir.join("go"));
-            let _ = std::fs::remove_dir(dir);
-        };
-        let made = rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &fifo,
-            rustix::fs::FileType::Fifo,
-            Mode::RUSR | Mode::WUSR,
-            0,
-        );
-        if let Err(e) = made {
-            cleanup(&dir);
-            return Err(Error::Io {
-                what: "creating the FIFO that holds the command",
+        let io = |what| {
+            move |e: rustix::io::Errno| Error::Io {
+                what,
                 source: e.into(),
-            });
-        }
-        // Read-write, so that the shell's open does not block and its read
-        // ends when this end closes.
-        let gate = match rustix::fs::open(&fifo, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()) {
-            Ok(fd) => File::from(fd),
-            Err(e) => {
-                cleanup(&dir);
-                return Err(Error::Io {
-                    what: "opening the FIFO that holds the command",
-                    source: e.into(),
-                });
             }
         };
-        let spawned = Command::new("/bin/sh")
-            .arg("-c")
-            .arg("exec 3<\"$1\"; read -r _ <&3; exec 3<&-; shift; exec \"$@\"")
-            .arg("sdt-hold")
-            .arg(&fifo)
-            .args(argv)
-            .spawn();
+        let (wait_end, gate) = pipe_with(PipeFlags::CLOEXEC)
+            .map_err(io("creating the pipe that holds the command"))?;
+        // Only the holder may keep its end across `posix_spawn`.
+        fcntl_setfd(&wait_end, FdFlags::empty())
+            .map_err(io("creating the pipe that holds the command"))?;
+        let mut args = vec![
+            c_string("sdt".into()),
+            c_string(HOLD_ARG.into()),
+            c_string(wait_end.as_raw_fd().to_string().into()),
+        ];
+        args.extend(argv.iter().map(|a| c_string(a.into())));
+        let env: Vec<CString> = std::env::vars_os()
+            .map(|(name, value)| {
+                let mut pair = name;
+                pair.push("=");
+                pair.push(value);
+                c_string(pair)
+            })
+            .collect();
+        let inherited = Inherited::at_start();
+        let not_runnable = |why: String| Error::NotRunnable {
+            program: program.clone(),
+            why,
+        };
+        let spawned = (|| {
+            let mut attr = PosixSpawnAttr::init()?;
+            attr.set_sigmask(&inherited.mask())?;
+            attr.set_sigdefault(&inherited.defaults())?;
+            attr.set_flags(
+                PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+            )?;
+            let actions = PosixSpawnFileActions::init()?;
+            posix_spawn(Path::new("/proc/self/exe"), &actions, &attr, &args, &env)
+        })();
+        drop(wait_end);
         match spawned {
-            Ok(child) => Ok(HeldChild { child, gate, dir }),
-            Err(e) => {
-                cleanup(&dir);
-                Err(Error::NotRunnable {
-                    program: program.clone(),
-                    why: format!("cannot start /bin/sh: {e}"),
-                })
-            }
+            Ok(pid) => Ok(HeldChild { pid, gate }),
+            Err(e) => Err(not_runnable(format!("cannot start sdt's holder: {e}"))),
         }
     }
 
     /// The PID, which the command keeps.
     pub fn pid(&self) -> i32 {
-        self.child.id() as i32
+        self.pid.as_raw()
     }
 
     /// Lets the command run.
-    pub fn release(self) -> Child {
-        let HeldChild {
-            mut child,
-            gate,
-            dir,
-        } = self;
-        // The shell must have opened the FIFO before it goes away, or its
-        // open would fail; it does so within a millisecond of starting,
-        // unless it was killed (`abandon`), which there is no waiting for.
-        let fifo = dir.join("go");
-        let opened = PathBuf::from(format!("/proc/{}/fd/3", child.id()));
-        for _ in 0..5000 {
-            if std::fs::read_link(&opened).is_ok_and(|target| target == fifo)
-                || child.try_wait().is_ok_and(|status| status.is_some())
-            {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+    pub fn release(self) -> RunningChild {
+        // A holder that has died already (killed) gets EPIPE, which is
+        // harmless: its status tells the rest.
+        let _ = rustix::io::write(&self.gate, &[GO]);
+        RunningChild {
+            pid: self.pid,
+            status: None,
         }
-        drop(gate);
-        let _ = std::fs::remove_file(dir.join("go"));
-        let _ = std::fs::remove_dir(&dir);
-        child
     }
 
-    /// Kills the command before it runs anything, for when tracing cannot
-    /// start.
+    /// Ends the held command before it runs anything, for when tracing
+    /// cannot start: the holder sees the pipe close and exits.
     pub fn abandon(self) {
-        let mut child = self.release_without_running();
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-
-    fn release_without_running(self) -> Child {
-        let _ = rustix::process::kill_process(
-            rustix::process::Pid::from_child(&self.child),
-            rustix::process::Signal::KILL,
-        );
-        self.release()
+        let HeldChild { pid, gate } = self;
+        drop(gate);
+        let _ = waitpid(pid, None);
     }
 }
 
+/// A command that runs: sdt's child, reaped by [`RunningChild::wait`].
+pub struct RunningChild {
+    pid: Pid,
+    /// The exit status, as a shell reports it, once reaped.
+    status: Option<u8>,
+}
+
+impl RunningChild {
+    pub fn pid(&self) -> i32 {
+        self.pid.as_raw()
+    }
+
+    /// Sends `signal`; a command that has ended is not signalled (its PID
+    /// stays its own until it is reaped, so this never hits another).
+    pub fn signal(&mut self, signal: rustix::process::Signal) {
+        if self.try_wait().is_none() {
+            if let Some(pid) = rustix::process::Pid::from_raw(self.pid.as_raw()) {
+                let _ = rustix::process::kill_process(pid, signal);
+            }
+        }
+    }
+
+    /// The exit status if the command has ended, without waiting.
+    pub fn try_wait(&mut self) -> Option<u8> {
+        if self.status.is_none() {
+            self.status = reaped(waitpid(self.pid, Some(WaitPidFlag::WNOHANG)));
+        }
+        self.status
+    }
+
+    /// Waits for the command to end; returns its exit status.
+    pub fn wait(&mut self) -> Result<u8, Error> {
+        while self.status.is_none() {
+            let waited = waitpid(self.pid, None);
+            if let Err(e) = waited {
+                if e == nix::errno::Errno::EINTR {
+                    continue;
+                }
+                return Err(Error::Io {
+                    what: "waiting for the -c command",
+                    source: e.into(),
+                });
+            }
+            self.status = reaped(waited);
+        }
+        Ok(self.status.unwrap_or(1))
+    }
+}
+
+/// The exit status in `waited`, if the process has ended.
+fn reaped(waited: nix::Result<WaitStatus>) -> Option<u8> {
+    match waited {
+        Ok(WaitStatus::Exited(_, code)) => Some(code as u8),
+        Ok(WaitStatus::Signaled(_, signal, _)) => Some(128u8.wrapping_add(signal as u8)),
+        _ => None,
+    }
+}
+
+/// A C string of `text`, which cannot hold a NUL: the words of a command
+/// come from `shlex` and the environment from the kernel, neither of which
+/// has one, but a NUL is dropped rather than trusted.
+fn c_string(text: OsString) -> CString {
+    let mut bytes = text.into_vec();
+    bytes.retain(|&b| b != 0);
+    CString::new(bytes).unwrap_or_default()
+}
+
 /// Checks that `program` can be run, the way `exec` would look it up, so
-/// that a typo is a clear error instead of a shell's complaint.
+/// that a typo is a clear error instead of the holder's complaint.
 fn resolve(program: &str) -> Result<(), Error> {
     let runnable = |path: &Path| {
         rustix::fs::access(path, rustix::fs::Access::EXEC_OK).is_ok() && path.is_file()
@@ -177,59 +229,9 @@ fn resolve(program: &str) -> Result<(), Error> {
     }
 }
 
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-/// The exit status as a shell reports it: the code, or 128 + the signal.
-pub fn exit_code(status: ExitStatus) -> u8 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code as u8,
-        (None, Some(signal)) => (128 + signal) as u8,
-        _ => 1,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_command_waits_until_released_and_keeps_its_pid() {
-        let argv: Vec<String> = ["sh", "-c", "exit 3"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let held = HeldChild::spawn(&argv).unwrap();
-        let pid = held.pid();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
-        assert!(
-            cmdline.contains("sdt-hold"),
-            "still the holding shell: {cmdline:?}"
-        );
-        let mut child = held.release();
-        assert_eq!(child.id() as i32, pid);
-        assert_eq!(exit_code(child.wait().unwrap()), 3);
-    }
-
-    #[test]
-    fn abandoning_a_command_at_once_does_not_wait() {
-        // Killed before its shell opened the FIFO: nothing to wait for.
-        let argv: Vec<String> = ["sh", "-c", "exit 3"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let started = std::time::Instant::now();
-        HeldChild::spawn(&argv).unwrap().abandon();
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(2),
-            "abandon took {:?}",
-            started.elapsed()
-        );
-    }
 
     #[test]
     fn unknown_programs_are_clear_errors() {
@@ -246,18 +248,22 @@ mod tests {
     }
 
     #[test]
-    fn exit_codes_pass_through() {
-        let argv: Vec<String> = ["sh", "-c", "exit 7"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let mut child = HeldChild::spawn(&argv).unwrap().release();
-        assert_eq!(exit_code(child.wait().unwrap()), 7);
-        let argv: Vec<String> = ["sh", "-c", "kill -TERM $$"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let mut child = HeldChild::spawn(&argv).unwrap().release();
-        assert_eq!(exit_code(child.wait().unwrap()), 128 + 15);
+    fn statuses_read_as_a_shell_reports_them() {
+        let pid = Pid::from_raw(1);
+        assert_eq!(reaped(Ok(WaitStatus::Exited(pid, 7))), Some(7));
+        assert_eq!(
+            reaped(Ok(WaitStatus::Signaled(
+                pid,
+                nix::sys::signal::SIGTERM,
+                false
+            ))),
+            Some(128 + 15)
+        );
+        assert_eq!(reaped(Ok(WaitStatus::StillAlive)), None);
+    }
+
+    #[test]
+    fn words_with_a_nul_lose_it() {
+        assert_eq!(c_string("a\0b".into()).as_bytes(), b"ab");
     }
 }

@@ -1,8 +1,9 @@
-//! Process control for sdt, without hand-written `unsafe`.
+//! Process control for sdt.
 //!
 //! * [`HeldChild`]: the `-c` command, started but held before its
 //!   program runs, so that probes are attached before its first
-//!   instruction.
+//!   instruction, and started with the signal state, environment and
+//!   descriptors sdt's parent gave sdt ([`Inherited`], [`hold`]).
 //! * [`Signals`]: SIGINT, SIGTERM and SIGHUP read from a signalfd, so
 //!   that a stop request ends a wait like any other event.
 //! * [`Pidfd`]: a handle on a process that becomes readable when it
@@ -10,13 +11,23 @@
 //! * [`release_elsewhere`]: descriptors whose closing makes the kernel
 //!   wait, closed by a short-lived process of sdt's own so that sdt exits
 //!   at once.
+//!
+//! `unsafe` is denied but in two places, each with its reason: the
+//! [`inherit`] module, which reads and sets signal dispositions and signal
+//! sets at a level no safe wrapper reaches, and the holder's adoption of
+//! the descriptor sdt passes it ([`hold`]).
+
+#![deny(unsafe_code)]
 
 mod child;
+pub mod hold;
+mod inherit;
 mod pidfd;
 mod release;
 mod signals;
 
-pub use child::{exit_code, HeldChild};
+pub use child::{HeldChild, RunningChild};
+pub use inherit::Inherited;
 pub use pidfd::Pidfd;
 pub use release::{receive, release_elsewhere};
 pub use signals::Signals;

@@ -27,6 +27,11 @@ impl Pidfd {
         self.pid
     }
 
+    /// Sends `signal` to the process, never to a later one with its PID.
+    pub fn kill(&self, signal: rustix::process::Signal) {
+        let _ = rustix::process::pidfd_send_signal(&self.fd, signal);
+    }
+
     /// Whether the process has ended (it may not have been reaped yet).
     pub fn ended(&self) -> bool {
         let mut fds = [PollFd::new(&self.fd, PollFlags::IN)];

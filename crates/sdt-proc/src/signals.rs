@@ -46,6 +46,26 @@ impl Signals {
             _ => None,
         }
     }
+
+    /// Calls `then` with the next stop signal, from a thread of its own,
+    /// so that a second Ctrl-C is seen whatever the caller is busy with
+    /// while it shuts down.
+    pub fn on_next(self, then: impl FnOnce(i32) + Send + 'static) {
+        std::thread::spawn(move || loop {
+            let mut fds = [rustix::event::PollFd::new(
+                &self.fd,
+                rustix::event::PollFlags::IN,
+            )];
+            match rustix::event::poll(&mut fds, None) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(_) => return,
+            }
+            if let Some(signal) = self.take() {
+                then(signal);
+                return;
+            }
+        });
+    }
 }
 
 impl AsFd for Signals {
