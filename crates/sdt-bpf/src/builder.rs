@@ -54,8 +54,19 @@ pub enum CodegenError {
 pub struct Builder {
     insns: Vec<Insn>,
     labels: Vec<Option<usize>>,
-    fixups: Vec<(usize, Label)>,
+    fixups: Vec<(usize, Label, Fixup)>,
     errors: Vec<CodegenError>,
+}
+
+/// Which field of an instruction a label's distance goes into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fixup {
+    /// A jump's `off`, in slots after the jump.
+    Jump,
+    /// A function reference's `imm`, in slots after the reference's first
+    /// slot, as the kernel counts `BPF_PSEUDO_FUNC` (see
+    /// [`Builder::ld_func`]).
+    Function,
 }
 
 impl Builder {
@@ -150,6 +161,16 @@ impl Builder {
         self.extend(Insn::ld_map_value(dst, index as i32, offset))
     }
 
+    /// `dst = &function at label`: a two-slot reference to code of the
+    /// same program that starts at `function`, for a helper that calls it
+    /// back (`bpf_for_each_map_elem`). The function must come after the
+    /// program's own code, end in `exit`, and be reached only this way.
+    pub fn ld_func(&mut self, dst: Reg, function: Label) -> &mut Self {
+        self.fixups
+            .push((self.insns.len(), function, Fixup::Function));
+        self.extend(Insn::ld_func(dst, 0))
+    }
+
     /// `if dst op imm goto target`.
     pub fn jump_imm(&mut self, op: JmpOp, dst: Reg, imm: i32, target: Label) -> &mut Self {
         self.branch(Insn::jmp_imm(op, dst, imm, 0), target)
@@ -181,7 +202,7 @@ impl Builder {
     }
 
     fn branch(&mut self, insn: Insn, target: Label) -> &mut Self {
-        self.fixups.push((self.insns.len(), target));
+        self.fixups.push((self.insns.len(), target, Fixup::Jump));
         self.push(insn)
     }
 
@@ -191,11 +212,19 @@ impl Builder {
         if let Some(e) = self.errors.into_iter().next() {
             return Err(e);
         }
-        for (slot, label) in self.fixups {
+        for (slot, label, fixup) in self.fixups {
             let target = self.labels[label.0].ok_or(CodegenError::UnboundLabel { slot })?;
             let distance = target as i64 - slot as i64 - 1;
-            self.insns[slot].off =
-                i16::try_from(distance).map_err(|_| CodegenError::JumpTooFar { slot, distance })?;
+            match fixup {
+                Fixup::Jump => {
+                    self.insns[slot].off = i16::try_from(distance)
+                        .map_err(|_| CodegenError::JumpTooFar { slot, distance })?;
+                }
+                Fixup::Function => {
+                    self.insns[slot].imm = i32::try_from(distance)
+                        .map_err(|_| CodegenError::JumpTooFar { slot, distance })?;
+                }
+            }
         }
         Ok(self.insns)
     }
@@ -240,6 +269,20 @@ mod tests {
         b.load_imm(R1, i64::MIN); // 0, 1
         b.jump(top); // 2 -> 0
         assert_eq!(b.finish().unwrap()[2].off, -3);
+    }
+
+    #[test]
+    fn function_references_count_from_their_first_slot() {
+        let mut b = Builder::new();
+        let callback = b.label();
+        b.ld_func(R2, callback); // 0, 1
+        b.push(Insn::mov64_imm(R0, 0)).exit(); // 2, 3
+        b.bind(callback);
+        b.push(Insn::mov64_imm(R0, 0)).exit(); // 4, 5
+        let insns = b.finish().unwrap();
+        assert_eq!(insns[0].src(), crate::insn::PSEUDO_FUNC);
+        // The kernel's target: slot + imm + 1.
+        assert_eq!(insns[0].imm, 3);
     }
 
     #[test]

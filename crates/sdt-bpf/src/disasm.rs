@@ -120,6 +120,7 @@ impl Disassembler {
                 Some(name) => format!("r{} = map[{name}][0]+{}", insn.dst(), next.imm),
                 None => format!("r{} = map[{what}:{}][0]+{}", insn.dst(), insn.imm, next.imm),
             },
+            crate::insn::PSEUDO_FUNC => format!("r{} = func pc{:+}", insn.dst(), insn.imm),
             _ => format!("r{} = {word:#x}", insn.dst()),
         }
     }

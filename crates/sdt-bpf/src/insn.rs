@@ -51,6 +51,10 @@ pub const PSEUDO_MAP_FD: u8 = 1;
 pub const PSEUDO_MAP_VALUE: u8 = 2;
 /// `src_reg` of a `call` whose immediate is a relative BPF-to-BPF call.
 pub const PSEUDO_CALL: u8 = 1;
+/// `src` of an `ld_imm64` whose immediate is the distance, in slots, to a
+/// function of the same program (`BPF_PSEUDO_FUNC`): the callback a helper
+/// such as `bpf_for_each_map_elem` calls.
+pub const PSEUDO_FUNC: u8 = 4;
 
 /// A BPF register. `R10` is the read-only frame pointer.
 ///
@@ -263,7 +267,9 @@ pub enum Helper {
     RingbufSubmit = 132,
     RingbufDiscard = 133,
     RingbufQuery = 134,
+    ForEachMapElem = 164,
     GetAttachCookie = 174,
+    MapLookupPercpuElem = 195,
 }
 
 impl Helper {
@@ -293,7 +299,9 @@ impl Helper {
         Helper::RingbufSubmit,
         Helper::RingbufDiscard,
         Helper::RingbufQuery,
+        Helper::ForEachMapElem,
         Helper::GetAttachCookie,
+        Helper::MapLookupPercpuElem,
     ];
 
     /// The kernel's helper id.
@@ -333,7 +341,9 @@ impl Helper {
             Helper::RingbufSubmit => "bpf_ringbuf_submit",
             Helper::RingbufDiscard => "bpf_ringbuf_discard",
             Helper::RingbufQuery => "bpf_ringbuf_query",
+            Helper::ForEachMapElem => "bpf_for_each_map_elem",
             Helper::GetAttachCookie => "bpf_get_attach_cookie",
+            Helper::MapLookupPercpuElem => "bpf_map_lookup_percpu_elem",
         }
     }
 }
@@ -545,6 +555,12 @@ impl Insn {
             PSEUDO_MAP_VALUE,
             ((offset as u64) << 32) | fd as u32 as u64,
         )
+    }
+
+    /// `dst = &function`, the function `distance` slots after the second
+    /// slot of this instruction (see [`PSEUDO_FUNC`]). Occupies two slots.
+    pub const fn ld_func(dst: Reg, distance: i32) -> [Insn; 2] {
+        Insn::ld_imm64_raw(dst, PSEUDO_FUNC, distance as u32 as u64)
     }
 
     const fn ld_imm64_raw(dst: Reg, src: u8, imm: u64) -> [Insn; 2] {

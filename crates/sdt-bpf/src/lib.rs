@@ -67,6 +67,7 @@
 //! ```
 
 pub mod arg;
+mod btf;
 mod builder;
 pub mod disasm;
 mod error;
@@ -82,7 +83,9 @@ pub mod x86_64;
 
 pub use builder::{Builder, CodegenError, Label};
 pub use error::{Error, Result};
-pub use insn::{AluOp, Helper, Insn, JmpOp, Reg, Size, PSEUDO_CALL, PSEUDO_MAP_FD, STACKID_USER};
+pub use insn::{
+    AluOp, Helper, Insn, JmpOp, Reg, Size, PSEUDO_CALL, PSEUDO_FUNC, PSEUDO_MAP_FD, STACKID_USER,
+};
 pub use map::{possible_cpus, Map, MapSpec, MapType, PerCpuValues, F_NO_PREALLOC};
 pub use mappings::{Mapped, MappingEvents, ProcessEvent};
 pub use program::{

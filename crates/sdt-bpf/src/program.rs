@@ -110,12 +110,16 @@ impl Program {
         } else {
             &opts.name
         };
+        let functions = crate::btf::func_info(insns)?;
         let req = sys::ProgLoad {
             prog_type: opts.prog_type.raw(),
             expected_attach_type: opts.expected_attach_type.map_or(0, AttachType::raw),
             insns,
             license: c"GPL",
             name,
+            func_info: functions
+                .as_ref()
+                .map(|f| (f.btf.as_fd(), f.records.as_slice())),
         };
         let fd = match sys::prog_load(&req, None) {
             Ok(fd) => fd,

@@ -36,6 +36,7 @@ const BPF_PROG_LOAD: u32 = 5;
 const BPF_PROG_TEST_RUN: u32 = 10;
 const BPF_OBJ_GET_INFO_BY_FD: u32 = 15;
 const BPF_RAW_TRACEPOINT_OPEN: u32 = 17;
+const BPF_BTF_LOAD: u32 = 18;
 const BPF_LINK_CREATE: u32 = 28;
 
 /// Size of our `union bpf_attr` buffer: more than any command we issue uses.
@@ -307,6 +308,9 @@ pub(crate) struct ProgLoad<'a> {
     pub insns: &'a [Insn],
     pub license: &'a CStr,
     pub name: &'a str,
+    /// The BTF of the program's functions and `(first slot, type id)` of
+    /// each, for a program of several functions.
+    pub func_info: Option<(BorrowedFd<'a>, &'a [[u32; 2]])>,
 }
 
 /// A failed load: the error, and the log size the kernel wanted
@@ -330,6 +334,12 @@ pub(crate) fn prog_load(
         .ptr(16, p.license.as_ptr())
         .u32(68, p.expected_attach_type);
     attr.0[48..64].copy_from_slice(&name);
+    if let Some((btf, records)) = p.func_info {
+        attr.u32(72, btf.as_raw_fd() as u32)
+            .u32(76, 8)
+            .ptr(80, records.as_ptr())
+            .u32(88, records.len() as u32);
+    }
     if let Some((buf, level)) = log {
         attr.u32(24, level)
             .u32(28, u32::try_from(buf.len()).unwrap_or(u32::MAX))
@@ -349,6 +359,13 @@ pub(crate) fn prog_load(
             }
         }
     }
+}
+
+/// Loads BTF type information (`BPF_BTF_LOAD`).
+pub(crate) fn btf_load(blob: &[u8]) -> io::Result<OwnedFd> {
+    let mut attr = Attr::new();
+    attr.ptr(0, blob.as_ptr()).u32(16, blob.len() as u32);
+    bpf_fd(BPF_BTF_LOAD, &mut attr)
 }
 
 /// Runs a program once with an empty context (`BPF_PROG_TEST_RUN`) and

@@ -309,3 +309,47 @@ fn ring_records_that_wrap_around_the_end_arrive_whole() {
     }
     assert_eq!(seen, (1..=20).collect::<Vec<u64>>());
 }
+
+#[test]
+fn a_callback_walks_a_map_and_deletes_as_it_goes() {
+    if !privileged("a_callback_walks_a_map_and_deletes_as_it_goes") {
+        return;
+    }
+    // `bpf_for_each_map_elem` with a callback that deletes each entry it
+    // is given: the program returns how many it saw, and the map is empty
+    // afterwards. The callback is a second function, which the kernel
+    // accepts only with BTF function information.
+    let map = Map::create(&MapSpec::new(MapType::Hash, 4, 8, 64).name("walked")).unwrap();
+    for k in 0..10u32 {
+        map.update(&key(k), &u64::from(k).to_ne_bytes(), UPDATE_ANY)
+            .unwrap();
+    }
+    let mut b = Builder::new();
+    let callback = b.label();
+    b.ld_map(R1, &map)
+        .ld_func(R2, callback)
+        .push(Insn::mov64_imm(R3, 0))
+        .push(Insn::mov64_imm(R4, 0))
+        .call(Helper::ForEachMapElem)
+        .exit();
+    b.bind(callback);
+    // r1 = map, r2 = key, r3 = value, r4 = context.
+    b.ld_map(R1, &map)
+        .call(Helper::MapDeleteElem)
+        .push(Insn::mov64_imm(R0, 0))
+        .exit();
+    let insns = b.finish().unwrap();
+    let prog = Program::load(
+        &insns,
+        &LoadOptions {
+            name: "walk".into(),
+            prog_type: sdt_bpf::ProgramType::RawTracepoint,
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(prog.test_run().unwrap(), 10);
+    assert_eq!(map.keys().count(), 0);
+    let text = sdt_bpf::disasm::Disassembler::new().listing(&insns);
+    assert!(text.contains("= func pc+"), "{text}");
+}

@@ -244,6 +244,7 @@ fn start_and_run(
             cpid: traced.cpid(),
             map_entries: map_entries()?,
             ring_size: args.buffer_size,
+            possible_cpus: sdt_script::codegen::possible_cpus(),
         },
     };
     let compilation = match driver::compile(source, &options) {

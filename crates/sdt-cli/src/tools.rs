@@ -231,6 +231,7 @@ pub fn execute<'c>(
             // As `sdt run`: a full map is reported, never silent.
             map_entries: 4096,
             ring_size: 4 << 20,
+            possible_cpus: sdt_script::codegen::possible_cpus(),
         },
     };
     let compilation = driver::compile(program, &options).map_err(|d| {

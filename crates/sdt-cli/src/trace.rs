@@ -154,6 +154,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         codegen: sdt_script::codegen::Options {
             wake_at: args.buffer_size / 8,
             ring_size: args.buffer_size,
+            possible_cpus: sdt_script::codegen::possible_cpus(),
             ..sdt_script::codegen::Options::default()
         },
     };

@@ -61,19 +61,21 @@ pub enum OutputInfo {
         format: u32,
         fields: Vec<Field>,
     },
+    /// `print(@m, top, div)`: print the entries of the snapshot the
+    /// record names (see [`snapshot`]); the record says how many the walk
+    /// saw, so that entries the ring had no room for are noticed.
     PrintMap {
         map: MapId,
         top: u64,
         div: u64,
     },
+    /// One entry of a `print(@m)` snapshot: the key, then the value (one
+    /// per possible CPU for a per-CPU map), after the [`snapshot`] header.
+    MapEntry {
+        map: MapId,
+    },
     PrintValue {
         field: Field,
-    },
-    Clear {
-        map: MapId,
-    },
-    Zero {
-        map: MapId,
     },
     /// The code, if given, is the record's `u64` field at offset 8.
     Exit {
@@ -104,6 +106,21 @@ pub const JOIN_MAX: u32 = 16;
 pub struct Field {
     pub ty: Ty,
     pub offset: u32,
+}
+
+/// Layout of the records of a `print(@m)` snapshot ([`OutputInfo::MapEntry`]
+/// and [`OutputInfo::PrintMap`]): the thread that took it and a nonce of
+/// the walk tie its records together, whatever other threads send between
+/// them.
+pub mod snapshot {
+    /// `pid_tgid` of the thread that printed.
+    pub const THREAD: u32 = 8;
+    /// The walk's start time, in nanoseconds.
+    pub const NONCE: u32 = 16;
+    /// In `PrintMap`: how many entries the walk saw (0 in `MapEntry`).
+    pub const COUNT: u32 = 24;
+    /// Where an entry's key starts.
+    pub const HEADER_END: u32 = 32;
 }
 
 /// Layout of an `Event` record (see [`OutputInfo::Event`]).

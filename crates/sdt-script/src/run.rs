@@ -347,34 +347,6 @@ impl runtime::Maps for SessionMaps<'_> {
         Ok(entries)
     }
 
-    fn clear(&self, id: MapId) -> io::Result<()> {
-        let map = self.map(id)?;
-        let keys: Vec<Vec<u8>> = map.keys().collect::<Result<_, _>>().map_err(bpf_io)?;
-        for key in keys {
-            map.delete(&key).map_err(bpf_io)?;
-        }
-        Ok(())
-    }
-
-    fn zero(&self, id: MapId) -> io::Result<()> {
-        let map = self.map(id)?;
-        let keys: Vec<Vec<u8>> = map.keys().collect::<Result<_, _>>().map_err(bpf_io)?;
-        let size = map.spec().value_size as usize;
-        let zero = vec![0u8; size];
-        for key in keys {
-            if self.compilation.program.maps[id].is_per_cpu() {
-                let cpus = sdt_bpf::possible_cpus().map_err(bpf_io)?;
-                let values: Vec<&[u8]> = (0..cpus).map(|_| zero.as_slice()).collect();
-                map.update_per_cpu(&key, &values, sdt_bpf::map::UPDATE_EXIST)
-                    .map_err(bpf_io)?;
-            } else {
-                map.update(&key, &zero, sdt_bpf::map::UPDATE_EXIST)
-                    .map_err(bpf_io)?;
-            }
-        }
-        Ok(())
-    }
-
     fn stack(&self, id: u32) -> Vec<u64> {
         let Some(map) = self.session.map(layout::STACK_MAP as usize) else {
             return Vec::new();

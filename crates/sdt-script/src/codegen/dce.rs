@@ -7,7 +7,8 @@
 //! `1 ? a : b`, `5 && 0`), the rest of a loop body after `break`. Rather
 //! than make every construct aware of what follows it, each finished
 //! program goes through this pass, which keeps only the reachable slots
-//! and re-targets the jumps.
+//! and re-targets the jumps. A callback (code a helper calls, named by a
+//! `BPF_PSEUDO_FUNC` load) is reached from the load that names it.
 
 use sdt_bpf::Insn;
 
@@ -24,10 +25,13 @@ const CLASS_JMP: u8 = 0x05;
 /// target, if any. Returns `None` for a fall-through past `exit` or `ja`.
 fn successors(insns: &[Insn], i: usize) -> (Option<usize>, Option<usize>) {
     let insn = insns[i];
-    if insn.is_ld_imm64() {
-        return (Some(i + 2), None);
-    }
     let target = |off: i64| usize::try_from(i as i64 + 1 + off).ok();
+    if insn.is_ld_imm64() {
+        let callback = (insn.src() == sdt_bpf::PSEUDO_FUNC)
+            .then(|| target(i64::from(insn.imm)))
+            .flatten();
+        return (Some(i + 2), callback);
+    }
     let op = insn.code & 0xf0;
     if insn.class() == CLASS_JMP {
         match op {
@@ -86,7 +90,8 @@ pub(super) fn remove_unreachable(insns: &mut Vec<Insn>, spans: &mut [(usize, Spa
         let (_, jump) = successors(insns, i);
         if let Some(target) = jump {
             let distance = new_index[target] as i64 - new_index[i] as i64 - 1;
-            if insn.class() == CLASS_JMP && insn.code & 0xf0 == CALL {
+            let calls = insn.class() == CLASS_JMP && insn.code & 0xf0 == CALL;
+            if calls || insn.is_ld_imm64() {
                 insn.imm = distance as i32;
             } else {
                 // Removing slots only shortens jumps.
@@ -159,6 +164,35 @@ mod tests {
         assert_eq!(insns[2].imm, 2);
         let starts: Vec<usize> = spans.iter().map(|s| s.0).collect();
         assert_eq!(starts, [0, 1, 1, 4]);
+    }
+
+    #[test]
+    fn a_callback_is_kept_and_its_reference_retargeted() {
+        // 0,1: r2 = func callback
+        // 2: ja end
+        // 3: r0 = 1          dead
+        // 4: end: exit
+        // 5: r0 = 7          dead (after exit, before the callback)
+        // 6: callback: r0 = 0
+        // 7: exit
+        let mut b = Builder::new();
+        let end = b.label();
+        let callback = b.label();
+        b.ld_func(R2, callback);
+        b.jump(end);
+        b.push(Insn::mov64_imm(R0, 1));
+        b.bind(end);
+        b.exit();
+        b.push(Insn::mov64_imm(R0, 7));
+        b.bind(callback);
+        b.push(Insn::mov64_imm(R0, 0));
+        b.exit();
+        let mut insns = b.finish().unwrap();
+        remove_unreachable(&mut insns, &mut []);
+        assert_eq!(insns.len(), 6, "{insns:?}");
+        // The callback moved from slot 6 to slot 4: 0 + imm + 1 = 4.
+        assert_eq!(insns[0].imm, 3);
+        assert_eq!(insns[4].imm, 0);
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod dce;
 mod expr;
 mod mem;
 mod stmt;
+mod walk;
 
 use std::collections::HashMap;
 
@@ -94,6 +95,8 @@ pub struct Options {
     pub map_entries: u32,
     /// Bytes of the ring buffer.
     pub ring_size: u32,
+    /// CPUs the kernel may bring up: a per-CPU map holds a value for each.
+    pub possible_cpus: u32,
 }
 
 impl Default for Options {
@@ -104,8 +107,14 @@ impl Default for Options {
             cpid: 0,
             map_entries: 4096,
             ring_size: 4 << 20,
+            possible_cpus: possible_cpus(),
         }
     }
+}
+
+/// The number of possible CPUs (which needs no privilege to read), or 1.
+pub fn possible_cpus() -> u32 {
+    sdt_bpf::possible_cpus().map_or(1, |n| n as u32)
 }
 
 /// A generated program.
@@ -268,6 +277,8 @@ struct Gen<'a> {
     spans: Vec<(usize, Span)>,
     /// The statement being generated, for errors.
     span: Span,
+    /// Map walks and their callbacks' labels (see [`walk`]).
+    walks: Vec<(sdt_bpf::Label, walk::Walk)>,
 }
 
 /// The context pointer, kept for the whole program.
@@ -298,6 +309,7 @@ impl<'a> Gen<'a> {
             loops: Vec::new(),
             spans: Vec::new(),
             span: instance.span,
+            walks: Vec::new(),
         }
     }
 
@@ -332,6 +344,7 @@ impl<'a> Gen<'a> {
         self.block(body)?;
         self.b.bind(self.exit);
         self.b.push(Insn::mov64_imm(Reg::R0, 0)).exit();
+        self.emit_walks();
 
         let scratch = self.frame.scratch_size();
         if scratch > MAX_SCRATCH {
@@ -341,11 +354,13 @@ impl<'a> Gen<'a> {
             )
             .hint("use shorter strings (BPFTRACE_STRLEN) or fewer string values in one statement"));
         }
-        if self.frame.stack_size() > 512 {
+        // A callback's frame (16 bytes, rounded up to 32) counts too.
+        let stack_limit = if self.walks.is_empty() { 512 } else { 512 - 32 };
+        if self.frame.stack_size() > stack_limit {
             return Err(Diagnostic::error(
                 self.instance.span,
                 format!(
-                    "this probe needs {} bytes of BPF stack, more than 512",
+                    "this probe needs {} bytes of BPF stack, more than {stack_limit}",
                     self.frame.stack_size()
                 ),
             )

@@ -359,15 +359,7 @@ impl Gen<'_> {
                 args.iter().collect(),
                 true,
             ),
-            Output::PrintMap { map, top, div } => (
-                OutputInfo::PrintMap {
-                    map: *map,
-                    top: *top,
-                    div: *div,
-                },
-                Vec::new(),
-                true,
-            ),
+            Output::PrintMap { map, top, div } => return self.print_map(*map, *top, *div),
             Output::PrintValue(value) => (
                 OutputInfo::PrintValue {
                     field: Field {
@@ -378,8 +370,14 @@ impl Gen<'_> {
                 vec![value],
                 false,
             ),
-            Output::Clear(map) => (OutputInfo::Clear { map: *map }, Vec::new(), true),
-            Output::Zero(map) => (OutputInfo::Zero { map: *map }, Vec::new(), true),
+            Output::Clear(map) => {
+                self.clear_map(*map);
+                return Ok(());
+            }
+            Output::Zero(map) => {
+                self.zero_map(*map);
+                return Ok(());
+            }
             Output::Exit(code) => (
                 OutputInfo::Exit {
                     has_code: code.is_some(),

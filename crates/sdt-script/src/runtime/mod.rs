@@ -20,17 +20,13 @@ use self::value::{decode, json_string, text, Context, Env, Symbol, Value};
 use crate::codegen::Compiled;
 use crate::format::{Arg, Conv};
 use crate::hir::{MapId, Program};
-use crate::layout::{Field, OutputInfo, HEADER};
+use crate::layout::{snapshot, Field, OutputInfo, HEADER};
 use crate::types::TypeRegistry;
 
 /// Access to the kernel's maps, for printing them.
 pub trait Maps {
     /// Every entry of user map `map`, with one value per CPU for per-CPU maps.
     fn entries(&self, map: MapId) -> io::Result<Vec<Entry>>;
-    /// Removes every entry.
-    fn clear(&self, map: MapId) -> io::Result<()>;
-    /// Sets every value to zero, keeping the keys.
-    fn zero(&self, map: MapId) -> io::Result<()>;
     /// The frames of a recorded user stack.
     fn stack(&self, id: u32) -> Vec<u64>;
 }
@@ -97,6 +93,9 @@ pub struct Runtime<'p> {
     /// The first error writing output; output stops after it.
     error: Option<io::Error>,
     separator: Separator<'p>,
+    /// Entries of `print(@m)` snapshots still arriving, by the thread and
+    /// nonce of their walk (see [`crate::layout::snapshot`]).
+    snapshots: HashMap<(u64, u64), Vec<Entry>>,
 }
 
 impl<'p> Runtime<'p> {
@@ -119,6 +118,7 @@ impl<'p> Runtime<'p> {
             wall_offset: wall_offset(),
             error: None,
             separator: Separator::Output,
+            snapshots: HashMap::new(),
         }
     }
 
@@ -240,7 +240,10 @@ impl<'p> Runtime<'p> {
                 let path = self.render_format(format, fields, record, maps);
                 self.cat(&path);
             }
-            OutputInfo::PrintMap { map, top, div } => self.print_map(map, top, div, maps),
+            OutputInfo::MapEntry { map } => self.snapshot_entry(map, record),
+            OutputInfo::PrintMap { map, top, div } => {
+                self.print_snapshot(map, top, div, record, maps)
+            }
             OutputInfo::PrintValue { ref field } => {
                 let registry = &self.program.registry;
                 let value = decode(
@@ -258,12 +261,6 @@ impl<'p> Runtime<'p> {
                     format!("{}\n", text(&value, Context::Printf, &mut env))
                 };
                 self.write(rendered.as_bytes());
-            }
-            OutputInfo::Clear { map } => {
-                let _ = maps.clear(map);
-            }
-            OutputInfo::Zero { map } => {
-                let _ = maps.zero(map);
             }
             OutputInfo::Exit { has_code } => {
                 let code = has_code.then(|| u64_at(record, HEADER as usize) as i64);
@@ -431,17 +428,80 @@ impl<'p> Runtime<'p> {
         }
     }
 
-    /// Prints one map, as `print(@m)` does.
+    /// Keeps one entry of a `print(@m)` snapshot until its print arrives.
+    fn snapshot_entry(&mut self, map: MapId, record: &[u8]) {
+        let Some(decl) = self.program.maps.get(map) else {
+            return;
+        };
+        let registry = &self.program.registry;
+        let key_size = decl.key_size(registry) as usize;
+        let value_size = decl.value_size(registry) as usize;
+        let start = snapshot::HEADER_END as usize;
+        let Some(key) = record.get(start..start + key_size) else {
+            return;
+        };
+        let values = record
+            .get(start + key_size..)
+            .unwrap_or_default()
+            .chunks_exact(value_size)
+            .map(<[u8]>::to_vec);
+        let values: Vec<Vec<u8>> = if decl.is_per_cpu() {
+            values.collect()
+        } else {
+            values.take(1).collect()
+        };
+        let walk = (
+            u64_at(record, snapshot::THREAD as usize),
+            u64_at(record, snapshot::NONCE as usize),
+        );
+        self.snapshots
+            .entry(walk)
+            .or_default()
+            .push((key.to_vec(), values));
+    }
+
+    /// Prints the snapshot a `print(@m)` record closes. A snapshot with
+    /// fewer entries than the walk saw lost some to a full ring buffer,
+    /// which is said.
+    fn print_snapshot(&mut self, map: MapId, top: u64, div: u64, record: &[u8], maps: &dyn Maps) {
+        let thread = u64_at(record, snapshot::THREAD as usize);
+        let walk = (thread, u64_at(record, snapshot::NONCE as usize));
+        let entries = self.snapshots.remove(&walk).unwrap_or_default();
+        // A thread's earlier snapshots whose print was lost are done with.
+        self.snapshots.retain(|(t, _), _| *t != thread);
+        let seen = u64_at(record, snapshot::COUNT as usize);
+        if (entries.len() as u64) < seen {
+            eprintln!(
+                "sdt: print({}) shows {} of its {seen} entries: the ring buffer was full; try a larger --buffer-size",
+                self.program.maps.get(map).map_or_else(String::new, |m| m.display_name()),
+                entries.len()
+            );
+        }
+        self.print_entries(map, entries, top, div, maps);
+    }
+
+    /// Prints one map as it is now, as the maps at the end are printed.
     pub fn print_map(&mut self, map: MapId, top: u64, div: u64, maps: &dyn Maps) {
         let Some(decl) = self.program.maps.get(map) else {
             return;
         };
-        let entries = match maps.entries(map) {
-            Ok(entries) => entries,
-            Err(e) => {
-                eprintln!("sdt: cannot read {}: {e}", decl.display_name());
-                return;
-            }
+        match maps.entries(map) {
+            Ok(entries) => self.print_entries(map, entries, top, div, maps),
+            Err(e) => eprintln!("sdt: cannot read {}: {e}", decl.display_name()),
+        }
+    }
+
+    /// Prints `entries` of `map`, as `print(@m)` does.
+    fn print_entries(
+        &mut self,
+        map: MapId,
+        entries: Vec<Entry>,
+        top: u64,
+        div: u64,
+        maps: &dyn Maps,
+    ) {
+        let Some(decl) = self.program.maps.get(map) else {
+            return;
         };
         if self.receiver.is_some() {
             let mut env = self.env(maps);
@@ -609,12 +669,6 @@ mod tests {
                 1i64.to_ne_bytes().to_vec(),
                 vec![5i64.to_ne_bytes().to_vec()],
             )])
-        }
-        fn clear(&self, _: MapId) -> io::Result<()> {
-            Ok(())
-        }
-        fn zero(&self, _: MapId) -> io::Result<()> {
-            Ok(())
         }
         fn stack(&self, _: u32) -> Vec<u64> {
             Vec::new()
