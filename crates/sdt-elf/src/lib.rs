@@ -51,8 +51,10 @@ mod resolve;
 mod symbols;
 
 pub use arch::Arch;
-pub use args::{args, parse_operand, Arg, Args, Location, Memory, Register, Unsupported};
-pub use error::{ElfError, Error};
+pub use args::{
+    args, parse_operand, Arg, Args, Location, Memory, Register, SymbolMemory, Unsupported,
+};
+pub use error::{ElfError, Error, SymbolError};
 pub use file::{ElfFile, FileId};
 pub use insn::{classify, site_code, SiteInstruction, MAX_INSTRUCTION_LEN};
 pub use pattern::ProbePattern;
