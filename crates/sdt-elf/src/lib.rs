@@ -12,6 +12,9 @@
 //! * [`Site::args`] parses a site's argument specs into [`Arg`]s with a
 //!   structured [`Location`] for x86-64, i386, aarch64, riscv64, s390x and
 //!   ppc64.
+//! * [`ElfFile::symbol_memory`] finds the variable that an argument such
+//!   as `8+table(%rip)` ([`Location::Symbol`]) names in the file's symbol
+//!   table.
 //! * [`classify`] checks that a site holds a no-op before anything attaches
 //!   there.
 //! * [`mapped_objects`] lists the ELF objects of a running process, each
