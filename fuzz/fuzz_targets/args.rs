@@ -34,6 +34,11 @@ fuzz_target!(|data: &[u8]| {
                 }
                 Location::Register(r) => assert!(matches!(r.width, 1 | 2 | 4 | 8)),
                 Location::Memory(m) => assert!(matches!(m.scale, 1 | 2 | 4 | 8)),
+                Location::Symbol(m) => {
+                    assert!(matches!(m.scale, 1 | 2 | 4 | 8));
+                    assert!(!m.symbol.is_empty() && arg.spec.contains(m.symbol));
+                    let _ = m.to_string();
+                }
                 Location::Constant(_) => {}
             }
         }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use sdt_elf::{Arg, ElfFile, Location, ProbePattern, Probes, Site};
+use sdt_elf::{Arg, ElfFile, Location, ProbePattern, Probes, Site, SymbolMemory};
 use serde::Serialize;
 
 const AFTER_HELP: &str = "\
@@ -226,7 +226,7 @@ fn print(
                 writeln!(out, "{} {}:{}", target.shown, probe.provider, probe.name)?;
                 if args.verbose {
                     for site in probe.sites {
-                        print_site(out, site)?;
+                        print_site(out, site, &target.file)?;
                     }
                 }
             }
@@ -240,7 +240,7 @@ fn print(
     Ok(printed)
 }
 
-fn print_site(out: &mut impl Write, site: &Site<'_>) -> io::Result<()> {
+fn print_site(out: &mut impl Write, site: &Site<'_>, file: &ElfFile) -> io::Result<()> {
     write!(out, "  site {:#x}", site.address)?;
     match site.file_offset {
         Some(offset) => write!(out, " (file offset {offset:#x})")?,
@@ -262,13 +262,14 @@ fn print_site(out: &mut impl Write, site: &Site<'_>) -> io::Result<()> {
         }
     }
     for (i, arg) in site.args().enumerate() {
-        print_arg(out, i, &arg)?;
+        print_arg(out, i, &arg, file)?;
     }
     Ok(())
 }
 
-/// An argument in words: `arg0: 8-byte unsigned in %rbp`.
-fn print_arg(out: &mut impl Write, i: usize, arg: &Arg<'_>) -> io::Result<()> {
+/// An argument in words: `arg0: 8-byte unsigned in %rbp`. The memory at a
+/// symbol is shown with its address in `file`, or why it has none there.
+fn print_arg(out: &mut impl Write, i: usize, arg: &Arg<'_>, file: &ElfFile) -> io::Result<()> {
     let kind = match (arg.float, arg.signed) {
         (true, _) => "float",
         (false, true) => "signed",
@@ -282,9 +283,22 @@ fn print_arg(out: &mut impl Write, i: usize, arg: &Arg<'_>) -> io::Result<()> {
         (Location::Memory(_), Some(size)) => {
             writeln!(out, "{size}-byte {kind} at {}", arg.operand())
         }
-        // Traced through the symbol table.
-        (Location::Unsupported(why), Some(size)) if why.pc_relative_symbol().is_some() => {
-            writeln!(out, "{size}-byte {kind} at {}", arg.operand())
+        (Location::Symbol(m), Some(size)) => {
+            write!(out, "{size}-byte {kind} at {m} (`{}`", arg.operand())?;
+            match file.symbol_memory(&m, size) {
+                Ok(address) if m.base.is_none() && m.index.is_none() => {
+                    writeln!(out, ", address {address:#x} in the file)")
+                }
+                Ok(address) => {
+                    let start = SymbolMemory {
+                        base: None,
+                        index: None,
+                        ..m
+                    };
+                    writeln!(out, ", {start} at {address:#x} in the file)")
+                }
+                Err(why) => writeln!(out, "), which cannot be read: {why}"),
+            }
         }
         (Location::Constant(value), Some(size)) => {
             writeln!(out, "{size}-byte {kind} constant {value}")
@@ -364,12 +378,12 @@ struct JsonArg<'a> {
     size: Option<u8>,
     signed: bool,
     float: bool,
-    location: JsonLocation,
+    location: JsonLocation<'a>,
 }
 
 #[derive(Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
-enum JsonLocation {
+enum JsonLocation<'a> {
     Register {
         register: &'static str,
         width: u8,
@@ -380,6 +394,13 @@ enum JsonLocation {
         index: Option<&'static str>,
         scale: u8,
         offset: i64,
+    },
+    Symbol {
+        symbol: &'a str,
+        offset: i64,
+        base: Option<&'static str>,
+        index: Option<&'static str>,
+        scale: u8,
     },
     Constant {
         value: i64,
@@ -432,6 +453,13 @@ fn json_arg(arg: Arg<'_>) -> JsonArg<'_> {
                 index: m.index,
                 scale: m.scale,
                 offset: m.offset,
+            },
+            Location::Symbol(m) => JsonLocation::Symbol {
+                symbol: m.symbol,
+                offset: m.offset,
+                base: m.base,
+                index: m.index,
+                scale: m.scale,
             },
             Location::Constant(value) => JsonLocation::Constant { value },
             Location::Unsupported(why) => JsonLocation::Unsupported {

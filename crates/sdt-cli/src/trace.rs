@@ -37,6 +37,9 @@ OUTPUT:
   One line per hit: seconds since start, PID, TID, command name, probe, and
   every argument, signed or unsigned as its spec says. Bytes from strings are
   printed as they are when printable and escaped (\\n, \\xNN) otherwise.
+  An argument that cannot be read at a site (such as %xmm0, or a static
+  variable that a stripped file no longer names) is printed as <unreadable>
+  (null in JSON), and a warning at start says why.
   --json prints one JSON object per hit and a final summary object:
     {\"time_ns\":..,\"pid\":..,\"tid\":..,\"comm\":\"..\",\"provider\":\"..\",\"name\":\"..\",
      \"path\":\"..\",\"address\":..,\"args\":[1,-2,\"str\"]}
@@ -175,6 +178,21 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     })?;
     for warning in &compilation.warnings {
         eprintln!("sdt: warning: {warning}");
+    }
+    // A site is traced even where one of its arguments cannot be read.
+    for site in &compilation.sites {
+        for (n, arg) in site.args.iter().enumerate() {
+            if let Err(why) = &arg.source {
+                eprintln!(
+                    "sdt: warning: {}:{} at {:#x} in {}: arg{n} {why}; it is shown as {}",
+                    site.provider,
+                    site.name,
+                    site.address,
+                    site.path.display(),
+                    if args.json { "null" } else { "<unreadable>" }
+                );
+            }
+        }
     }
     if args.dump {
         let names = compilation.compiled.map_names();

@@ -246,7 +246,7 @@ fn schema_document_matches_the_output() {
     for line in blocks.next().unwrap().lines() {
         let location: Value = serde_json::from_str(line).expect("location example parses");
         let kind = location["kind"].as_str().unwrap();
-        assert!(["register", "memory", "constant", "unsupported"].contains(&kind));
+        assert!(["register", "memory", "symbol", "constant", "unsupported"].contains(&kind));
         if let Some(real) = emitted.iter().find(|l| l["kind"] == kind) {
             assert_eq!(keys(&location), keys(real), "{kind}");
         }

@@ -90,3 +90,37 @@ pub enum ElfError {
     #[error("corrupt or truncated ELF file: {0}")]
     Corrupt(&'static str),
 }
+
+/// Why the memory at a symbol that an argument names
+/// ([`crate::SymbolMemory`]) cannot be found in a file.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SymbolError {
+    /// `.L` names are the assembler's own labels (string constants, jump
+    /// targets): they never reach a symbol table.
+    #[error("`{0}` is a label local to the assembler, which no symbol table keeps")]
+    AssemblerLabel(String),
+    /// The file defines no data symbol of that name: it was stripped (a
+    /// stripped file keeps only the symbols it exports), or the symbol is
+    /// defined elsewhere.
+    #[error(
+        "`{0}` is not in the file's symbol table (is the file stripped? a stripped file \
+         keeps only the symbols it exports)"
+    )]
+    Missing(String),
+    /// Two symbols of that name at different addresses: `static`
+    /// variables of one name in different source files.
+    #[error(
+        "the file has several symbols named `{0}` (statics of one name in different \
+         source files), and which one the probe means cannot be told"
+    )]
+    Ambiguous(String),
+    /// The address is in no segment that the file loads, so it would not
+    /// be moved with the file: reading it would read something else.
+    #[error("`{symbol}` at {address:#x} is outside every segment the file loads")]
+    NotLoaded {
+        /// The operand's symbol and offset, such as `table+8`.
+        symbol: String,
+        /// Its link-time address.
+        address: u64,
+    },
+}

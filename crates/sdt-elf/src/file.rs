@@ -11,7 +11,6 @@
 //! the probe offsets, the semaphore offsets and the no-op check all come
 //! from the same file, whatever happens to its name meanwhile.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::os::fd::OwnedFd;
@@ -21,7 +20,8 @@ use std::sync::{Arc, OnceLock};
 use memmap2::Mmap;
 
 use crate::insn::{classify, site_code, SiteInstruction};
-use crate::{parse, ElfError, Error, Probes, Site};
+use crate::symbols::SymbolTable;
+use crate::{parse, ElfError, Error, Probes, Site, SymbolError, SymbolMemory};
 
 /// An open, memory-mapped ELF file. Clones share the descriptor and the
 /// mapping.
@@ -31,9 +31,9 @@ pub struct ElfFile {
     id: FileId,
     fd: Arc<OwnedFd>,
     map: Option<Arc<Mmap>>,
-    /// Symbol addresses by name, read on first use; see
-    /// [`ElfFile::symbol_address`].
-    symbols: Arc<OnceLock<HashMap<String, Option<u64>>>>,
+    /// Symbol addresses and loaded ranges, read on first use; see
+    /// [`ElfFile::symbol_memory`].
+    symbols: Arc<OnceLock<SymbolTable>>,
 }
 
 /// Which file an open file is: its device and inode number.
@@ -136,19 +136,20 @@ impl ElfFile {
         })
     }
 
-    /// The address of the data, code or untyped symbol `name`, for an
-    /// argument such as `sym(%rip)`. Fails if the file has no such symbol
-    /// (a stripped file keeps only its dynamic symbols) or has two of that
-    /// name at different addresses.
-    pub fn symbol_address(&self, name: &str) -> Result<u64, &'static str> {
-        let symbols = self
-            .symbols
-            .get_or_init(|| crate::symbols::symbol_addresses(self.data()).unwrap_or_default());
-        match symbols.get(name) {
-            Some(Some(address)) => Ok(*address),
-            Some(None) => Err("the file has several symbols of that name"),
-            None => Err("the file has no symbol of that name (is it stripped?)"),
-        }
+    /// The link-time address of the memory that an argument such as
+    /// `8+table(%rip)` names, before the registers it adds, if any: the
+    /// address of its symbol in this file's symbol table, plus its
+    /// offset. The process has that memory at this address moved by the
+    /// file's load bias. `size` is the argument's size, which must lie in
+    /// a segment the file loads.
+    ///
+    /// Fails if the file does not define the symbol (a stripped file keeps
+    /// only the symbols it exports), defines it twice at different
+    /// addresses, or does not load the address.
+    pub fn symbol_memory(&self, memory: &SymbolMemory<'_>, size: u8) -> Result<u64, SymbolError> {
+        self.symbols
+            .get_or_init(|| SymbolTable::read(self.data()).unwrap_or_default())
+            .address(memory, size)
     }
 
     /// Classifies the instruction at a site of this file; see

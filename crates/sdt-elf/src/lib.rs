@@ -12,6 +12,9 @@
 //! * [`Site::args`] parses a site's argument specs into [`Arg`]s with a
 //!   structured [`Location`] for x86-64, i386, aarch64, riscv64, s390x and
 //!   ppc64.
+//! * [`ElfFile::symbol_memory`] finds the variable that an argument such
+//!   as `8+table(%rip)` ([`Location::Symbol`]) names in the file's symbol
+//!   table.
 //! * [`classify`] checks that a site holds a no-op before anything attaches
 //!   there.
 //! * [`mapped_objects`] lists the ELF objects of a running process, each
@@ -51,8 +54,10 @@ mod resolve;
 mod symbols;
 
 pub use arch::Arch;
-pub use args::{args, parse_operand, Arg, Args, Location, Memory, Register, Unsupported};
-pub use error::{ElfError, Error};
+pub use args::{
+    args, parse_operand, Arg, Args, Location, Memory, Register, SymbolMemory, Unsupported,
+};
+pub use error::{ElfError, Error, SymbolError};
 pub use file::{ElfFile, FileId};
 pub use insn::{classify, site_code, SiteInstruction, MAX_INSTRUCTION_LEN};
 pub use pattern::ProbePattern;

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 
-use crate::ElfError;
+use crate::{ElfError, SymbolError, SymbolMemory};
 
 /// A function defined in a file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,38 +80,93 @@ pub fn functions(data: &[u8]) -> Result<Vec<Function>, ElfError> {
     Ok(functions)
 }
 
-/// The addresses of the symbols an operand like `sym(%rip)` may name:
-/// every defined data, code or untyped symbol of `.symtab` and `.dynsym`,
-/// by name. A name that two different addresses share (two `static`
-/// variables of one name in different source files) maps to `None`: which
-/// one the compiler meant cannot be told.
-pub(crate) fn symbol_addresses(data: &[u8]) -> Result<HashMap<String, Option<u64>>, ElfError> {
-    let file = object::File::parse(data).map_err(|_| ElfError::NotElf)?;
-    let mut addresses: HashMap<String, Option<u64>> = HashMap::new();
-    for s in file.symbols().chain(file.dynamic_symbols()) {
-        if !s.is_definition()
-            || !matches!(
-                s.kind(),
-                SymbolKind::Data | SymbolKind::Text | SymbolKind::Unknown
-            )
-        {
-            continue;
+/// What reading an argument such as `8+table(%rip)` needs from a file:
+/// the addresses of the symbols it may name and the address ranges the
+/// file loads.
+#[derive(Debug, Default)]
+pub(crate) struct SymbolTable {
+    /// Every defined data, code or untyped symbol of `.symtab` and
+    /// `.dynsym`, by name. A name that two different addresses share (two
+    /// `static` variables of one name in different source files) maps to
+    /// `None`: which one the compiler meant cannot be told.
+    addresses: HashMap<String, Option<u64>>,
+    /// `[start, end)` of every `PT_LOAD` segment in memory.
+    loaded: Vec<(u64, u64)>,
+}
+
+impl SymbolTable {
+    pub(crate) fn read(data: &[u8]) -> Result<SymbolTable, ElfError> {
+        let file = object::File::parse(data).map_err(|_| ElfError::NotElf)?;
+        let mut addresses: HashMap<String, Option<u64>> = HashMap::new();
+        for s in file.symbols().chain(file.dynamic_symbols()) {
+            if !s.is_definition()
+                || !matches!(
+                    s.kind(),
+                    SymbolKind::Data | SymbolKind::Text | SymbolKind::Unknown
+                )
+            {
+                continue;
+            }
+            let Ok(name) = s.name() else { continue };
+            let name = name.split('@').next().unwrap_or(name);
+            if name.is_empty() {
+                continue;
+            }
+            addresses
+                .entry(name.to_string())
+                .and_modify(|a| {
+                    if *a != Some(s.address()) {
+                        *a = None;
+                    }
+                })
+                .or_insert(Some(s.address()));
         }
-        let Ok(name) = s.name() else { continue };
-        let name = name.split('@').next().unwrap_or(name);
-        if name.is_empty() {
-            continue;
-        }
-        addresses
-            .entry(name.to_string())
-            .and_modify(|a| {
-                if *a != Some(s.address()) {
-                    *a = None;
-                }
-            })
-            .or_insert(Some(s.address()));
+        let loaded = file
+            .segments()
+            .map(|s| (s.address(), s.address().saturating_add(s.size())))
+            .collect();
+        Ok(SymbolTable { addresses, loaded })
     }
-    Ok(addresses)
+
+    /// The link-time address where `memory` starts before its registers
+    /// are added: its symbol's address plus its offset. The symbol must be
+    /// in a loaded segment, and without registers so must all `size`
+    /// bytes of the value, or the address would not move with the file.
+    pub(crate) fn address(&self, memory: &SymbolMemory<'_>, size: u8) -> Result<u64, SymbolError> {
+        let name = memory.symbol;
+        if name.starts_with(".L") {
+            return Err(SymbolError::AssemblerLabel(name.to_string()));
+        }
+        let symbol = match self.addresses.get(name) {
+            Some(Some(address)) => *address,
+            Some(None) => return Err(SymbolError::Ambiguous(name.to_string())),
+            None => return Err(SymbolError::Missing(name.to_string())),
+        };
+        let address = symbol.wrapping_add(memory.offset as u64);
+        let in_segment = |start: u64, len: u64| {
+            self.loaded.iter().any(|&(from, to)| {
+                start >= from && start.checked_add(len).is_some_and(|end| end <= to)
+            })
+        };
+        let registers = memory.base.is_some() || memory.index.is_some();
+        let loaded = if registers {
+            in_segment(symbol, 1)
+        } else {
+            in_segment(address, u64::from(size))
+        };
+        if !loaded {
+            let shown = SymbolMemory {
+                base: None,
+                index: None,
+                ..*memory
+            };
+            return Err(SymbolError::NotLoaded {
+                symbol: shown.to_string(),
+                address,
+            });
+        }
+        Ok(address)
+    }
 }
 
 /// The definitions of a data symbol (or function, or untyped symbol)
@@ -185,18 +240,39 @@ mod tests {
         // Link-time addresses differ by what the running program's do,
         // wherever it is loaded: what reading `sym(%rip)` relies on.
         let file = crate::ElfFile::open(std::env::current_exe().unwrap()).unwrap();
-        let first = file.symbol_address("SDT_ELF_TEST_FIRST").unwrap();
-        let second = file.symbol_address("SDT_ELF_TEST_SECOND").unwrap();
-        let running = |p: *const u8| p as u64;
+        let at = |symbol, offset, size| {
+            file.symbol_memory(
+                &SymbolMemory {
+                    symbol,
+                    offset,
+                    base: None,
+                    index: None,
+                    scale: 1,
+                },
+                size,
+            )
+        };
+        let first = at("SDT_ELF_TEST_FIRST", 8, 8).unwrap();
+        let second = at("SDT_ELF_TEST_SECOND", 0, 8).unwrap();
+        let running = |p: *const u64| p as u64;
         assert_eq!(
             second.wrapping_sub(first),
-            running(std::ptr::addr_of!(SDT_ELF_TEST_SECOND).cast())
-                .wrapping_sub(running(std::ptr::addr_of!(SDT_ELF_TEST_FIRST).cast()))
+            running(std::ptr::addr_of!(SDT_ELF_TEST_SECOND))
+                .wrapping_sub(running(&SDT_ELF_TEST_FIRST[1]))
         );
-        assert!(file
-            .symbol_address("sdt_elf_no_such_symbol")
-            .unwrap_err()
-            .contains("no symbol"));
+        assert_eq!(
+            at("sdt_elf_no_such_symbol", 0, 4),
+            Err(SymbolError::Missing("sdt_elf_no_such_symbol".into()))
+        );
+        assert_eq!(
+            at(".LC0", 0, 4),
+            Err(SymbolError::AssemblerLabel(".LC0".into()))
+        );
+        // Far past the end of every segment: never read.
+        assert!(matches!(
+            at("SDT_ELF_TEST_SECOND", 1 << 40, 8),
+            Err(SymbolError::NotLoaded { .. })
+        ));
     }
 
     #[test]

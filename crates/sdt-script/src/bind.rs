@@ -89,7 +89,7 @@ impl Bound {
                                 .args
                                 .iter()
                                 .map(|a| match a.source {
-                                    sdt_bpf::arg::ArgSource::Reg { ctx_offset, .. } => {
+                                    Ok(sdt_bpf::arg::ArgSource::Reg { ctx_offset, .. }) => {
                                         Some(ctx_offset)
                                     }
                                     _ => None,

@@ -14,7 +14,7 @@ use crate::attach::AttachSpec;
 use crate::bind::{self, Bound, Target};
 use crate::check::{self, CheckOptions};
 use crate::codegen::{self, ArgAccess, Compiled, Ids, Unit};
-use crate::diag::Diagnostics;
+use crate::diag::{Diagnostic, Diagnostics};
 use crate::hir::{ProbeInstance, ProbeKind, Program};
 use crate::runtime::Names;
 
@@ -100,10 +100,13 @@ pub fn compile_script(script: Script, options: &Options) -> Result<Compilation, 
         roles: Vec::new(),
         attach: Vec::new(),
         cookies: options.mechanism.supports_cookies(),
+        warnings: Vec::new(),
     };
     for (index, instance) in program.probes.iter().enumerate() {
         let b = &bound[instance.block][instance.attach_point];
-        lowering.instance(index, instance, b);
+        lowering
+            .instance(index, instance, b)
+            .map_err(|d| Diagnostics(vec![d]))?;
     }
     let compiled =
         codegen::compile(&program, &lowering.units, &options.codegen).map_err(Diagnostics)?;
@@ -112,6 +115,7 @@ pub fn compile_script(script: Script, options: &Options) -> Result<Compilation, 
         .iter()
         .flatten()
         .flat_map(|b| b.warnings.clone())
+        .chain(lowering.warnings)
         .collect();
     Ok(Compilation {
         script,
@@ -154,7 +158,7 @@ pub fn compile_offline(
                 }
                 ProbeKind::Usdt => (
                     ProgramType::Kprobe,
-                    ArgAccess::Usdt((0..12).map(ArgSource::Const).collect()),
+                    ArgAccess::Usdt((0..12).map(|n| Some(ArgSource::Const(n))).collect()),
                 ),
                 ProbeKind::Uprobe | ProbeKind::Uretprobe => {
                     (ProgramType::Kprobe, ArgAccess::Registers)
@@ -239,6 +243,9 @@ struct Lowering {
     roles: Vec<Role>,
     attach: Vec<Attach>,
     cookies: bool,
+    /// Sites left out because the script reads an argument there that
+    /// cannot be read, one line each.
+    warnings: Vec<String>,
 }
 
 impl Lowering {
@@ -268,7 +275,12 @@ impl Lowering {
         self.attach.push(attach);
     }
 
-    fn instance(&mut self, index: usize, instance: &ProbeInstance, b: &Bound) {
+    fn instance(
+        &mut self,
+        index: usize,
+        instance: &ProbeInstance,
+        b: &Bound,
+    ) -> Result<(), Diagnostic> {
         let n = self.units.len();
         let target = instance.target;
         // Sites share a program through cookies, unless the program must
@@ -311,8 +323,19 @@ impl Lowering {
                     _ => None,
                 };
                 // Sites whose arguments live in the same places share a program.
-                let mut groups: Vec<(Vec<ArgSource>, Vec<AttachSite>, String)> = Vec::new();
+                let mut groups: Vec<(Vec<Option<ArgSource>>, Vec<AttachSite>, String)> = Vec::new();
+                let mut refused = Vec::new();
                 for site in planned {
+                    if let Some(why) = unreadable_read(site, instance.args_read) {
+                        refused.push(format!(
+                            "not tracing {}:{} at {:#x} in {}: {why}",
+                            site.provider,
+                            site.name,
+                            site.address,
+                            site.path.display()
+                        ));
+                        continue;
+                    }
                     let display = format!(
                         "usdt:{}:{}:{}",
                         shown_path(written.as_deref(), &site.path),
@@ -331,7 +354,8 @@ impl Lowering {
                         ref_ctr_offset: site.semaphore_offset,
                         cookie: if cookies { cookie } else { 0 },
                     };
-                    let shape: Vec<ArgSource> = site.args.iter().map(|a| a.source).collect();
+                    let shape: Vec<Option<ArgSource>> =
+                        site.args.iter().map(|a| a.source.clone().ok()).collect();
                     if cookies {
                         match groups.iter_mut().find(|g| g.0 == shape) {
                             Some(g) => g.1.push(attach_site),
@@ -362,6 +386,14 @@ impl Lowering {
                         );
                     }
                 }
+                if !refused.is_empty() && refused.len() == planned.len() {
+                    return Err(Diagnostic::error(
+                        instance.span,
+                        "no site of this probe can be traced",
+                    )
+                    .hint(refused.join("; ")));
+                }
+                self.warnings.extend(refused);
                 for (shape, sites, display) in groups {
                     let u = unit(
                         ProgramType::Kprobe,
@@ -466,7 +498,17 @@ impl Lowering {
                 self.push(u, Role::Probe, Attach::Tracepoint { id: tp.id });
             }
         }
+        Ok(())
     }
+}
+
+/// Why `site` cannot run a program that reads the arguments in `read`
+/// (bit N for argN): the first of them that cannot be read there.
+fn unreadable_read(site: &PlannedSite, read: u16) -> Option<String> {
+    site.args.iter().enumerate().find_map(|(n, arg)| {
+        let why = arg.source.as_ref().err()?;
+        (n < 16 && read & (1 << n) != 0).then(|| format!("arg{n} {why}"))
+    })
 }
 
 /// The path a probe's name shows: as written when it is a path, the

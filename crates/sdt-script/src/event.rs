@@ -36,6 +36,9 @@ pub enum Value<'a> {
     /// pointer could not be read, the kernel's error (negative) and the
     /// pointer.
     Str(Result<&'a [u8], (i64, u64)>),
+    /// The argument cannot be read at this site (the site's
+    /// [`PlannedArg::source`] says why).
+    Unreadable,
 }
 
 fn u64_at(record: &[u8], at: u32) -> Option<u64> {
@@ -82,6 +85,9 @@ impl<'a> Event<'a> {
         let strings_at = event::ARGS + 8 * self.site.args.len() as u32;
         self.site.args.iter().enumerate().map(move |(n, arg)| {
             let raw = u64_at(self.record, event::ARGS + 8 * n as u32).unwrap_or_default();
+            if arg.source.is_err() {
+                return Value::Unreadable;
+            }
             match self.strings.iter().position(|s| s.arg == n) {
                 Some(slot) => {
                     let result = u64_at(self.record, strings_at + 8 * slot as u32)

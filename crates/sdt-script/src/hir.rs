@@ -150,6 +150,10 @@ pub struct ProbeInstance {
     /// The body needs to know which site fired (`uaddr()`), so each site
     /// gets a program of its own.
     pub per_site: bool,
+    /// The USDT arguments the block reads (`argN`, `args.NAME`), bit N
+    /// for argument N: a site where one of them cannot be read is not
+    /// traced.
+    pub args_read: u16,
 }
 
 #[derive(Clone, Debug)]

@@ -26,7 +26,7 @@ mod tracefs;
 use std::path::PathBuf;
 
 pub use functions::{plan_functions, FunctionSite, FunctionTarget};
-pub use plan::{plan, Plan, PlannedArg, PlannedSite, Scope};
+pub use plan::{plan, Plan, PlannedArg, PlannedSite, Scope, Unreadable};
 pub use session::{mechanism, Attach, AttachSite, Options, ProgramSpec, Session};
 pub use spec::ProbeSpec;
 pub use tracefs::{parse_format, TraceFs, Tracepoint, TracepointField};

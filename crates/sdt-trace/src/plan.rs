@@ -13,9 +13,24 @@
 //!   (see `sdt_elf::mapped_objects`), and the probe offsets, the semaphore
 //!   offsets and the no-op check all describe the inode the uprobe is on;
 //! * which semaphore the kernel should raise (`ref_ctr_offset`);
-//! * how to read every argument, as a [`sdt_bpf::arg::ArgSource`]. A site
-//!   with an argument that cannot be read (`%xmm0`, `%ah`) is refused with
-//!   a message that names it, and the other sites are still traced.
+//! * how to read every argument, as a [`sdt_bpf::arg::ArgSource`], or why
+//!   it cannot be read (`%xmm0`, `%ah`, a variable that a stripped file no
+//!   longer names). That refuses the argument, not the site: a program
+//!   that counts hits, or reads the other arguments, still traces it, and
+//!   one that reads the argument is told why it cannot.
+//!
+//! A global or static variable is an argument too: gcc passes one as
+//! `8+table(%rip)`, the memory at a symbol plus a constant. The note does
+//! not record the instruction that the operand is relative to, so the
+//! address comes from the symbol table: the symbol's link-time address
+//! plus the offset, moved by the load bias of the file in the process
+//! that hit the probe. A uprobe sees the instruction pointer at the
+//! probe's own address, the site's link-time address moved by that same
+//! bias, so the variable is a constant distance from the saved `rip`:
+//! `symbol + offset - site`. That holds for every process at once,
+//! whatever each one's bias (PIE, a library loaded anywhere, or none for
+//! an executable that is not position-independent), without knowing any
+//! of them.
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -59,12 +74,25 @@ pub struct PlannedSite {
 }
 
 /// How one argument is read and shown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PlannedArg {
-    pub source: ArgSource,
+    /// How to read it, or why it cannot be read.
+    pub source: Result<ArgSource, Unreadable>,
     pub size: u8,
     pub signed: bool,
     pub float: bool,
+}
+
+/// Why an argument cannot be read: its spec and the reason, for a human,
+/// such as "`-4@8+state(%rip)`: `state` is not in the file's symbol
+/// table (...)".
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Unreadable(Arc<str>);
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// The result of planning.
@@ -356,12 +384,16 @@ fn plan_site(
     };
     let args = site
         .args()
-        .enumerate()
-        .map(|(n, arg)| {
-            plan_arg(&arg, file, site.address)
-                .map_err(|why| format!("arg{n} `{}`: {why}", arg.spec))
+        .map(|arg| PlannedArg {
+            source: plan_arg(&arg, file, site.address)
+                .map_err(|why| Unreadable(format!("`{}`: {why}", arg.spec).into())),
+            // An argument without a valid size cannot be read; 8 bytes is
+            // the width of the slot it is shown in.
+            size: arg.size.unwrap_or(8),
+            signed: arg.signed,
+            float: arg.float,
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect();
     Ok(PlannedSite {
         provider: provider.to_string(),
         name: name.to_string(),
@@ -376,13 +408,13 @@ fn plan_site(
 }
 
 /// How to read `arg` of the site at `site_address` in `file`.
-fn plan_arg(arg: &Arg<'_>, file: &ElfFile, site_address: u64) -> Result<PlannedArg, String> {
+fn plan_arg(arg: &Arg<'_>, file: &ElfFile, site_address: u64) -> Result<ArgSource, String> {
     let size = arg.size.ok_or("the spec has no valid size")?;
     let reg = |name: &str| {
         sdt_bpf::x86_64::pt_regs_offset(name)
             .ok_or_else(|| format!("register {name} is not saved in pt_regs"))
     };
-    let source = match arg.location {
+    Ok(match arg.location {
         Location::Register(r) => ArgSource::Reg {
             ctx_offset: reg(r.name)?,
             size: size.min(r.width),
@@ -399,33 +431,36 @@ fn plan_arg(arg: &Arg<'_>, file: &ElfFile, site_address: u64) -> Result<PlannedA
             size,
             signed: arg.signed,
         },
-        Location::Constant(value) => ArgSource::Const(narrow(value, size, arg.signed)),
-        // `sym(%rip)` is the memory at `sym`. A uprobe sees the instruction
-        // pointer at the probe's own address, so `sym` is a constant
-        // distance from it, wherever the file is loaded.
-        Location::Unsupported(why) => match why.pc_relative_symbol() {
-            Some((symbol, offset)) => {
-                let address = file
-                    .symbol_address(symbol)
-                    .map_err(|e| format!("`{symbol}`: {e}"))?;
-                ArgSource::Mem {
-                    base_ctx_offset: reg("rip")?,
-                    index: None,
-                    disp: (address as i64)
-                        .wrapping_add(offset)
-                        .wrapping_sub(site_address as i64),
-                    size,
-                    signed: arg.signed,
+        // The memory at a symbol: `rip` at the probe plus the distance from
+        // the site to the symbol (see the module doc). The saved `rip` is
+        // one more register to add, so a symbol with a base and an index
+        // cannot be read this way.
+        Location::Symbol(m) => {
+            let address = file.symbol_memory(&m, size).map_err(|e| e.to_string())?;
+            let disp = address.wrapping_sub(site_address) as i64;
+            let rip = reg("rip")?;
+            let (base_ctx_offset, index) = match (m.base, m.index) {
+                (None, None) => (rip, None),
+                (Some(base), None) => (reg(base)?, Some((rip, 1))),
+                (None, Some(index)) => (rip, Some((reg(index)?, m.scale))),
+                (Some(_), Some(_)) => {
+                    return Err(format!(
+                        "`{}` adds two registers to a symbol; with the load bias that is \
+                         three terms, and sdt reads a symbol plus one register at most",
+                        arg.operand()
+                    ))
                 }
+            };
+            ArgSource::Mem {
+                base_ctx_offset,
+                index,
+                disp,
+                size,
+                signed: arg.signed,
             }
-            None => return Err(why.to_string()),
-        },
-    };
-    Ok(PlannedArg {
-        source,
-        size,
-        signed: arg.signed,
-        float: arg.float,
+        }
+        Location::Constant(value) => ArgSource::Const(narrow(value, size, arg.signed)),
+        Location::Unsupported(why) => return Err(why.to_string()),
     })
 }
 

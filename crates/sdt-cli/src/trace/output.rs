@@ -131,6 +131,7 @@ fn text_event(line: &mut Vec<u8>, event: &Event<'_>, start_ns: u64) {
                     format!("<unreadable {pointer:#x}: error {errno}>").as_bytes(),
                 );
             }
+            Value::Unreadable => line.extend_from_slice(b"<unreadable>"),
         }
     }
     line.push(b'\n');
@@ -191,7 +192,7 @@ fn json_event(line: &mut Vec<u8>, event: &Event<'_>) {
             Value::Float(v) if v.is_finite() => line.extend_from_slice(v.to_string().as_bytes()),
             Value::Float(_) => line.extend_from_slice(b"null"),
             Value::Str(Ok(bytes)) => json_string(line, bytes),
-            Value::Str(Err(_)) => line.extend_from_slice(b"null"),
+            Value::Str(Err(_)) | Value::Unreadable => line.extend_from_slice(b"null"),
         }
     }
     line.extend_from_slice(b"]}\n");

@@ -281,6 +281,13 @@ fn check_arg(key: &str, arg: &Value) {
     );
     match location["kind"].as_str().unwrap() {
         "register" | "memory" | "constant" => {}
+        "symbol" => {
+            let symbol = location["symbol"].as_str().unwrap();
+            assert!(
+                !symbol.is_empty() && spec.contains(symbol),
+                "{key}: `{spec}` decoded as symbol `{symbol}`"
+            );
+        }
         "unsupported" => {
             let reason = location["reason"].as_str().unwrap();
             assert!(
@@ -289,7 +296,9 @@ fn check_arg(key: &str, arg: &Value) {
                     "instruction pointer",
                     "high-byte",
                     "symbol",
-                    "segment"
+                    "segment",
+                    "global offset table",
+                    "thread-local"
                 ]
                 .iter()
                 .any(|known| reason.contains(known)),

@@ -6,12 +6,27 @@
 //! The operand is whatever the compiler chose: a register, a memory
 //! reference or a constant, in the assembler syntax of the target. So the
 //! grammar depends on the architecture, and compilers emit forms that no
-//! tracer can read, such as `%xmm0` or `sym(%rip)`.
+//! tracer can read, such as `%xmm0` or `sym@GOTPCREL(%rip)`.
 //!
 //! Parsing therefore never fails as a whole. Each argument comes out as an
 //! [`Arg`], and an operand that cannot be read becomes
 //! [`Location::Unsupported`] with a reason for a human. One bad argument
 //! never hides the probe or its other arguments.
+//!
+//! An argument that is a global or static variable is the memory at a
+//! symbol: gcc writes it relative to the instruction pointer, as
+//! `counter(%rip)`, `8+table(%rip)` (position-independent code) or
+//! `table+8(%rip)`, and in code that is not position-independent also as
+//! `table+12(,%rcx,4)`. Such an operand is a [`Location::Symbol`], not an
+//! unsupported one: the note says exactly where the value is, and a
+//! reader that has the file's symbol table can find it wherever the file
+//! is loaded (the symbol's link-time address moved by the load bias).
+//! Whether the symbol is in the table is a property of the file, not of
+//! the spec, so it is decided by whoever reads the value, for that
+//! argument alone. What stays unsupported is what names no memory at a
+//! symbol: an entry of the global offset table (`sym@GOTPCREL(%rip)`),
+//! thread-local storage (`%fs:sym@tpoff`), a displacement from an
+//! instruction the note does not record (`16(%rip)`).
 //!
 //! Parsing is lazy and allocation-free: [`Args`] walks the spec string of a
 //! site and borrows from it, so listing probes without their arguments costs
@@ -44,6 +59,10 @@ pub enum Location<'a> {
     Register(Register),
     /// In memory at `base + index * scale + offset`.
     Memory(Memory),
+    /// In memory at a symbol's address plus a constant, plus registers
+    /// where the operand adds them: a global or static variable, or a
+    /// part of one.
+    Symbol(SymbolMemory<'a>),
     /// A constant folded in by the compiler, as a 64-bit two's complement value.
     Constant(i64),
     /// Somewhere this crate cannot describe; the reason says why.
@@ -80,6 +99,48 @@ pub struct Memory {
     pub offset: i64,
 }
 
+/// A memory operand that names a symbol: the value is at
+/// `symbol + offset + base + index * scale`, where `symbol` is the
+/// symbol's address in the running process, that is its link-time address
+/// in the file's symbol table moved by the file's load bias.
+///
+/// `counter(%rip)`, `8+table(%rip)` and `table+8(%rip)` have no registers:
+/// `(%rip)` only says how the instruction encodes the symbol's address.
+/// `table+12(,%rcx,4)` has an index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SymbolMemory<'a> {
+    /// The symbol's name as the operand writes it, such as `counter`,
+    /// `buf.0` or `state.lto_priv.0`.
+    pub symbol: &'a str,
+    /// Constant displacement in bytes from the symbol.
+    pub offset: i64,
+    /// Canonical name of a base register added to the address, if any.
+    pub base: Option<&'static str>,
+    /// Canonical name of an index register added to the address, if any.
+    pub index: Option<&'static str>,
+    /// What the index is multiplied by: 1, 2, 4 or 8 (1 when there is no index).
+    pub scale: u8,
+}
+
+impl fmt::Display for SymbolMemory<'_> {
+    /// The address in words: `table+8`, `table+12 + rcx*4`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.symbol)?;
+        match self.offset {
+            0 => {}
+            offset if offset < 0 => write!(f, "-{}", offset.unsigned_abs())?,
+            offset => write!(f, "+{offset}")?,
+        }
+        if let Some(base) = self.base {
+            write!(f, " + {base}")?;
+        }
+        if let Some(index) = self.index {
+            write!(f, " + {index}*{}", self.scale)?;
+        }
+        Ok(())
+    }
+}
+
 /// Why an operand cannot be described as a [`Location`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -95,11 +156,24 @@ pub enum Unsupported<'a> {
     /// A floating-point, vector or other register that uprobes do not save
     /// in `pt_regs` (`%xmm0`, `d0`, `fa0`, `%f2`).
     VectorRegister(&'a str),
-    /// An address relative to the instruction pointer (`sym(%rip)`).
+    /// The instruction pointer itself (`%rip`), or a displacement from it
+    /// that names no symbol (`16(%rip)`): relative to an instruction that
+    /// the note does not record.
     PcRelative(&'a str),
-    /// An operand that names a symbol (`sym+8(%rbx)`, `$sym`), whose address
-    /// would need the symbol table and relocation.
+    /// An operand that computes with a symbol's address in a way other
+    /// than "memory at a symbol plus a constant": the address itself as a
+    /// constant (`$sym`), a difference of symbols (`a-b(%rip)`), a
+    /// negated symbol.
     Symbolic(&'a str),
+    /// A symbol with a relocation operator (`sym@GOTPCREL(%rip)`,
+    /// `sym@GOTOFF(%ebx)`, `sym@GOTTPOFF(%rip)`): an entry of the global
+    /// offset table or a thread-local offset, not the variable itself.
+    Relocation {
+        /// The operand text.
+        operand: &'a str,
+        /// The operator after `@`, such as `GOTPCREL`.
+        operator: &'a str,
+    },
     /// An x86 segment override (`%fs:0x28`), that is thread-local storage.
     SegmentOverride(&'a str),
     /// A register name that the architecture does not have.
@@ -115,28 +189,6 @@ pub enum Unsupported<'a> {
     Arch(Arch),
 }
 
-impl<'a> Unsupported<'a> {
-    /// For an x86 operand `SYM(%rip)`, `SYM+N(%rip)` or `SYM-N(%rip)`: the
-    /// symbol and `N`. The operand is the memory at `SYM + N` wherever the
-    /// file is loaded, so a reader that looks `SYM` up in the file's symbol
-    /// table can read it relative to the probe's own address. `None` for
-    /// every other operand, and for `SYM@GOTPCREL(%rip)` and the like,
-    /// which name a table entry rather than the value.
-    pub fn pc_relative_symbol(&self) -> Option<(&'a str, i64)> {
-        let Unsupported::PcRelative(operand) = *self else {
-            return None;
-        };
-        let address = operand
-            .strip_suffix("(%rip)")
-            .or_else(|| operand.strip_suffix("(%eip)"))?;
-        let (symbol, offset) = match address.find(['+', '-']) {
-            Some(at) => (&address[..at], parse_int(&address[at..])?),
-            None => (address, 0),
-        };
-        is_identifier(symbol).then_some((symbol, offset))
-    }
-}
-
 impl fmt::Display for Unsupported<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
@@ -149,21 +201,54 @@ impl fmt::Display for Unsupported<'_> {
                 f,
                 "`{op}` is a floating-point or vector register, which uprobes do not save"
             ),
-            Unsupported::PcRelative(op) => match self.pc_relative_symbol() {
-                Some((symbol, _)) => write!(
-                    f,
-                    "`{op}` is relative to the instruction pointer: a tracer must find \
-                     `{symbol}` in the file's symbol table to read it"
-                ),
-                None => write!(
-                    f,
-                    "`{op}` is relative to the instruction pointer, which is not supported"
-                ),
-            },
+            Unsupported::PcRelative(op) if !op.contains('(') => write!(
+                f,
+                "`{op}` is the instruction pointer itself, which a probe does not see \
+                 as the program's instruction did"
+            ),
+            Unsupported::PcRelative(op) => write!(
+                f,
+                "`{op}` is relative to the instruction pointer but names no symbol, \
+                 and the note does not record the instruction it is relative to"
+            ),
             Unsupported::Symbolic(op) => write!(
                 f,
-                "`{op}` refers to a symbol, whose address is not resolved"
+                "`{op}` computes with a symbol's address; only the memory at a symbol \
+                 plus a constant is supported"
             ),
+            Unsupported::Relocation { operand, operator } => {
+                let upper = operator.to_ascii_uppercase();
+                if [
+                    "TPOFF",
+                    "NTPOFF",
+                    "GOTTPOFF",
+                    "GOTNTPOFF",
+                    "INDNTPOFF",
+                    "DTPOFF",
+                    "DTPMOD",
+                ]
+                .iter()
+                .any(|tls| upper.starts_with(tls))
+                    || upper.starts_with("TLS")
+                {
+                    write!(
+                        f,
+                        "`{operand}` is an offset into thread-local storage, \
+                         which is not supported"
+                    )
+                } else if upper.starts_with("GOT") {
+                    write!(
+                        f,
+                        "`{operand}` is an entry of the global offset table, not the \
+                         variable itself, which is not supported"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "`{operand}` uses the relocation `@{operator}`, which is not supported"
+                    )
+                }
+            }
             Unsupported::SegmentOverride(op) => write!(
                 f,
                 "`{op}` uses a segment register (thread-local storage), which is not supported"
@@ -345,6 +430,66 @@ fn is_identifier(text: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
 }
 
+/// An x86 displacement: a number, or a symbol plus a number.
+#[derive(Debug, PartialEq, Eq)]
+enum Displacement<'a> {
+    Number(i64),
+    Symbol(&'a str, i64),
+}
+
+/// Parses a displacement as GNU as prints one: numbers (decimal or `0x`
+/// hexadecimal) and at most one symbol, joined by `+` and `-`, with an
+/// optional sign in front. gcc writes `8+table` in position-independent
+/// code and `table+8` elsewhere; both mean `table` plus 8. The empty
+/// text is the number 0. A symbol that is subtracted, or a second symbol,
+/// is [`Unsupported::Symbolic`]; `sym@OPERATOR` is
+/// [`Unsupported::Relocation`]. `operand` is the whole operand, for messages.
+fn displacement<'a>(text: &'a str, operand: &'a str) -> Result<Displacement<'a>, Unsupported<'a>> {
+    const BAD: Unsupported<'static> = Unsupported::Malformed("a displacement is malformed");
+    if let Some((_, after)) = text.split_once('@') {
+        let operator = &after[..after.find(['+', '-']).unwrap_or(after.len())];
+        if operator.is_empty() || !operator.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err(BAD);
+        }
+        return Err(Unsupported::Relocation { operand, operator });
+    }
+    if text.is_empty() {
+        return Ok(Displacement::Number(0));
+    }
+    let mut symbol = None;
+    let mut total = 0i64;
+    // Each term runs from its sign (none for a first term without one)
+    // to the next sign.
+    let mut start = 0;
+    loop {
+        let signed = text[start..].starts_with(['+', '-']);
+        let body = if signed { start + 1 } else { start };
+        let end = text[body..]
+            .find(['+', '-'])
+            .map_or(text.len(), |at| body + at);
+        let term = &text[body..end];
+        if term.starts_with(|c: char| c.is_ascii_digit()) {
+            let value = parse_int(&text[start..end]).ok_or(BAD_NUMBER)?;
+            total = total.wrapping_add(value);
+        } else if is_identifier(term) {
+            if symbol.is_some() || text[start..].starts_with('-') {
+                return Err(Unsupported::Symbolic(operand));
+            }
+            symbol = Some(term);
+        } else {
+            return Err(BAD);
+        }
+        if end == text.len() {
+            break;
+        }
+        start = end;
+    }
+    Ok(match symbol {
+        Some(symbol) => Displacement::Symbol(symbol, total),
+        None => Displacement::Number(total),
+    })
+}
+
 /// Splits `DISP(INNER)` into its displacement and inner text.
 fn split_parens(operand: &str) -> Option<(&str, &str)> {
     let (disp, rest) = operand.split_once('(')?;
@@ -471,7 +616,8 @@ mod x86 {
     ) -> Result<&'static str, Unsupported<'a>> {
         let name = text.trim().strip_prefix('%').ok_or(BAD_MEMORY)?;
         if name == "rip" || name == "eip" {
-            return Err(Unsupported::PcRelative(operand));
+            // Only a base can be the instruction pointer (handled by the caller).
+            return Err(BAD_MEMORY);
         }
         let r = register(name, operand, mode)?;
         let full = if mode == Mode::Long { 8 } else { 4 };
@@ -510,10 +656,21 @@ mod x86 {
             return register(name, operand, mode).map(Location::Register);
         }
         let Some((disp, inner)) = split_parens(operand) else {
-            if is_identifier(operand.split(['+', '-']).next().unwrap_or("")) {
-                return Err(Unsupported::Symbolic(operand));
-            }
-            return Err(Unsupported::Malformed("unrecognised operand"));
+            // A bare displacement is the memory at that absolute address.
+            return match displacement(operand, operand) {
+                Ok(Displacement::Symbol(symbol, offset)) => Ok(Location::Symbol(SymbolMemory {
+                    symbol,
+                    offset,
+                    base: None,
+                    index: None,
+                    scale: 1,
+                })),
+                Ok(Displacement::Number(_)) => Err(ABSOLUTE),
+                Err(Unsupported::Malformed(_)) => {
+                    Err(Unsupported::Malformed("unrecognised operand"))
+                }
+                Err(why) => Err(why),
+            };
         };
         let mut parts = inner.split(',');
         let base_text = parts.next().unwrap_or("").trim();
@@ -522,8 +679,23 @@ mod x86 {
         if parts.next().is_some() {
             return Err(BAD_MEMORY);
         }
-        // The displacement is checked after the registers, so that
-        // `sym(%rip)` is called instruction-pointer relative.
+        if base_text == "%rip" || base_text == "%eip" {
+            if index_text.is_some() {
+                return Err(BAD_MEMORY);
+            }
+            // Relative to the instruction that uses it, which the note
+            // does not record: readable only as the symbol it names.
+            return match displacement(disp, operand)? {
+                Displacement::Symbol(symbol, offset) => Ok(Location::Symbol(SymbolMemory {
+                    symbol,
+                    offset,
+                    base: None,
+                    index: None,
+                    scale: 1,
+                })),
+                Displacement::Number(_) => Err(Unsupported::PcRelative(operand)),
+            };
+        }
         let base = if base_text.is_empty() {
             None
         } else {
@@ -550,15 +722,16 @@ mod x86 {
         if base.is_none() && index.is_none() {
             return Err(BAD_MEMORY);
         }
-        let offset = if disp.is_empty() {
-            0
-        } else {
-            match parse_int(disp) {
-                Some(offset) => offset,
-                None if is_identifier(disp.split(['+', '-']).next().unwrap_or("")) => {
-                    return Err(Unsupported::Symbolic(operand))
-                }
-                None => return Err(BAD_NUMBER),
+        let offset = match displacement(disp, operand)? {
+            Displacement::Number(offset) => offset,
+            Displacement::Symbol(symbol, offset) => {
+                return Ok(Location::Symbol(SymbolMemory {
+                    symbol,
+                    offset,
+                    base,
+                    index,
+                    scale,
+                }))
             }
         };
         Ok(Location::Memory(Memory {

@@ -280,6 +280,7 @@ impl Checker<'_> {
                     .open(self.current_object_file.as_deref().unwrap_or(&object))
                     .map_err(|e| self.error(Diagnostic::error(span, e.to_string())))?;
                 let ty = self.convert(&info, id, span, 0)?;
+                self.args_read |= 1u16.checked_shl(index as u32).unwrap_or(0);
                 let value = TExpr {
                     kind: TKind::Arg(index as u8),
                     ty: crate::types::UINT64,

@@ -449,6 +449,7 @@ impl Checker<'_> {
                 )))
             }
         }
+        self.args_read |= 1 << n;
         Ok(TExpr {
             kind: TKind::Arg(n),
             ty: UINT64,

@@ -155,6 +155,8 @@ pub(crate) struct Checker<'o> {
     current_object_file: Option<std::path::PathBuf>,
     /// The current probe instance needs a program per site.
     per_site: bool,
+    /// The arguments the current probe instance reads, one bit each.
+    args_read: u16,
     /// `uaddr()` lookups by object file and symbol: the checker visits a
     /// block more than once, and several blocks name the same globals.
     uaddr_symbols: HashMap<(std::path::PathBuf, String), SymbolLookup>,
@@ -216,6 +218,7 @@ impl<'o> Checker<'o> {
             current_object: None,
             current_object_file: None,
             per_site: false,
+            args_read: 0,
             uaddr_symbols: HashMap::new(),
             current_sites: Vec::new(),
             dwarf: dwarf::DwarfTypes::default(),
@@ -294,6 +297,7 @@ impl<'o> Checker<'o> {
         self.current_object = info.object.clone();
         self.current_object_file = info.object_file.clone();
         self.per_site = false;
+        self.args_read = 0;
         self.current_sites = info.usdt_sites.clone();
         let tracepoint = info
             .tracepoint
@@ -323,6 +327,7 @@ impl<'o> Checker<'o> {
             predicate,
             body,
             per_site: self.per_site,
+            args_read: self.args_read,
         })
     }
 

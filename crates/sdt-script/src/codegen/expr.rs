@@ -374,6 +374,14 @@ impl Gen<'_> {
                         ))
                         .hint("`sdt list -v` shows each probe's arguments"));
                 };
+                // Lowering leaves out the sites where a read argument
+                // cannot be read.
+                let Some(source) = source else {
+                    return Err(self.error(format!(
+                        "internal error: arg{n} of {} cannot be read",
+                        self.unit.display
+                    )));
+                };
                 source
                     .emit_load(&mut self.b, CTX, ARG_SLOT, Reg::R0)
                     .map_err(|e| self.error(format!("internal error reading arg{n}: {e}")))?;

@@ -48,8 +48,11 @@ pub use crate::hir::StringArg;
 pub enum ArgAccess {
     /// No arguments (BEGIN, END, interval, tracepoints).
     None,
-    /// A USDT site's arguments, as its note says.
-    Usdt(Vec<ArgSource>),
+    /// A USDT site's arguments, as its note says; `None` for one that
+    /// cannot be read, which only `sdt trace`'s events take (as 0, shown
+    /// as unreadable), since sites where the program reads it are not
+    /// traced.
+    Usdt(Vec<Option<ArgSource>>),
     /// The x86-64 calling convention's argument registers.
     Registers,
 }

@@ -529,6 +529,9 @@ impl Gen<'_> {
         self.b.push(Insn::mov64_imm(Reg::R2, 16));
         self.b.call(Helper::GetCurrentComm);
         for (n, source) in args.iter().enumerate() {
+            // An argument that cannot be read is recorded as 0; the
+            // reader knows from the site that it is not a value.
+            let source = source.unwrap_or(sdt_bpf::arg::ArgSource::Const(0));
             source
                 .emit_load(&mut self.b, CTX, super::mem::ARG_SLOT, Reg::R0)
                 .map_err(|e| self.error(format!("internal error reading arg{n}: {e}")))?;
