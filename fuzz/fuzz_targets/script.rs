@@ -9,7 +9,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let params = ["1".to_string(), "word".to_string()];
-    match sdt_script::driver::compile_offline(text, &params) {
+    match sdt_script::compile_offline(text, &params) {
         Ok((_, compiled)) => {
             for program in &compiled.programs {
                 assert!(!program.insns.is_empty());

@@ -21,7 +21,8 @@
 //! The helper call clobbers `R0`–`R5`, so for memory arguments the context
 //! register must be one of `R6`–`R9` (keep the context in `R6`).
 
-use crate::builder::{Builder, CodegenError};
+use crate::builder::Builder;
+use crate::error::CodegenError;
 use crate::insn::{AluOp, Helper, Insn, Reg, Size};
 
 /// Where an argument's value comes from.

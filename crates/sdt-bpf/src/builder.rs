@@ -10,6 +10,7 @@
 
 use std::os::fd::AsRawFd;
 
+use crate::error::CodegenError;
 use crate::insn::{Helper, Insn, JmpOp, Reg};
 use crate::map::Map;
 
@@ -17,23 +18,6 @@ use crate::map::Map;
 /// place with [`Builder::bind`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Label(usize);
-
-/// A mistake in generated code, found while assembling it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CodegenError {
-    /// A jump names a label that was never bound.
-    #[error("jump at slot {slot} targets a label that was never bound")]
-    UnboundLabel { slot: usize },
-    /// A label was bound twice.
-    #[error("label bound twice (at slot {first} and slot {second})")]
-    LabelBoundTwice { first: usize, second: usize },
-    /// A jump distance does not fit the 16-bit offset field.
-    #[error("jump at slot {slot} is {distance} slots long, more than a 16-bit offset holds")]
-    JumpTooFar { slot: usize, distance: i64 },
-    /// An argument-codegen request that cannot be compiled (see [`crate::arg`]).
-    #[error("{0}")]
-    InvalidArg(String),
-}
 
 /// Accumulates instructions and resolves labels.
 ///

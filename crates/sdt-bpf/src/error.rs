@@ -12,8 +12,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::builder::CodegenError;
-use crate::program::VerifierLog;
+use std::fmt;
 
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -96,5 +95,82 @@ impl Error {
     /// Whether the error is a lack of privilege.
     pub fn is_permission_denied(&self) -> bool {
         matches!(self, Error::PermissionDenied { .. })
+    }
+}
+
+/// A mistake in generated code, found while assembling it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodegenError {
+    /// A jump names a label that was never bound.
+    #[error("jump at slot {slot} targets a label that was never bound")]
+    UnboundLabel { slot: usize },
+    /// A label was bound twice.
+    #[error("label bound twice (at slot {first} and slot {second})")]
+    LabelBoundTwice { first: usize, second: usize },
+    /// A jump distance does not fit the 16-bit offset field.
+    #[error("jump at slot {slot} is {distance} slots long, more than a 16-bit offset holds")]
+    JumpTooFar { slot: usize, distance: i64 },
+    /// An argument-codegen request that cannot be compiled (see [`crate::arg`]).
+    #[error("{0}")]
+    InvalidArg(String),
+}
+
+/// The verifier's log of a rejected program.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifierLog(pub(crate) String);
+
+impl VerifierLog {
+    /// The whole log.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The last `n` non-empty lines.
+    pub fn last_lines(&self, n: usize) -> Vec<&str> {
+        let mut lines: Vec<&str> = self
+            .0
+            .lines()
+            .rev()
+            .filter(|l| !l.trim().is_empty())
+            .take(n)
+            .collect();
+        lines.reverse();
+        lines
+    }
+
+    /// The lines that explain a rejection: the tail of the log, without
+    /// the statistics the verifier appends (`processed N insns ...`).
+    pub fn summary(&self) -> String {
+        const LINES: usize = 12;
+        let mut lines: Vec<&str> = self
+            .0
+            .lines()
+            .rev()
+            .filter(|l| !l.trim().is_empty())
+            .skip_while(|l| is_statistics(l))
+            .take(LINES)
+            .collect();
+        lines.reverse();
+        if lines.is_empty() {
+            return "(the verifier wrote no log)".to_owned();
+        }
+        lines.join("\n")
+    }
+}
+
+fn is_statistics(line: &str) -> bool {
+    [
+        "processed ",
+        "verification time",
+        "stack depth",
+        "max_states_per_insn",
+    ]
+    .iter()
+    .any(|p| line.starts_with(p))
+}
+
+impl fmt::Display for VerifierLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }

@@ -81,16 +81,14 @@ mod tracepoint;
 mod uprobe;
 pub mod x86_64;
 
-pub use builder::{Builder, CodegenError, Label};
-pub use error::{Error, Result};
+pub use builder::{Builder, Label};
+pub use error::{CodegenError, Error, Result, VerifierLog};
 pub use insn::{
     AluOp, Helper, Insn, JmpOp, Reg, Size, PSEUDO_CALL, PSEUDO_FUNC, PSEUDO_MAP_FD, STACKID_USER,
 };
 pub use map::{possible_cpus, Map, MapSpec, MapType, PerCpuValues, F_NO_PREALLOC};
 pub use mappings::{Mapped, MappingEvents, ProcessEvent};
-pub use program::{
-    relocate_maps, AttachType, LoadOptions, Program, ProgramInfo, ProgramType, VerifierLog,
-};
+pub use program::{relocate_maps, AttachType, LoadOptions, Program, ProgramInfo, ProgramType};
 pub use ringbuf::{
     process_exit_fd, Poll, RingBuf, QUERY_AVAIL_DATA, SUBMIT_FORCE_WAKEUP, SUBMIT_NO_WAKEUP,
 };

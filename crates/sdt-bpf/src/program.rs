@@ -10,11 +10,10 @@
 //! `get_stackid` are GPL-only helpers.
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use crate::disasm::Disassembler;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, VerifierLog};
 use crate::insn::{Insn, PSEUDO_CALL};
 use crate::sys;
 
@@ -275,66 +274,6 @@ fn kernel_call_names(imms: &HashSet<i32>) -> Option<HashMap<i32, String>> {
             .filter_map(|(a, n)| wanted.get(&a).map(|imm| (*imm, n.to_owned())))
             .collect(),
     )
-}
-
-/// The verifier's log of a rejected program.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct VerifierLog(String);
-
-impl VerifierLog {
-    /// The whole log.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The last `n` non-empty lines.
-    pub fn last_lines(&self, n: usize) -> Vec<&str> {
-        let mut lines: Vec<&str> = self
-            .0
-            .lines()
-            .rev()
-            .filter(|l| !l.trim().is_empty())
-            .take(n)
-            .collect();
-        lines.reverse();
-        lines
-    }
-
-    /// The lines that explain a rejection: the tail of the log, without
-    /// the statistics the verifier appends (`processed N insns ...`).
-    pub fn summary(&self) -> String {
-        const LINES: usize = 12;
-        let mut lines: Vec<&str> = self
-            .0
-            .lines()
-            .rev()
-            .filter(|l| !l.trim().is_empty())
-            .skip_while(|l| is_statistics(l))
-            .take(LINES)
-            .collect();
-        lines.reverse();
-        if lines.is_empty() {
-            return "(the verifier wrote no log)".to_owned();
-        }
-        lines.join("\n")
-    }
-}
-
-fn is_statistics(line: &str) -> bool {
-    [
-        "processed ",
-        "verification time",
-        "stack depth",
-        "max_states_per_insn",
-    ]
-    .iter()
-    .any(|p| line.starts_with(p))
-}
-
-impl fmt::Display for VerifierLog {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
 }
 
 #[cfg(test)]

@@ -10,11 +10,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use sdt_script::check::{CheckOptions, DEFAULT_STRLEN, MAX_STRLEN};
-use sdt_script::diag::Diagnostics;
-use sdt_script::driver::{self, Compilation};
-use sdt_script::run::{Runner, Summary};
-use sdt_script::runtime::{Separator, Settings};
+use sdt_lang::check::{CheckOptions, DEFAULT_STRLEN, MAX_STRLEN};
+use sdt_lang::diag::Diagnostics;
+use sdt_runtime::run::{Runner, Summary};
+use sdt_runtime::{Separator, Settings};
+use sdt_script::{self as driver, Compilation};
 use sdt_trace::Scope;
 
 use self::output::{Buffering, Output};
@@ -238,13 +238,13 @@ fn start_and_run(
             default_target: traced.program.clone(),
         },
         mechanism,
-        codegen: sdt_script::codegen::Options {
+        codegen: sdt_codegen::Options {
             wake_at: args.buffer_size / 8,
             start_ns: monotonic_ns(),
             cpid: traced.cpid(),
             map_entries: map_entries()?,
             ring_size: args.buffer_size,
-            possible_cpus: sdt_script::codegen::possible_cpus(),
+            possible_cpus: sdt_codegen::possible_cpus(),
         },
     };
     let compilation = match driver::compile(source, &options) {
@@ -331,7 +331,7 @@ fn start_and_run(
 }
 
 /// Reports what was lost, on stderr (text) or as a record (JSON).
-fn report_losses(summary: &Summary, json: bool, runtime: &mut sdt_script::runtime::Runtime<'_>) {
+fn report_losses(summary: &Summary, json: bool, runtime: &mut sdt_runtime::Runtime<'_>) {
     if summary.lost_events > 0 {
         if json {
             runtime.message(&format!(
@@ -390,7 +390,7 @@ fn load_error(
         {
             let span = verifier_span(log.as_str(), &p.spans)
                 .unwrap_or(p.spans.first().map_or_else(Default::default, |s| s.1));
-            let d = sdt_script::diag::Diagnostic::error(span, format!("the kernel's verifier rejected the program for {}", p.display))
+            let d = sdt_lang::diag::Diagnostic::error(span, format!("the kernel's verifier rejected the program for {}", p.display))
                 .label("the verifier stopped here")
                 .hint(log.summary().lines().last().unwrap_or("").to_string())
                 .hint("sdt run --dump prints the program; a loop the verifier cannot bound is the usual cause");
@@ -404,8 +404,8 @@ fn load_error(
 /// The script span of the last instruction the verifier looked at.
 fn verifier_span(
     log: &str,
-    spans: &[(usize, sdt_script::diag::Span)],
-) -> Option<sdt_script::diag::Span> {
+    spans: &[(usize, sdt_lang::diag::Span)],
+) -> Option<sdt_lang::diag::Span> {
     let insn: usize = log
         .lines()
         .rev()
@@ -422,7 +422,7 @@ fn dump(compilation: &Compilation) {
     let mut out = io::stdout().lock();
     for b in compilation.bound.iter().flatten() {
         let _ = writeln!(out, "{}", b.text);
-        if let sdt_script::bind::Target::Usdt(sites) = &b.target {
+        if let sdt_bind::Target::Usdt(sites) = &b.target {
             for s in sites {
                 let _ = writeln!(
                     out,
@@ -435,7 +435,7 @@ fn dump(compilation: &Compilation) {
                 );
             }
         }
-        if let sdt_script::bind::Target::Functions(fs) = &b.target {
+        if let sdt_bind::Target::Functions(fs) = &b.target {
             for f in fs {
                 let _ = writeln!(
                     out,

@@ -6,7 +6,7 @@
 //! with placeholders for the probe names, which come from one table of
 //! runtimes ([`runtimes`]). The program runs as `sdt run` runs it, but its
 //! `printf` and map output arrives as data (a
-//! [`Receiver`](sdt_script::runtime::Receiver)), from which the tool lays
+//! [`Receiver`](sdt_runtime::Receiver)), from which the tool lays
 //! out BCC-like tables or JSON.
 
 mod calls;
@@ -25,10 +25,10 @@ use std::process::ExitCode;
 use std::rc::Rc;
 
 use clap::Args;
-use sdt_script::check::CheckOptions;
-use sdt_script::driver;
-use sdt_script::run::{Runner, Summary};
-use sdt_script::runtime::{Receiver, Settings};
+use sdt_lang::check::CheckOptions;
+use sdt_runtime::run::{Runner, Summary};
+use sdt_runtime::{Receiver, Settings};
+use sdt_script as driver;
 use sdt_trace::Scope;
 
 pub use self::calls::{run as calls, CallsArgs};
@@ -224,14 +224,14 @@ pub fn execute<'c>(
             default_target: traced.program.clone(),
         },
         mechanism,
-        codegen: sdt_script::codegen::Options {
+        codegen: sdt_codegen::Options {
             wake_at: (4 << 20) / 8,
             start_ns: 0,
             cpid: traced.cpid(),
             // As `sdt run`: a full map is reported, never silent.
             map_entries: 4096,
             ring_size: 4 << 20,
-            possible_cpus: sdt_script::codegen::possible_cpus(),
+            possible_cpus: sdt_codegen::possible_cpus(),
         },
     };
     let compilation = driver::compile(program, &options).map_err(|d| {

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use sdt_script::check::CheckOptions;
-use sdt_script::driver;
-use sdt_script::event::Event;
-use sdt_script::hir::StringArg;
+use sdt_lang::check::CheckOptions;
+use sdt_lang::hir::StringArg;
+use sdt_runtime::event::Event;
+use sdt_script as driver;
 use sdt_trace::{ProbeSpec, Scope};
 
 use self::output::{Printer, Summary};
@@ -154,11 +154,11 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
             default_target: traced.program.clone(),
         },
         mechanism,
-        codegen: sdt_script::codegen::Options {
+        codegen: sdt_codegen::Options {
             wake_at: args.buffer_size / 8,
             ring_size: args.buffer_size,
-            possible_cpus: sdt_script::codegen::possible_cpus(),
-            ..sdt_script::codegen::Options::default()
+            possible_cpus: sdt_codegen::possible_cpus(),
+            ..sdt_codegen::Options::default()
         },
     };
     let source = script(&specs, &args.strings);
@@ -210,7 +210,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         None => Box::new(io::stdout().lock()),
     };
     let mut printer = Printer::new(BufWriter::with_capacity(1 << 16, out), args.json);
-    let runner = sdt_script::run::Runner::load(
+    let runner = sdt_runtime::run::Runner::load(
         &compilation,
         mechanism,
         traced.pid,

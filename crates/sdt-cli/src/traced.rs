@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 use sdt_proc::{HeldChild, Pidfd, RunningChild, Signals};
-use sdt_script::run::{Runner, Summary};
-use sdt_script::runtime::Runtime;
+use sdt_runtime::run::{Runner, Summary};
+use sdt_runtime::Runtime;
 
 /// The `-c` option's `--help`, the same for every command that takes it.
 pub const COMMAND_HELP: &str = "\

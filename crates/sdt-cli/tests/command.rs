@@ -12,7 +12,7 @@ mod list_common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -60,27 +60,76 @@ fn setup() -> Option<&'static Built> {
     built()
 }
 
-/// Waits for `child` at most `limit`; a child still running then is
-/// killed (by its PID: it is this test's own) and the test fails.
-fn wait_at_most(mut child: std::process::Child, limit: Duration, what: &str) -> (Output, Duration) {
-    let started = Instant::now();
-    loop {
-        if child.try_wait().expect("wait for sdt").is_some() {
-            let out = child.wait_with_output().expect("read sdt's output");
-            assert_no_panic(&out);
-            return (out, started.elapsed());
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("read sdt's output");
-            panic!(
-                "{what} still ran after {limit:?}; stdout: {} stderr: {}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
+/// A process this test started, with its output going to files: a pipe
+/// would stay open as long as any process the command left behind.
+struct Started {
+    child: std::process::Child,
+    out_path: PathBuf,
+    err_path: PathBuf,
+    started: Instant,
+}
+
+fn start(mut command: Command) -> Started {
+    let dir = tempfile_dir();
+    let (out_path, err_path) = (dir.join("stdout"), dir.join("stderr"));
+    let child = command
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .expect("start sdt");
+    Started {
+        child,
+        out_path,
+        err_path,
+        started: Instant::now(),
     }
+}
+
+impl Started {
+    fn pid(&self) -> rustix::process::Pid {
+        rustix::process::Pid::from_child(&self.child)
+    }
+
+    /// Waits at most `limit`; a process still running then is killed (by
+    /// its PID: it is this test's own) and the test fails.
+    fn wait_at_most(mut self, limit: Duration, what: &str) -> (Output, Duration) {
+        let read = |status, s: &Started| Output {
+            status,
+            stdout: std::fs::read(&s.out_path).unwrap_or_default(),
+            stderr: std::fs::read(&s.err_path).unwrap_or_default(),
+        };
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for sdt") {
+                let out = read(status, &self);
+                assert_no_panic(&out);
+                return (out, self.started.elapsed());
+            }
+            if self.started.elapsed() > limit {
+                let _ = self.child.kill();
+                let status = self.child.wait().expect("reap sdt");
+                let out = read(status, &self);
+                panic!(
+                    "{what} still ran after {limit:?}; stdout: {} stderr: {}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A directory of this test process's own for output files.
+fn tempfile_dir() -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "command-out-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// `@name: value` and `@name[key]: value` lines of the text output.
@@ -224,14 +273,11 @@ fn a_server_forked_by_the_command_ends_on_its_parents_sigterm() {
     // server, then SIGTERMs it. With SIGTERM blocked the server would never
     // end, nor would sdt.
     let server = b.server.display().to_string();
-    let child = sdt()
+    let mut command = sdt();
+    command
         .args(["run", "-c", &format!("{server} 50"), "-e"])
-        .arg("usdt::srv:request { @requests = count(); } usdt::srv:shutdown { @shutdowns = count(); @handled = max(arg0); }")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (out, _) = wait_at_most(child, Duration::from_secs(30), "sdt run -c 'server 50'");
+        .arg("usdt::srv:request { @requests = count(); } usdt::srv:shutdown { @shutdowns = count(); @handled = max(arg0); }");
+    let (out, _) = start(command).wait_at_most(Duration::from_secs(30), "sdt run -c 'server 50'");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -255,19 +301,16 @@ fn nbdkit_run_ends_under_sdt() {
     }
     // The workflow the seed documents give, on Debian's nbdkit: the server
     // serves one connection to nbdinfo, then --run's parent SIGTERMs it.
-    let child = sdt()
+    let mut command = sdt();
+    command
         .args([
             "run",
             "-c",
             "nbdkit memory 1G --run 'nbdinfo --size \"$uri\"'",
             "-e",
         ])
-        .arg("uprobe:libc:accept4 { @accepted[comm] = count(); }")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (out, _) = wait_at_most(child, Duration::from_secs(30), "nbdkit --run under sdt");
+        .arg("uprobe:libc:accept4 { @accepted[comm] = count(); }");
+    let (out, _) = start(command).wait_at_most(Duration::from_secs(30), "nbdkit --run under sdt");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("1073741824"), "nbdinfo's size: {stdout}");
@@ -281,16 +324,13 @@ fn sigterm_ends_sdt_promptly_when_the_command_ignores_it() {
         return;
     }
     let server = b.server.display().to_string();
-    let child = Command::new("timeout")
+    let mut command = Command::new("timeout");
+    command
         .args(["-s", "TERM", "2", env!("CARGO_BIN_EXE_sdt"), "run", "-c"])
         .arg(format!("{server} stubborn"))
         .arg("-e")
-        .arg("usdt::srv:tick { @ticks[arg0] = count(); } END { printf(\"END ran\\n\"); }")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (out, took) = wait_at_most(child, Duration::from_secs(20), "timeout 2 sdt run");
+        .arg("usdt::srv:tick { @ticks[arg0] = count(); } END { printf(\"END ran\\n\"); }");
+    let (out, took) = start(command).wait_at_most(Duration::from_secs(20), "timeout 2 sdt run");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(took < Duration::from_secs(3), "took {took:?}");
     assert_eq!(out.status.code(), Some(124), "timeout's own status");
@@ -318,14 +358,11 @@ fn sigterm_ends_sdt_promptly_when_the_command_ignores_it() {
 fn exit_in_the_script_ends_a_command_that_ignores_sigterm() {
     let Some(b) = setup() else { return };
     let server = b.server.display().to_string();
-    let child = sdt()
+    let mut command = sdt();
+    command
         .args(["run", "-c", &format!("{server} stubborn"), "-e"])
-        .arg("usdt::srv:tick { @ticks = count(); } interval:ms:300 { exit(); }")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (out, took) = wait_at_most(child, Duration::from_secs(20), "sdt run with exit()");
+        .arg("usdt::srv:tick { @ticks = count(); } interval:ms:300 { exit(); }");
+    let (out, took) = start(command).wait_at_most(Duration::from_secs(20), "sdt run with exit()");
     assert!(took < Duration::from_secs(3), "took {took:?}");
     // SIGTERM is ignored, so sdt kills it: the status says SIGKILL.
     assert_eq!(out.status.code(), Some(128 + 9));
@@ -342,20 +379,18 @@ fn a_second_signal_ends_sdt_at_once() {
     // END takes 20 s (system() waits for its command); the first SIGINT
     // starts it, the second must end sdt long before.
     let server = b.server.display().to_string();
-    let child = sdt()
+    let mut command = sdt();
+    command
         .args(["run", "--unsafe", "-c", &format!("{server} stubborn"), "-e"])
-        .arg("usdt::srv:tick { @ticks = count(); } END { system(\"sleep 20\"); }")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = rustix::process::Pid::from_child(&child);
+        .arg("usdt::srv:tick { @ticks = count(); } END { system(\"sleep 20\"); }");
+    let running = start(command);
+    let pid = running.pid();
     std::thread::sleep(Duration::from_millis(700));
     let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
     std::thread::sleep(Duration::from_millis(500));
     let second = Instant::now();
     let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
-    let (out, _) = wait_at_most(child, Duration::from_secs(15), "sdt after two SIGINTs");
+    let (out, _) = running.wait_at_most(Duration::from_secs(15), "sdt after two SIGINTs");
     assert!(
         second.elapsed() < Duration::from_secs(2),
         "took {:?}",

@@ -1,19 +1,501 @@
-//! The bpftrace language for user-space probes, compiled straight to eBPF.
+//! A bpftrace script compiled for sdt: the passes, in order, parse
+//! ([`sdt_lang::parser`]), bind attach points to sites ([`sdt_bind`]),
+//! check ([`sdt_lang::check`]) and lower ([`sdt_codegen`]).
+//!
+//! What comes in: the script's text and [`Options`] (its parameters, what
+//! is traced, how programs will attach). What goes out: a [`Compilation`],
+//! everything the runtime needs to load, attach and run the programs and
+//! to read what they send: the checked program, the generated programs
+//! and maps, where each attaches, and the names of probes and functions.
+//! Everything here reads files but loads nothing into the kernel, so
+//! `--dump` works without privileges and every error is found before
+//! anything is attached. The runtime depends on this crate, never the
+//! other way round.
 
-pub mod ast;
-pub mod attach;
-pub mod bind;
-pub mod cdecl;
-pub mod check;
-pub mod codegen;
-pub mod diag;
-pub mod driver;
-pub mod event;
-pub mod format;
-pub mod hir;
-pub mod layout;
-pub mod lexer;
-pub mod parser;
-pub mod run;
-pub mod runtime;
-pub mod types;
+#![forbid(unsafe_code)]
+
+use std::collections::HashMap;
+
+use sdt_bpf::arg::ArgSource;
+use sdt_bpf::{Mechanism, ProgramType};
+use sdt_trace::{Attach, AttachSite, PlannedSite, ProgramSpec, Scope};
+
+use sdt_bind::{Bound, ObjectFacts, Target};
+use sdt_codegen::{ArgAccess, Compiled, Ids, Unit};
+use sdt_lang::ast::Script;
+use sdt_lang::attach::AttachSpec;
+use sdt_lang::check::{self, CheckOptions, NoObjects};
+use sdt_lang::diag::{Diagnostic, Diagnostics};
+use sdt_lang::hir::{ProbeInstance, ProbeKind, Program};
+
+/// The names of `probe` and `func` values, by the ids the programs send.
+#[derive(Clone, Debug, Default)]
+pub struct Names {
+    pub probes: Vec<String>,
+    pub funcs: Vec<String>,
+}
+
+/// What compiling needs besides the script.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub check: CheckOptions,
+    pub scope: Scope,
+    /// How programs will be attached: without cookies, each site gets a
+    /// program of its own.
+    pub mechanism: Mechanism,
+    pub codegen: sdt_codegen::Options,
+}
+
+/// What a program is run for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Begin,
+    End,
+    /// Run every `period_ns`.
+    Interval {
+        period_ns: u64,
+    },
+    /// Attached to probes.
+    Probe,
+}
+
+/// A compiled script, ready to load.
+pub struct Compilation {
+    pub script: Script,
+    pub bound: Vec<Vec<Bound>>,
+    pub program: Program,
+    pub compiled: Compiled,
+    pub names: Names,
+    /// What each program is run for, and where it attaches.
+    pub roles: Vec<Role>,
+    pub attach: Vec<Attach>,
+    /// Every USDT site, by the site id in cookies.
+    pub sites: Vec<PlannedSite>,
+    /// Probes as bpftrace counts them, for `Attaching N probes...`.
+    pub probe_count: usize,
+    /// Sites refused and notes skipped, one line each.
+    pub warnings: Vec<String>,
+}
+
+impl Compilation {
+    /// The programs with their attach targets, for the session.
+    pub fn program_specs(&self) -> Vec<ProgramSpec> {
+        self.compiled
+            .programs
+            .iter()
+            .zip(&self.attach)
+            .map(|(p, attach)| ProgramSpec {
+                name: p.name.clone(),
+                prog_type: p.prog_type,
+                insns: p.insns.clone(),
+                attach: attach.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Compiles script text.
+pub fn compile(source: &str, options: &Options) -> Result<Compilation, Diagnostics> {
+    let script = sdt_lang::parser::parse(source)?;
+    compile_script(script, options)
+}
+
+/// Compiles a parsed script.
+pub fn compile_script(script: Script, options: &Options) -> Result<Compilation, Diagnostics> {
+    let bound = sdt_bind::bind(&script, &options.check.params, &options.scope)?;
+    let attach_info: Vec<Vec<_>> = bound
+        .iter()
+        .map(|points| points.iter().map(Bound::info).collect())
+        .collect();
+    let mut objects = ObjectFacts::default();
+    let program = check::check(&script, &attach_info, &options.check, &mut objects)?;
+    let mut lowering = Lowering {
+        names: Names::default(),
+        probe_ids: HashMap::new(),
+        func_ids: HashMap::new(),
+        sites: Vec::new(),
+        units: Vec::new(),
+        roles: Vec::new(),
+        attach: Vec::new(),
+        cookies: options.mechanism.supports_cookies(),
+        warnings: Vec::new(),
+    };
+    for (index, instance) in program.probes.iter().enumerate() {
+        let b = &bound[instance.block][instance.attach_point];
+        lowering
+            .instance(index, instance, b)
+            .map_err(|d| Diagnostics(vec![d]))?;
+    }
+    let compiled =
+        sdt_codegen::compile(&program, &lowering.units, &options.codegen).map_err(Diagnostics)?;
+    let probe_count = bound.iter().flatten().map(Bound::probe_count).sum();
+    let warnings = bound
+        .iter()
+        .flatten()
+        .flat_map(|b| b.warnings.clone())
+        .chain(lowering.warnings)
+        .collect();
+    Ok(Compilation {
+        script,
+        bound,
+        program,
+        compiled,
+        names: lowering.names,
+        roles: lowering.roles,
+        attach: lowering.attach,
+        sites: lowering.sites,
+        probe_count,
+        warnings,
+    })
+}
+
+/// Compiles as if every attach point matched something: each USDT probe
+/// one site whose twelve arguments are constants, each uprobe one
+/// function, each tracepoint a record like `syscalls:sys_enter_openat`'s.
+/// It reads no file and touches no kernel interface: the fuzz target
+/// drives the parser, the checker and the code generator through it.
+pub fn compile_offline(
+    source: &str,
+    params: &[String],
+) -> Result<(Program, Compiled), Diagnostics> {
+    let script = sdt_lang::parser::parse(source)?;
+    let attach_info = check::offline_attach(&script, params)?;
+    let options = CheckOptions {
+        params: params.to_vec(),
+        ..CheckOptions::default()
+    };
+    let program = check::check(&script, &attach_info, &options, &mut NoObjects)?;
+    let units: Vec<Unit> = program
+        .probes
+        .iter()
+        .enumerate()
+        .map(|(instance, p)| {
+            let (prog_type, args) = match p.kind {
+                ProbeKind::Begin | ProbeKind::End | ProbeKind::Interval => {
+                    (ProgramType::RawTracepoint, ArgAccess::None)
+                }
+                ProbeKind::Usdt => (
+                    ProgramType::Kprobe,
+                    ArgAccess::Usdt((0..12).map(|n| Some(ArgSource::Const(n))).collect()),
+                ),
+                ProbeKind::Uprobe | ProbeKind::Uretprobe => {
+                    (ProgramType::Kprobe, ArgAccess::Registers)
+                }
+                ProbeKind::Tracepoint => (ProgramType::Tracepoint, ArgAccess::None),
+            };
+            Unit {
+                instance,
+                prog_type,
+                args,
+                ids: Ids::Cookie,
+                name: format!("p{instance}"),
+                display: p.kind.name().to_string(),
+                site_address: None,
+            }
+        })
+        .collect();
+    let compiled = sdt_codegen::compile(&program, &units, &sdt_codegen::Options::default())
+        .map_err(Diagnostics)?;
+    Ok((program, compiled))
+}
+
+/// Turns bound probe instances into code generation units.
+struct Lowering {
+    names: Names,
+    probe_ids: HashMap<String, u32>,
+    func_ids: HashMap<String, u32>,
+    sites: Vec<PlannedSite>,
+    units: Vec<Unit>,
+    roles: Vec<Role>,
+    attach: Vec<Attach>,
+    cookies: bool,
+    /// Sites left out because the script reads an argument there that
+    /// cannot be read, one line each.
+    warnings: Vec<String>,
+}
+
+impl Lowering {
+    fn probe_id(&mut self, name: String) -> u32 {
+        if let Some(&id) = self.probe_ids.get(&name) {
+            return id;
+        }
+        self.names.probes.push(name.clone());
+        let id = self.names.probes.len() as u32 - 1;
+        self.probe_ids.insert(name, id);
+        id
+    }
+
+    fn func_id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.func_ids.get(name) {
+            return id;
+        }
+        self.names.funcs.push(name.to_string());
+        let id = self.names.funcs.len() as u32 - 1;
+        self.func_ids.insert(name.to_string(), id);
+        id
+    }
+
+    fn push(&mut self, unit: Unit, role: Role, attach: Attach) {
+        self.units.push(unit);
+        self.roles.push(role);
+        self.attach.push(attach);
+    }
+
+    fn instance(
+        &mut self,
+        index: usize,
+        instance: &ProbeInstance,
+        b: &Bound,
+    ) -> Result<(), Diagnostic> {
+        let n = self.units.len();
+        let target = instance.target;
+        // Sites share a program through cookies, unless the program must
+        // know its site's address.
+        let cookies = self.cookies && !instance.per_site;
+        let unit = |prog_type, args, ids, name: String, display: String| Unit {
+            instance: index,
+            prog_type,
+            args,
+            ids,
+            name,
+            display,
+            site_address: None,
+        };
+        match &b.target {
+            Target::Plain => {
+                let (role, display, short) = match b.spec {
+                    AttachSpec::Begin => (Role::Begin, "BEGIN".to_string(), "begin"),
+                    AttachSpec::End => (Role::End, "END".to_string(), "end"),
+                    AttachSpec::Interval { period_ns } => (
+                        Role::Interval { period_ns },
+                        interval_name(period_ns),
+                        "interval",
+                    ),
+                    _ => unreachable!("plain targets are BEGIN, END and intervals"),
+                };
+                let probe = self.probe_id(display.clone());
+                let u = unit(
+                    ProgramType::RawTracepoint,
+                    ArgAccess::None,
+                    Ids::Const { probe, site: 0 },
+                    format!("{short}_{n}"),
+                    display,
+                );
+                self.push(u, role, Attach::Triggered);
+            }
+            Target::Usdt(planned) => {
+                let written = match &b.spec {
+                    AttachSpec::Usdt { path, .. } => path.clone(),
+                    _ => None,
+                };
+                // Sites whose arguments live in the same places share a program.
+                let mut groups: Vec<(Vec<Option<ArgSource>>, Vec<AttachSite>, String)> = Vec::new();
+                let mut refused = Vec::new();
+                for site in planned {
+                    if let Some(why) = unreadable_read(site, instance.args_read) {
+                        refused.push(format!(
+                            "not tracing {}:{} at {:#x} in {}: {why}",
+                            site.provider,
+                            site.name,
+                            site.address,
+                            site.path.display()
+                        ));
+                        continue;
+                    }
+                    let display = format!(
+                        "usdt:{}:{}:{}",
+                        shown_path(written.as_deref(), &site.path),
+                        site.provider,
+                        site.name
+                    );
+                    let probe = self.probe_id(display.clone());
+                    self.sites.push(site.clone());
+                    let site_id = self.sites.len() as u32 - 1;
+                    let cookie = (u64::from(probe) << 32) | u64::from(site_id);
+                    let attach_site = AttachSite {
+                        path: site.path.clone(),
+                        attach_path: site.attach_path.clone(),
+                        attach_fd: site.attach_fd.clone(),
+                        offset: site.attach_offset,
+                        ref_ctr_offset: site.semaphore_offset,
+                        cookie: if cookies { cookie } else { 0 },
+                    };
+                    let shape: Vec<Option<ArgSource>> =
+                        site.args.iter().map(|a| a.source.clone().ok()).collect();
+                    if cookies {
+                        match groups.iter_mut().find(|g| g.0 == shape) {
+                            Some(g) => g.1.push(attach_site),
+                            None => groups.push((shape, vec![attach_site], display)),
+                        }
+                    } else {
+                        let u = unit(
+                            ProgramType::Kprobe,
+                            ArgAccess::Usdt(shape),
+                            Ids::Const {
+                                probe,
+                                site: site_id,
+                            },
+                            format!("usdt_{}", self.units.len()),
+                            display,
+                        );
+                        let u = Unit {
+                            site_address: Some(site.address),
+                            ..u
+                        };
+                        self.push(
+                            u,
+                            Role::Probe,
+                            Attach::Uprobe {
+                                sites: vec![attach_site],
+                                retprobe: false,
+                            },
+                        );
+                    }
+                }
+                if !refused.is_empty() && refused.len() == planned.len() {
+                    return Err(Diagnostic::error(
+                        instance.span,
+                        "no site of this probe can be traced",
+                    )
+                    .hint(refused.join("; ")));
+                }
+                self.warnings.extend(refused);
+                for (shape, sites, display) in groups {
+                    let u = unit(
+                        ProgramType::Kprobe,
+                        ArgAccess::Usdt(shape),
+                        Ids::Cookie,
+                        format!("usdt_{}", self.units.len()),
+                        display,
+                    );
+                    self.push(
+                        u,
+                        Role::Probe,
+                        Attach::Uprobe {
+                            sites,
+                            retprobe: false,
+                        },
+                    );
+                }
+            }
+            Target::Functions(functions) => {
+                let (written, ret) = match &b.spec {
+                    AttachSpec::Uprobe { path, ret, .. } => (path.clone(), *ret),
+                    _ => (None, false),
+                };
+                let kind_name = if ret { "uretprobe" } else { "uprobe" };
+                let mut sites = Vec::new();
+                let mut first_display = None;
+                for f in functions {
+                    let display = format!(
+                        "{kind_name}:{}:{}",
+                        shown_path(written.as_deref(), &f.path),
+                        f.symbol
+                    );
+                    let probe = self.probe_id(display.clone());
+                    let func = self.func_id(&f.function);
+                    let site = AttachSite {
+                        path: f.path.clone(),
+                        attach_path: f.attach_path.clone(),
+                        attach_fd: f.attach_fd.clone(),
+                        offset: f.file_offset,
+                        ref_ctr_offset: None,
+                        cookie: if cookies {
+                            (u64::from(probe) << 32) | u64::from(func)
+                        } else {
+                            0
+                        },
+                    };
+                    if cookies {
+                        first_display.get_or_insert(display);
+                        sites.push(site);
+                    } else {
+                        let u = unit(
+                            ProgramType::Kprobe,
+                            ArgAccess::Registers,
+                            Ids::Const { probe, site: func },
+                            format!("up_{}", self.units.len()),
+                            display,
+                        );
+                        let u = Unit {
+                            site_address: Some(f.address),
+                            ..u
+                        };
+                        self.push(
+                            u,
+                            Role::Probe,
+                            Attach::Uprobe {
+                                sites: vec![site],
+                                retprobe: ret,
+                            },
+                        );
+                    }
+                }
+                if !sites.is_empty() {
+                    let display = first_display.unwrap_or_default();
+                    let u = unit(
+                        ProgramType::Kprobe,
+                        ArgAccess::Registers,
+                        Ids::Cookie,
+                        format!("up_{}", self.units.len()),
+                        display,
+                    );
+                    self.push(
+                        u,
+                        Role::Probe,
+                        Attach::Uprobe {
+                            sites,
+                            retprobe: ret,
+                        },
+                    );
+                }
+            }
+            Target::Tracepoints(tps) => {
+                let tp = &tps[target];
+                let display = format!("tracepoint:{}:{}", tp.category, tp.name);
+                let probe = self.probe_id(display.clone());
+                let u = unit(
+                    ProgramType::Tracepoint,
+                    ArgAccess::None,
+                    Ids::Const { probe, site: 0 },
+                    format!("tp_{}", self.units.len()),
+                    display,
+                );
+                self.push(u, Role::Probe, Attach::Tracepoint { id: tp.id });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why `site` cannot run a program that reads the arguments in `read`
+/// (bit N for argN): the first of them that cannot be read there.
+fn unreadable_read(site: &PlannedSite, read: u16) -> Option<String> {
+    site.args.iter().enumerate().find_map(|(n, arg)| {
+        let why = arg.source.as_ref().err()?;
+        (n < 16 && read & (1 << n) != 0).then(|| format!("arg{n} {why}"))
+    })
+}
+
+/// The path a probe's name shows: as written when it is a path, the
+/// object's own path when the script gave a name to look up (`libc`) or
+/// none.
+fn shown_path(written: Option<&str>, path: &std::path::Path) -> String {
+    match written {
+        Some(w) if w.contains('/') && !w.contains(['*', '?', '[']) => w.to_string(),
+        _ => path.display().to_string(),
+    }
+}
+
+/// `interval:s:1`, `interval:ms:250`, as bpftrace names them.
+fn interval_name(ns: u64) -> String {
+    if ns % 1_000_000_000 == 0 {
+        format!("interval:s:{}", ns / 1_000_000_000)
+    } else if ns % 1_000_000 == 0 {
+        format!("interval:ms:{}", ns / 1_000_000)
+    } else if ns % 1_000 == 0 {
+        format!("interval:us:{}", ns / 1_000)
+    } else {
+        format!("interval:ns:{ns}")
+    }
+}

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use sdt_script::runtime::{Datum, MapRow, Receiver};
+use sdt_runtime::{Datum, MapRow, Receiver};
 
 use super::{execute, fill, Prepared, Target, TEXT_LEN};
 

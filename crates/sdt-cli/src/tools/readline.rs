@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use sdt_script::runtime::{Datum, MapRow, Receiver};
+use sdt_runtime::{Datum, MapRow, Receiver};
 
 use super::{execute, fill, Prepared, Target, TEXT_LEN};
 

@@ -45,7 +45,7 @@ use ratatui::style::{Modifier, Style, Stylize};
 use ratatui::text::{Line, Text};
 use ratatui::widgets::{Cell, Row, Table};
 use ratatui::Terminal;
-use sdt_script::runtime::{Datum, MapRow, Receiver};
+use sdt_runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::{self, Needs, LANGUAGES};
 use super::{execute, fill, Prepared, Reports, Target, NAME_LEN};

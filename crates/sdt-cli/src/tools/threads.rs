@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Args;
-use sdt_script::runtime::{Datum, MapRow, Receiver};
+use sdt_runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
 use super::{execute, fill, prepare, probe_prefix, Common, Prepared, NAME_LEN};

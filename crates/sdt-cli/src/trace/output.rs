@@ -10,7 +10,7 @@
 
 use std::io::{self, BufWriter, Write};
 
-use sdt_script::event::{Event, Value};
+use sdt_runtime::event::{Event, Value};
 
 /// Counts for the end of a trace.
 #[derive(Clone, Copy, Debug, Default)]

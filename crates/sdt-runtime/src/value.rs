@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use crate::types::{Ty, TypeRegistry};
+use sdt_lang::types::{Ty, TypeRegistry};
 
 /// What rendering needs from the rest of the runtime.
 pub trait Env {
@@ -44,7 +44,7 @@ pub enum Value<'a> {
         signed: bool,
     },
     Enum {
-        id: crate::types::EnumId,
+        id: sdt_lang::types::EnumId,
         value: i64,
     },
     Str(&'a [u8]),
@@ -266,7 +266,7 @@ fn decode_c<'a>(
 /// The fields of record `id` at the start of `bytes`; the fields of an
 /// anonymous member are its parent's.
 fn record_fields<'a>(
-    id: crate::types::RecordId,
+    id: sdt_lang::types::RecordId,
     bytes: &'a [u8],
     registry: &TypeRegistry,
     out: &mut Vec<(String, Value<'a>)>,
@@ -526,7 +526,7 @@ mod tests {
         let reg = TypeRegistry::default();
         let v = decode(&Ty::Str { size: 8 }, b"abc\0zzzz", &reg);
         assert_eq!(v, Value::Str(b"abc"));
-        let items = [crate::types::INT64, Ty::Str { size: 4 }];
+        let items = [sdt_lang::types::INT64, Ty::Str { size: 4 }];
         let mut bytes = (-2i64).to_ne_bytes().to_vec();
         bytes.extend_from_slice(b"hi\0\0\0\0\0\0");
         assert_eq!(
@@ -573,7 +573,7 @@ mod tests {
 
     #[test]
     fn structs_and_arrays_print_as_in_bpftrace() {
-        use crate::types::{Field, Record};
+        use sdt_lang::types::{Field, Record};
         let mut reg = TypeRegistry::default();
         let field = |name: &str, ty: Ty, offset, bitfield| Field {
             name: name.into(),

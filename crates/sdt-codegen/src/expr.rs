@@ -12,11 +12,11 @@ use sdt_bpf::{AluOp, Helper, Insn, JmpOp, Label, Reg, Size};
 
 use super::mem::{Mem, ARG_SLOT};
 use super::{ArgAccess, Gen, Ids, CTX};
-use crate::ast::{BinOp, UnOp};
-use crate::diag::{Diagnostic, Span};
-use crate::hir::{Builtin, ProbeKind, TExpr, TKind};
 use crate::layout;
-use crate::types::Ty;
+use sdt_lang::ast::{BinOp, UnOp};
+use sdt_lang::diag::{Diagnostic, Span};
+use sdt_lang::hir::{Builtin, ProbeKind, TExpr, TKind};
+use sdt_lang::types::Ty;
 
 pub(super) type R<T> = Result<T, Diagnostic>;
 

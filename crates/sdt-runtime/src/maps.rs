@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::value::{decode, json, json_string, text, Context, Env, Value};
-use crate::hir::MapDecl;
-use crate::types::{Agg, Ty};
+use sdt_lang::hir::MapDecl;
+use sdt_lang::types::{Agg, Ty};
 
 /// One map entry as read from the kernel: the key, and the value of each
 /// CPU (one value for maps that are not per-CPU).
@@ -127,7 +127,7 @@ struct Row {
     value: Merged,
 }
 
-fn rows(decl: &MapDecl, entries: Vec<Entry>, registry: &crate::types::TypeRegistry) -> Vec<Row> {
+fn rows(decl: &MapDecl, entries: Vec<Entry>, registry: &sdt_lang::types::TypeRegistry) -> Vec<Row> {
     if decl.is_histogram() {
         let bucket_at = decl.bucket_offset(registry) as usize;
         let mut by_key: BTreeMap<Vec<u8>, BTreeMap<u64, u64>> = BTreeMap::new();
@@ -165,7 +165,7 @@ fn compare_keys(
     decl: &MapDecl,
     a: &[u8],
     b: &[u8],
-    registry: &crate::types::TypeRegistry,
+    registry: &sdt_lang::types::TypeRegistry,
 ) -> Ordering {
     let offsets = decl.key_offsets(registry);
     for (ty, at) in decl.keys.iter().zip(offsets) {
@@ -195,7 +195,7 @@ fn compare_keys(
 /// Sorts rows the way bpftrace does: numeric maps by value, histograms by
 /// their total count, the rest by key. Ties go by key, so that the order
 /// is the same from run to run.
-fn sort(decl: &MapDecl, rows: &mut [Row], registry: &crate::types::TypeRegistry) {
+fn sort(decl: &MapDecl, rows: &mut [Row], registry: &sdt_lang::types::TypeRegistry) {
     let numeric = decl.aggregation().is_some() || decl.value.is_integer();
     let signed_values = decl.value.is_signed();
     rows.sort_by(|a, b| {

@@ -1,6 +1,6 @@
 //! Expressions: builtins, operators, casts, and reading C data.
 
-use super::{Checker, Scope, Stop, R};
+use super::{Checker, Scope, Stop, UsdtArg, R};
 use crate::ast::{BinOp, Expr, ExprKind, UnOp};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{Builtin, ProbeKind, TExpr, TKind};
@@ -128,7 +128,7 @@ impl Checker<'_> {
                 // A USDT probe's `args` are its arguments as DWARF names
                 // them, when there is an object to read DWARF from.
                 if scope.kind == ProbeKind::Usdt
-                    && self.current_object.is_some()
+                    && self.current_target.object.is_some()
                     && matches!(&expr.kind, ExprKind::Ident(n) if n == "args")
                 {
                     return self.usdt_arg(field, *field_span, span);
@@ -870,7 +870,13 @@ impl Checker<'_> {
         let from_script = crate::cdecl::base_type(&self.registry, &ty.name);
         let found = match from_script {
             Some(t) => Some(t),
-            None => self.dwarf_type(&ty.name, ty.span)?,
+            None => {
+                let target = self.current_target.clone();
+                match self.objects.c_type(&target, &ty.name, &mut self.registry) {
+                    Ok(found) => found,
+                    Err(refusal) => return Err(self.refused(ty.span, refusal)),
+                }
+            }
         };
         let Some(mut t) = found else {
             let mut d = Diagnostic::error(ty.span, format!("unknown type `{}`", ty.name));
@@ -1133,4 +1139,57 @@ fn fold(op: BinOp, a: i64, b: i64, signed: bool) -> Option<i64> {
         Ge => i64::from(ua >= ub),
         And | Or => return None,
     })
+}
+
+impl Checker<'_> {
+    /// `args.NAME` in a USDT probe: the argument that, at the probe's
+    /// sites, sits in the register where DWARF says variable NAME lives,
+    /// cast to NAME's type.
+    pub(crate) fn usdt_arg(&mut self, name: &str, name_span: Span, span: Span) -> R<TExpr> {
+        let target = self.current_target.clone();
+        let found = self.objects.usdt_arg(&target, name, &mut self.registry);
+        match found {
+            Ok(UsdtArg::Typed { index, ty }) => {
+                self.args_read |= 1u16.checked_shl(index as u32).unwrap_or(0);
+                let value = TExpr {
+                    kind: TKind::Arg(index as u8),
+                    ty: crate::types::UINT64,
+                    span,
+                };
+                if !ty.is_scalar() {
+                    return Err(self.error(Diagnostic::error(
+                        span,
+                        format!(
+                            "args.{name} is a {}, which a register cannot hold",
+                            ty.display(&self.registry)
+                        ),
+                    )));
+                }
+                self.cast(value, ty, span)
+            }
+            Ok(UsdtArg::Differs) => Err(self.error(
+                Diagnostic::error(
+                    name_span,
+                    format!("the probe's sites pass `{name}` as different arguments or types"),
+                )
+                .hint("read it as argN with a cast"),
+            )),
+            Ok(UsdtArg::Unknown { mut names }) => {
+                names.sort();
+                let mut d = Diagnostic::error(
+                    name_span,
+                    format!("no argument of this probe is the variable `{name}`"),
+                );
+                d = match did_you_mean(&suggest(name, names.iter().map(String::as_str))) {
+                    Some(h) => d.hint(h),
+                    None if !names.is_empty() => d.hint(format!("its typed arguments are {}", names.join(", "))),
+                    None => d.hint(
+                        "DWARF names no variable held in an argument's register at its sites (arguments that are expressions, constants or in memory have no name); read argN with a cast",
+                    ),
+                };
+                Err(self.error(d))
+            }
+            Err(refusal) => Err(self.refused(span, refusal)),
+        }
+    }
 }

@@ -4,9 +4,9 @@
 
 use sdt_trace::{PlannedArg, PlannedSite};
 
-use crate::driver::Compilation;
-use crate::hir::StringArg;
-use crate::layout::{event, OutputInfo};
+use sdt_codegen::layout::{event, OutputInfo};
+use sdt_lang::hir::StringArg;
+use sdt_script::Compilation;
 
 /// One probe hit.
 #[derive(Debug)]

@@ -2,13 +2,13 @@
 //! lives: the contract between the code generator and the runtime.
 //!
 //! Every ring-buffer record starts with a `u64` output id, an index into
-//! [`Compiled::outputs`](crate::codegen::Compiled::outputs) that says what
+//! [`Compiled::outputs`](crate::Compiled::outputs) that says what
 //! the record is (a `printf`, a `print(@m)`, an `exit()`, ...) and how its
 //! fields are laid out. The fields follow, each at an 8-byte aligned
 //! offset, in the layout of its type ([`Ty::value_size`]).
 
-use crate::hir::MapId;
-use crate::types::Ty;
+use sdt_lang::hir::MapId;
+use sdt_lang::types::Ty;
 
 /// Bytes of the record header (the output id).
 pub const HEADER: u32 = 8;
@@ -94,7 +94,7 @@ pub enum OutputInfo {
     /// the site's arguments.
     Event {
         args: u32,
-        strings: Vec<crate::codegen::StringArg>,
+        strings: Vec<sdt_lang::hir::StringArg>,
     },
 }
 

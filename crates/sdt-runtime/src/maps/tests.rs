@@ -2,7 +2,7 @@
 //! contents (see the differential tests for the live comparison).
 
 use super::*;
-use crate::types::{TypeRegistry, INT64};
+use sdt_lang::types::{TypeRegistry, INT64};
 
 struct TestEnv(TypeRegistry);
 

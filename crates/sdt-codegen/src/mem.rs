@@ -8,7 +8,7 @@
 
 use sdt_bpf::{AluOp, Builder, Insn, Reg, Size};
 
-use crate::types::{Ty, TypeRegistry};
+use sdt_lang::types::{Ty, TypeRegistry};
 
 /// A stack slot reserved for reading USDT arguments from memory.
 pub const ARG_SLOT: i16 = -8;

@@ -2,26 +2,32 @@
 //! and the maps they leave.
 //!
 //! Records arrive in one global order from the ring buffer; each starts
-//! with its output id ([`crate::layout`]). A `printf` is formatted and
+//! with its output id ([`sdt_codegen::layout`]). A `printf` is formatted and
 //! written, a `print(@m)` reads the map and prints it, an `exit()` asks the
 //! caller to stop. Output is bpftrace's text or its JSON objects
 //! (`-f json`), one per line.
 
+#![forbid(unsafe_code)]
+
+pub mod event;
 mod maps;
+pub mod run;
 mod symbols;
 pub mod value;
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
+use sdt_script::Names;
+
 pub use self::maps::{datum, map_rows, print_json, print_text, unit_label, Datum, Entry, MapRow};
 pub use self::symbols::Symbols;
 use self::value::{decode, json_string, text, Context, Env, Symbol, Value};
-use crate::codegen::Compiled;
-use crate::format::{Arg, Conv};
-use crate::hir::{MapId, Program};
-use crate::layout::{snapshot, Field, OutputInfo, HEADER};
-use crate::types::TypeRegistry;
+use sdt_codegen::layout::{snapshot, Field, OutputInfo, HEADER};
+use sdt_codegen::Compiled;
+use sdt_lang::format::{Arg, Conv};
+use sdt_lang::hir::{MapId, Program};
+use sdt_lang::types::TypeRegistry;
 
 /// Access to the kernel's maps, for printing them.
 pub trait Maps {
@@ -37,13 +43,6 @@ pub enum Action {
     Continue,
     /// `exit()` was called, with its code if one was given.
     Exit(Option<i64>),
-}
-
-/// The names of `probe` and `func` values.
-#[derive(Clone, Debug, Default)]
-pub struct Names {
-    pub probes: Vec<String>,
-    pub funcs: Vec<String>,
 }
 
 /// Output settings.
@@ -94,7 +93,7 @@ pub struct Runtime<'p> {
     error: Option<io::Error>,
     separator: Separator<'p>,
     /// Entries of `print(@m)` snapshots still arriving, by the thread and
-    /// nonce of their walk (see [`crate::layout::snapshot`]).
+    /// nonce of their walk (see [`sdt_codegen::layout::snapshot`]).
     snapshots: HashMap<(u64, u64), Vec<Entry>>,
 }
 
@@ -282,7 +281,7 @@ impl<'p> Runtime<'p> {
             }
             OutputInfo::Join { separator, size } => {
                 let count = (u64_at(record, HEADER as usize) as usize)
-                    .min(crate::layout::JOIN_MAX as usize);
+                    .min(sdt_codegen::layout::JOIN_MAX as usize);
                 let stride = size.next_multiple_of(8) as usize;
                 let start = HEADER as usize + 8;
                 let mut parts = Vec::new();
@@ -637,8 +636,8 @@ mod tests {
     use std::rc::Rc;
 
     use super::*;
-    use crate::hir::MapDecl;
-    use crate::types::INT64;
+    use sdt_lang::hir::MapDecl;
+    use sdt_lang::types::INT64;
 
     /// A writer whose bytes the test can read afterwards.
     #[derive(Clone, Default)]

@@ -28,8 +28,8 @@ use sdt_bpf::{AluOp, Helper, Insn, JmpOp, Label, Reg, Size};
 use super::expr::R;
 use super::mem::Mem;
 use super::Gen;
-use crate::hir::MapId;
 use crate::layout::{self, OutputInfo};
+use sdt_lang::hir::MapId;
 
 /// What a walk does with each entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,17 +1,34 @@
-//! Binding: each attach point to the sites, functions or tracepoints it
-//! names, through `sdt-trace`'s planning, so that every safety check on a
-//! site (a no-op at a USDT site, an instruction boundary for a uprobe)
-//! stays in one place.
+//! Binding: each attach point of a script to the sites, functions or
+//! tracepoints it names, and the facts the checker needs from those files.
+//!
+//! This is where the language meets the traced system. What comes in: the
+//! parsed script ([`sdt_lang::ast`]), its positional parameters and the
+//! scope (a process, a command, or everything). What goes out: each
+//! attach point [`Bound`] to what it names, as `sdt-trace`'s planning
+//! found it, so that every safety check on a site (a no-op at a USDT
+//! site, an instruction boundary for a uprobe) stays in one place; and
+//! [`ObjectFacts`], which answers the checker's questions about those
+//! files (C types from DWARF, `args.NAME`, symbols for `uaddr()`).
+//!
+//! It sits between the front end, which reads no file, and the code
+//! generator, which knows nothing of files: it must never depend on
+//! either of `sdt-codegen` and `sdt-runtime`.
+
+#![forbid(unsafe_code)]
+
+mod types;
+
+pub use types::ObjectFacts;
 
 use std::collections::HashMap;
 
 use sdt_trace::{FunctionSite, FunctionTarget, PlannedSite, Scope, TraceFs, Tracepoint};
 
-use crate::ast::Script;
-use crate::attach::{self, AttachSpec};
-use crate::check::{AttachInfo, TargetInfo, TracepointFormat, UsdtSite};
-use crate::diag::{Diagnostic, Diagnostics, Span};
-use crate::hir::ProbeKind;
+use sdt_lang::ast::Script;
+use sdt_lang::attach::{self, AttachSpec};
+use sdt_lang::check::{AttachInfo, TargetInfo, TracepointField, TracepointFormat, UsdtSite};
+use sdt_lang::diag::{Diagnostic, Diagnostics, Span};
+use sdt_lang::hir::ProbeKind;
 
 /// One attach point, resolved.
 #[derive(Clone, Debug)]
@@ -38,15 +55,7 @@ pub enum Target {
 
 impl Bound {
     pub fn kind(&self) -> ProbeKind {
-        match self.spec {
-            AttachSpec::Begin => ProbeKind::Begin,
-            AttachSpec::End => ProbeKind::End,
-            AttachSpec::Interval { .. } => ProbeKind::Interval,
-            AttachSpec::Usdt { .. } => ProbeKind::Usdt,
-            AttachSpec::Uprobe { ret: false, .. } => ProbeKind::Uprobe,
-            AttachSpec::Uprobe { ret: true, .. } => ProbeKind::Uretprobe,
-            AttachSpec::Tracepoint { .. } => ProbeKind::Tracepoint,
-        }
+        self.spec.kind()
     }
 
     /// How many probes bpftrace would count: every USDT site, matched
@@ -68,7 +77,17 @@ impl Bound {
                 .map(|tp| TargetInfo {
                     tracepoint: Some(TracepointFormat {
                         name: format!("{}:{}", tp.category, tp.name),
-                        fields: tp.fields.clone(),
+                        fields: tp
+                            .fields
+                            .iter()
+                            .map(|f| TracepointField {
+                                name: f.name.clone(),
+                                c_type: f.c_type.clone(),
+                                offset: f.offset,
+                                size: f.size,
+                                signed: f.signed,
+                            })
+                            .collect(),
                     }),
                     object: None,
                     object_file: None,
@@ -226,7 +245,7 @@ fn resolve(
                     Diagnostic::error(span, format!("no tracepoint matches `{category}:{name}`"));
                 if let Ok(all) = fs.names(category, "*") {
                     let candidates: Vec<String> = all.iter().map(|(_, n)| n.clone()).collect();
-                    if let Some(h) = crate::diag::did_you_mean(&crate::diag::suggest(
+                    if let Some(h) = sdt_lang::diag::did_you_mean(&sdt_lang::diag::suggest(
                         name,
                         candidates.iter().map(String::as_str),
                     )) {
@@ -266,7 +285,7 @@ fn trace_error(e: sdt_trace::Error, span: Span) -> Diagnostic {
                 format!("no probe matches `{spec}` in {}", files.join(", ")),
             )
             .label("nothing matches");
-            if let Some(h) = crate::diag::did_you_mean(&suggestions) {
+            if let Some(h) = sdt_lang::diag::did_you_mean(&suggestions) {
                 d = d.hint(h);
             }
             d.hint("`sdt list FILE` lists the probes of a file, `sdt run -l PATTERN` the functions too")

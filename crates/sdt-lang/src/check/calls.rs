@@ -854,31 +854,13 @@ impl Checker<'_> {
                 ),
             ));
         }
-        let (Some(object), Some(file)) = (
-            self.current_object.clone(),
-            self.current_object_file.clone(),
-        ) else {
+        let Some(object) = self.current_target.object.clone() else {
             return Err(self.error(Diagnostic::error(span, "this probe has no object")));
         };
-        let definitions = self
-            .uaddr_symbols
-            .entry((file.clone(), symbol.to_string()))
-            .or_insert_with(|| {
-                std::fs::read(&file)
-                    .map_err(|e| e.to_string())
-                    .and_then(|data| {
-                        sdt_elf::data_symbols(&data, symbol).map_err(|e| e.to_string())
-                    })
-            })
-            .clone();
-        let definitions = match definitions {
+        let target = self.current_target.clone();
+        let definitions = match self.objects.data_symbols(&target, symbol) {
             Ok(d) => d,
-            Err(e) => {
-                return Err(self.error(Diagnostic::error(
-                    span,
-                    format!("reading the symbols of {}: {e}", object.display()),
-                )))
-            }
+            Err(refusal) => return Err(self.refused(span, refusal)),
         };
         match definitions[..] {
             [(address, size)] => {

@@ -12,7 +12,7 @@
 
 use sdt_bpf::Insn;
 
-use crate::diag::Span;
+use sdt_lang::diag::Span;
 
 /// `code & 0xf0` of `ja`, `call` and `exit` in the JMP class.
 const JA: u8 = 0x00;

@@ -12,8 +12,8 @@
 //! tracepoints.
 
 mod calls;
-mod dwarf;
 mod expr;
+mod objects;
 
 use std::collections::HashMap;
 
@@ -21,7 +21,8 @@ use crate::ast::{self, BinOp, Expr, ExprKind, Script, Stmt, StmtKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Diagnostics, Span};
 use crate::hir::{MapDecl, MapId, ProbeInstance, ProbeKind, Program, TExpr, TKind, TStmt, VarId};
 use crate::types::{Field, Record, RecordId, Ty, TypeRegistry};
-pub use sdt_trace::TracepointField;
+
+pub use self::objects::{NoObjects, Objects, Refusal, UsdtArg};
 
 /// What the checker needs to know from outside the script.
 #[derive(Clone, Debug)]
@@ -88,6 +89,19 @@ pub struct UsdtSite {
     pub registers: Vec<Option<i16>>,
 }
 
+/// A field of a tracepoint's record, as its tracefs `format` file
+/// describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TracepointField {
+    pub name: String,
+    /// The declaration without the name: `const char *`, `char[16]`,
+    /// `__data_loc char[]`.
+    pub c_type: String,
+    pub offset: u32,
+    pub size: u32,
+    pub signed: bool,
+}
+
 /// A tracepoint's record, from its `format` file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TracepointFormat {
@@ -96,13 +110,15 @@ pub struct TracepointFormat {
     pub fields: Vec<TracepointField>,
 }
 
-/// Checks `script`; `attach[i][j]` describes attach point `j` of probe `i`.
+/// Checks `script`; `attach[i][j]` describes attach point `j` of probe
+/// `i`, and `objects` answers what the probes' objects hold.
 pub fn check(
     script: &Script,
     attach: &[Vec<AttachInfo>],
     options: &CheckOptions,
+    objects: &mut dyn Objects,
 ) -> Result<Program, Diagnostics> {
-    let mut checker = Checker::new(script, options)?;
+    let mut checker = Checker::new(script, options, objects)?;
     // Learn map types until nothing changes, then check for real.
     for _ in 0..64 {
         checker.final_pass = false;
@@ -126,8 +142,64 @@ pub fn check(
         time_formats: checker.time_formats,
         join_separators: checker.join_separators,
         strlen: options.strlen,
-        type_notes: checker.dwarf.notes(),
+        type_notes: checker.objects.notes(),
     })
+}
+
+/// What the checker would learn about each attach point if every one
+/// matched (for checking without files: fuzzing, tests, `compile_offline` in
+/// `sdt-script`).
+pub fn offline_attach(
+    script: &Script,
+    params: &[String],
+) -> Result<Vec<Vec<AttachInfo>>, Diagnostic> {
+    let mut attach_info = Vec::new();
+    for probe in &script.probes {
+        let mut points = Vec::new();
+        for raw in &probe.attach_points {
+            let kind = crate::attach::parse(raw, params)?.kind();
+            let tracepoint = (kind == ProbeKind::Tracepoint).then(|| TracepointFormat {
+                name: "syscalls:sys_enter_openat".into(),
+                fields: openat_fields(),
+            });
+            points.push(AttachInfo {
+                kind,
+                targets: vec![TargetInfo {
+                    tracepoint,
+                    object: None,
+                    object_file: None,
+                    usdt_sites: Vec::new(),
+                }],
+            });
+        }
+        attach_info.push(points);
+    }
+    Ok(attach_info)
+}
+
+/// The fields of `syscalls:sys_enter_openat` on x86-64, as tracefs
+/// describes them.
+fn openat_fields() -> Vec<TracepointField> {
+    [
+        ("common_type", "unsigned short", 0, 2, false),
+        ("common_flags", "unsigned char", 2, 1, false),
+        ("common_preempt_count", "unsigned char", 3, 1, false),
+        ("common_pid", "int", 4, 4, true),
+        ("__syscall_nr", "int", 8, 4, true),
+        ("dfd", "int", 16, 8, false),
+        ("filename", "const char *", 24, 8, false),
+        ("flags", "int", 32, 8, false),
+        ("mode", "umode_t", 40, 8, false),
+    ]
+    .into_iter()
+    .map(|(name, c_type, offset, size, signed)| TracepointField {
+        name: name.into(),
+        c_type: c_type.into(),
+        offset,
+        size,
+        signed,
+    })
+    .collect()
 }
 
 /// A diagnostic was recorded; the construct is skipped.
@@ -137,6 +209,7 @@ pub(crate) type R<T> = Result<T, Stop>;
 
 pub(crate) struct Checker<'o> {
     options: &'o CheckOptions,
+    objects: &'o mut dyn Objects,
     pub(crate) registry: TypeRegistry,
     /// `#define NAME VALUE` constants.
     defines: HashMap<String, Expr>,
@@ -150,23 +223,13 @@ pub(crate) struct Checker<'o> {
     final_pass: bool,
     /// Whether this run learned something new about a map.
     learned: bool,
-    /// The object of the probe instance being checked.
-    current_object: Option<std::path::PathBuf>,
-    current_object_file: Option<std::path::PathBuf>,
+    /// What the probe instance being checked attaches to.
+    current_target: TargetInfo,
     /// The current probe instance needs a program per site.
     per_site: bool,
     /// The arguments the current probe instance reads, one bit each.
     args_read: u16,
-    /// `uaddr()` lookups by object file and symbol: the checker visits a
-    /// block more than once, and several blocks name the same globals.
-    uaddr_symbols: HashMap<(std::path::PathBuf, String), SymbolLookup>,
-    current_sites: Vec<UsdtSite>,
-    dwarf: dwarf::DwarfTypes,
 }
-
-/// A symbol's definitions (address, size) in an object file, or why the
-/// file could not be read.
-type SymbolLookup = Result<Vec<(u64, u64)>, String>;
 
 /// What is known inside one probe block instance.
 pub(crate) struct Scope {
@@ -178,7 +241,11 @@ pub(crate) struct Scope {
 }
 
 impl<'o> Checker<'o> {
-    fn new(script: &Script, options: &'o CheckOptions) -> Result<Checker<'o>, Diagnostics> {
+    fn new(
+        script: &Script,
+        options: &'o CheckOptions,
+        objects: &'o mut dyn Objects,
+    ) -> Result<Checker<'o>, Diagnostics> {
         let mut registry = TypeRegistry::default();
         let mut errors = Vec::new();
         for definition in &script.definitions {
@@ -205,6 +272,7 @@ impl<'o> Checker<'o> {
         }
         let mut checker = Checker {
             options,
+            objects,
             registry,
             defines,
             maps: Vec::new(),
@@ -215,13 +283,9 @@ impl<'o> Checker<'o> {
             errors: Vec::new(),
             final_pass: false,
             learned: false,
-            current_object: None,
-            current_object_file: None,
+            current_target: TargetInfo::default(),
             per_site: false,
             args_read: 0,
-            uaddr_symbols: HashMap::new(),
-            current_sites: Vec::new(),
-            dwarf: dwarf::DwarfTypes::default(),
         };
         for entry in &script.config {
             checker.config_entry(entry)?;
@@ -254,6 +318,18 @@ impl<'o> Checker<'o> {
             return Err(d.into());
         }
         Ok(())
+    }
+
+    /// What an object could not answer, placed at `span`.
+    pub(crate) fn refused(&mut self, span: Span, refusal: Refusal) -> Stop {
+        let mut d = Diagnostic::error(span, refusal.message);
+        if let Some(label) = refusal.label {
+            d = d.label(label);
+        }
+        for hint in refusal.hints {
+            d = d.hint(hint);
+        }
+        self.error(d)
     }
 
     pub(crate) fn error(&mut self, d: Diagnostic) -> Stop {
@@ -294,11 +370,9 @@ impl<'o> Checker<'o> {
         kind: ProbeKind,
         info: &TargetInfo,
     ) -> Option<ProbeInstance> {
-        self.current_object = info.object.clone();
-        self.current_object_file = info.object_file.clone();
+        self.current_target = info.clone();
         self.per_site = false;
         self.args_read = 0;
-        self.current_sites = info.usdt_sites.clone();
         let tracepoint = info
             .tracepoint
             .as_ref()

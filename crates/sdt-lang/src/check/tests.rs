@@ -5,12 +5,12 @@ use crate::types::Agg;
 fn run(src: &str, params: &[&str]) -> Result<Program, String> {
     let script = crate::parser::parse(src).map_err(|d| d.message)?;
     let params: Vec<String> = params.iter().map(|s| s.to_string()).collect();
-    let attach = crate::driver::offline_attach(&script, &params).map_err(|d| d.message)?;
+    let attach = offline_attach(&script, &params).map_err(|d| d.message)?;
     let options = CheckOptions {
         params,
         ..CheckOptions::default()
     };
-    check(&script, &attach, &options).map_err(|d| d.to_text("test.bt", src))
+    check(&script, &attach, &options, &mut NoObjects).map_err(|d| d.to_text("test.bt", src))
 }
 
 fn ok(src: &str) -> Program {

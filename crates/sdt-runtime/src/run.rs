@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use sdt_bpf::{Map, Mechanism};
 use sdt_trace::{Options as SessionOptions, Session};
 
-use crate::driver::{Compilation, Role};
-use crate::hir::MapId;
-use crate::layout;
-use crate::runtime::{self, Action, Entry, Runtime, Settings};
+use crate::{Action, Entry, Maps, Runtime, Settings};
+use sdt_codegen::layout;
+use sdt_lang::hir::MapId;
+use sdt_script::{Compilation, Role};
 
 /// The longest a record waits in the ring before the reader sees it: the
 /// programs wake the reader only when the ring fills up or a record asks
@@ -324,7 +324,7 @@ fn bpf_io(e: sdt_bpf::Error) -> io::Error {
     io::Error::other(e.to_string())
 }
 
-impl runtime::Maps for SessionMaps<'_> {
+impl Maps for SessionMaps<'_> {
     fn entries(&self, id: MapId) -> io::Result<Vec<Entry>> {
         let map = self.map(id)?;
         let per_cpu = self.compilation.program.maps[id].is_per_cpu();

@@ -8,9 +8,9 @@ use sdt_bpf::{
 use super::expr::{Op, R};
 use super::mem::{Mem, KEY_SLOT};
 use super::{Gen, CTX};
-use crate::hir::{MapId, Output, TExpr, TStmt};
 use crate::layout::{self, Field, OutputInfo, HEADER};
-use crate::types::{Agg, Ty};
+use sdt_lang::hir::{MapId, Output, TExpr, TStmt};
+use sdt_lang::types::{Agg, Ty};
 
 /// `-EEXIST`: an insertion lost a race with another CPU, which is fine.
 const EEXIST: i32 = -17;
@@ -396,7 +396,7 @@ impl Gen<'_> {
             | OutputInfo::Cat { fields, .. } => fields.clone(),
             OutputInfo::PrintValue { field } => vec![field.clone()],
             OutputInfo::Exit { has_code: true } => vec![Field {
-                ty: crate::types::INT64,
+                ty: sdt_lang::types::INT64,
                 offset: HEADER,
             }],
             _ => Vec::new(),
@@ -490,13 +490,13 @@ impl Gen<'_> {
 
     /// One `sdt trace` event: time, pid/tid, cookie, comm, every argument
     /// of the site, and the strings asked for.
-    fn event(&mut self, strings: &[super::StringArg]) -> R<()> {
+    fn event(&mut self, strings: &[sdt_lang::hir::StringArg]) -> R<()> {
         use layout::event;
         let args = match &self.unit.args {
             super::ArgAccess::Usdt(sources) => sources.clone(),
             _ => Vec::new(),
         };
-        let strings: Vec<super::StringArg> = strings
+        let strings: Vec<sdt_lang::hir::StringArg> = strings
             .iter()
             .copied()
             .filter(|s| s.arg < args.len() && s.len_arg.is_none_or(|l| l < args.len()))
@@ -591,7 +591,7 @@ impl Gen<'_> {
     }
 }
 
-fn stmt_span(stmt: &TStmt) -> Option<crate::diag::Span> {
+fn stmt_span(stmt: &TStmt) -> Option<sdt_lang::diag::Span> {
     match stmt {
         TStmt::Expr(e) => Some(e.span),
         TStmt::AssignVar { value, .. } => Some(value.span),

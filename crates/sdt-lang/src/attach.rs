@@ -7,6 +7,7 @@
 //! kernel (kprobes, kfuncs, profile) with a message that says so.
 
 use crate::diag::{Diagnostic, Span};
+use crate::hir::ProbeKind;
 use crate::lexer::RawAttachPoint;
 
 /// A parsed attach point.
@@ -48,16 +49,16 @@ pub enum FuncTarget {
 }
 
 impl AttachSpec {
-    /// The text bpftrace users know for this probe: `usdt:PATH:P:N`.
-    pub fn kind_name(&self) -> &'static str {
+    /// The kind of probe, which decides what its block may use.
+    pub fn kind(&self) -> ProbeKind {
         match self {
-            AttachSpec::Begin => "BEGIN",
-            AttachSpec::End => "END",
-            AttachSpec::Interval { .. } => "interval",
-            AttachSpec::Usdt { .. } => "usdt",
-            AttachSpec::Uprobe { ret: false, .. } => "uprobe",
-            AttachSpec::Uprobe { ret: true, .. } => "uretprobe",
-            AttachSpec::Tracepoint { .. } => "tracepoint",
+            AttachSpec::Begin => ProbeKind::Begin,
+            AttachSpec::End => ProbeKind::End,
+            AttachSpec::Interval { .. } => ProbeKind::Interval,
+            AttachSpec::Usdt { .. } => ProbeKind::Usdt,
+            AttachSpec::Uprobe { ret: false, .. } => ProbeKind::Uprobe,
+            AttachSpec::Uprobe { ret: true, .. } => ProbeKind::Uretprobe,
+            AttachSpec::Tracepoint { .. } => ProbeKind::Tracepoint,
         }
     }
 }

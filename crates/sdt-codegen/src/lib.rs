@@ -1,6 +1,14 @@
 //! Lowering: the checked program to eBPF instructions, one program per
 //! probe instance and argument shape.
 //!
+//! What comes in: the checked program ([`sdt_lang::hir::Program`]) and one
+//! [`Unit`] per program to generate (a probe instance and how its program
+//! reads arguments and knows its probe). What goes out: instructions that
+//! name maps by index, the maps to create, and the [`layout`] of every
+//! record the programs send, which is the contract with the runtime. It
+//! reads no file and loads nothing: it must never depend on the binder,
+//! the runtime or the kernel beyond `sdt-bpf`'s instruction builder.
+//!
 //! Written by hand, because no crate generates BPF from a language that
 //! is not C, and because every instruction here is read by the kernel's
 //! verifier, whose rules shape the code:
@@ -23,8 +31,11 @@
 //!   program (see `sdt_bpf::arg`), and the attach cookie says which probe
 //!   fired.
 
+#![forbid(unsafe_code)]
+
 mod dce;
 mod expr;
+pub mod layout;
 mod mem;
 mod stmt;
 mod walk;
@@ -34,14 +45,12 @@ use std::collections::HashMap;
 use sdt_bpf::arg::ArgSource;
 use sdt_bpf::{Builder, Insn, MapSpec, MapType, ProgramType, Reg};
 
-use crate::diag::{Diagnostic, Span};
-use crate::hir::{ProbeInstance, ProbeKind, Program};
-use crate::layout::{self, OutputInfo};
-use crate::types::Ty;
+use crate::layout::OutputInfo;
+use sdt_lang::diag::{Diagnostic, Span};
+use sdt_lang::hir::{ProbeInstance, ProbeKind, Program};
+use sdt_lang::types::Ty;
 
 use self::mem::{Frame, Mem};
-
-pub use crate::hir::StringArg;
 
 /// How a program reads `argN`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

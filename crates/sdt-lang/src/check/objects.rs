@@ -1,0 +1,121 @@
+//! What the checker asks of the files a probe attaches to.
+//!
+//! A cast may name a C type the script does not define, `args.NAME` in a
+//! USDT probe names a variable of the traced program, and `uaddr()` names
+//! one of its globals. All three are answered from the probe's object (its
+//! DWARF and symbol table), which the front end never reads itself: it
+//! asks through this trait, which the binder implements on the files it
+//! opened and checked (`sdt-bind`), and [`NoObjects`] answers for code
+//! checked without any file (fuzzing, `--dump` of tests, unit tests).
+//! So the front end stays text in, HIR out.
+
+use crate::types::{Ty, TypeRegistry};
+
+use super::TargetInfo;
+
+/// Answers about the objects probes attach to.
+pub trait Objects {
+    /// The C type `name` (`struct foo`, `enum bar`, a typedef) from the
+    /// debug information of `target`'s object, added to `registry`.
+    /// `Ok(None)`: the target has no object.
+    fn c_type(
+        &mut self,
+        target: &TargetInfo,
+        name: &str,
+        registry: &mut TypeRegistry,
+    ) -> Result<Option<Ty>, Refusal>;
+
+    /// The USDT argument that, at every site of `target`, is the
+    /// variable `name` of the traced program.
+    fn usdt_arg(
+        &mut self,
+        target: &TargetInfo,
+        name: &str,
+        registry: &mut TypeRegistry,
+    ) -> Result<UsdtArg, Refusal>;
+
+    /// The definitions, `(link-time address, size)`, of the data symbol
+    /// `symbol` in `target`'s object.
+    fn data_symbols(
+        &mut self,
+        target: &TargetInfo,
+        symbol: &str,
+    ) -> Result<Vec<(u64, u64)>, Refusal>;
+
+    /// Where the types came from and what `args.NAME` found, one line
+    /// each, for `-v`.
+    fn notes(&self) -> Vec<String>;
+}
+
+/// What `args.NAME` names.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UsdtArg {
+    /// Argument `index`, of C type `ty`.
+    Typed { index: usize, ty: Ty },
+    /// The sites pass the variable as different arguments or types.
+    Differs,
+    /// No argument is that variable; `names` are the variables that are
+    /// arguments.
+    Unknown { names: Vec<String> },
+}
+
+/// Why a question about an object has no answer: a message, what to
+/// underline it with, and hints; the checker places it at the script's
+/// text that asked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Refusal {
+    pub message: String,
+    pub label: Option<String>,
+    pub hints: Vec<String>,
+}
+
+impl Refusal {
+    pub fn new(message: impl Into<String>) -> Refusal {
+        Refusal {
+            message: message.into(),
+            ..Refusal::default()
+        }
+    }
+
+    pub fn label(mut self, label: impl Into<String>) -> Refusal {
+        self.label = Some(label.into());
+        self
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Refusal {
+        self.hints.push(hint.into());
+        self
+    }
+}
+
+/// No object has anything: every probe is checked as if it had none.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoObjects;
+
+impl Objects for NoObjects {
+    fn c_type(
+        &mut self,
+        _: &TargetInfo,
+        _: &str,
+        _: &mut TypeRegistry,
+    ) -> Result<Option<Ty>, Refusal> {
+        Ok(None)
+    }
+
+    fn usdt_arg(
+        &mut self,
+        _: &TargetInfo,
+        _: &str,
+        _: &mut TypeRegistry,
+    ) -> Result<UsdtArg, Refusal> {
+        Err(Refusal::new("this probe has no object to read DWARF from"))
+    }
+
+    fn data_symbols(&mut self, _: &TargetInfo, _: &str) -> Result<Vec<(u64, u64)>, Refusal> {
+        Err(Refusal::new("this probe has no object"))
+    }
+
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
