@@ -12,9 +12,9 @@ use anyhow::Context;
 use clap::Parser;
 use sdt_lang::check::{CheckOptions, DEFAULT_STRLEN, MAX_STRLEN};
 use sdt_lang::diag::Diagnostics;
-use sdt_runtime::run::{Runner, Summary};
-use sdt_runtime::{Separator, Settings};
-use sdt_script::{self as driver, Compilation};
+use sdt_output::{Format, Losses, Sink};
+use sdt_runtime::run::{RunOptions, Runner, Summary};
+use sdt_script::Compilation;
 use sdt_trace::Scope;
 
 use self::output::{Buffering, Output};
@@ -97,8 +97,8 @@ pub struct RunArgs {
     output: Option<PathBuf>,
 
     /// Output format: text, or json (one JSON object per line).
-    #[arg(short = 'f', value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
-    format: String,
+    #[arg(short = 'f', value_name = "FORMAT", default_value = "text", value_parser = parse_format)]
+    format: Format,
 
     /// Quiet: no `Attaching N probes...`.
     #[arg(short = 'q')]
@@ -226,7 +226,7 @@ fn start_and_run(
     } else {
         sdt_trace::mechanism(args.attach_with)?
     };
-    let options = driver::Options {
+    let options = sdt_script::Options {
         check: CheckOptions {
             params,
             strlen: strlen()?,
@@ -247,7 +247,7 @@ fn start_and_run(
             possible_cpus: sdt_codegen::possible_cpus(),
         },
     };
-    let compilation = match driver::compile(source, &options) {
+    let compilation = match sdt_script::compile(source, &options) {
         Ok(c) => c,
         Err(diagnostics) => return Ok(report(&diagnostics, name, source)),
     };
@@ -264,10 +264,6 @@ fn start_and_run(
         return Ok(ExitCode::SUCCESS);
     }
 
-    let settings = Settings {
-        json: args.format == "json",
-        allow_unsafe: args.allow_unsafe,
-    };
     let buffering = match args.buffering.as_deref() {
         Some("none") => Buffering::None,
         Some("full") => Buffering::Full,
@@ -275,44 +271,38 @@ fn start_and_run(
         None if args.output.is_none() && io::stdout().is_terminal() => Buffering::Line,
         None => Buffering::Full,
     };
-    let out = Output::open(args.output.as_deref(), buffering)?;
-    let follow = !args.no_follow;
-    let mut runner = Runner::load(
-        &compilation,
-        mechanism,
-        traced.pid,
-        follow,
-        settings,
-        Box::new(out),
-    )
-    .map_err(|e| load_error(e, &compilation, name, source))?;
-    if mode == Mode::Bpftrace && args.output.is_some() {
+    let out = Box::new(Output::open(args.output.as_deref(), buffering)?);
+    let sink: Box<dyn Sink> = match args.format {
         // bpftrace ends a program with two newlines on standard output,
         // also with -o, where the file does not get them.
-        runner
-            .runtime()
-            .set_separator(Separator::To(Box::new(io::stdout())));
-    }
+        Format::Text if mode == Mode::Bpftrace && args.output.is_some() => {
+            Box::new(sdt_output::text::Text::new(out).separator_to(Box::new(io::stdout())))
+        }
+        format => format.sink(out),
+    };
+    let run = RunOptions {
+        mechanism,
+        pid: traced.pid,
+        follow: !args.no_follow,
+        allow_unsafe: args.allow_unsafe,
+    };
+    let mut runner = Runner::load(&compilation, &run, sink)
+        .map_err(|e| load_error(e, &compilation, name, source))?;
     if !args.quiet {
         let count = compilation.probe_count;
-        let attaching = format!(
-            "Attaching {count} probe{}...\n",
-            if count == 1 { "" } else { "s" }
-        );
-        match (mode, settings.json) {
-            (Mode::Bpftrace, false) => runner.runtime().message(&attaching),
-            (Mode::Bpftrace, true) => runner.runtime().message(&format!(
-                "{{\"type\": \"attached_probes\", \"data\": {{\"probes\": {count}}}}}\n"
-            )),
-            (Mode::Sdt, _) => eprint!("{attaching}"),
+        match mode {
+            Mode::Bpftrace => runner.runtime().sink().attached(count),
+            Mode::Sdt => eprintln!(
+                "Attaching {count} probe{}...",
+                if count == 1 { "" } else { "s" }
+            ),
         }
         runner.runtime().flush();
     }
-    let mut no_events = |_: &[u8]| {};
-    let mut ended = traced.run(runner, true, &mut no_events, &|| false, |_, _| {})?;
-    report_losses(&ended.summary, settings.json, &mut ended.runtime);
+    let mut ended = traced.run(runner, true, &|| false, |_, _| {})?;
+    report_losses(&ended.summary, ended.runtime.sink());
     ended.runtime.flush();
-    if let Some(e) = ended.runtime.take_error() {
+    if let Some(e) = ended.runtime.error() {
         if e.kind() != io::ErrorKind::BrokenPipe {
             anyhow::bail!("cannot write the output: {e}");
         }
@@ -330,15 +320,15 @@ fn start_and_run(
     }
 }
 
-/// Reports what was lost, on stderr (text) or as a record (JSON).
-fn report_losses(summary: &Summary, json: bool, runtime: &mut sdt_runtime::Runtime<'_>) {
+/// Reports what was lost, to the output (which may record it) and on
+/// standard error.
+fn report_losses(summary: &Summary, sink: &mut dyn Sink) {
+    sink.lost(&Losses {
+        events: summary.lost_events,
+        stacks: summary.lost_stacks,
+        full_maps: summary.full_maps.clone(),
+    });
     if summary.lost_events > 0 {
-        if json {
-            runtime.message(&format!(
-                "{{\"type\": \"lost_events\", \"data\": {{\"events\": {}}}}}\n",
-                summary.lost_events
-            ));
-        }
         eprintln!(
             "sdt: {} records lost because the ring buffer was full; try a larger --buffer-size or -o FILE",
             summary.lost_events
@@ -350,6 +340,16 @@ fn report_losses(summary: &Summary, json: bool, runtime: &mut sdt_runtime::Runti
     for (map, n) in &summary.full_maps {
         eprintln!("sdt: {n} updates of {map} were dropped because it was full; raise BPFTRACE_MAP_KEYS_MAX");
     }
+}
+
+fn parse_format(name: &str) -> Result<Format, String> {
+    Format::named(name).ok_or_else(|| {
+        let names: Vec<&str> = Format::ALL.iter().map(|(n, _)| *n).collect();
+        format!(
+            "`{name}` is not an output format: one of {}",
+            names.join(", ")
+        )
+    })
 }
 
 /// Prints diagnostics and returns bpftrace's exit status for them.

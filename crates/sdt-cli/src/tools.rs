@@ -26,9 +26,9 @@ use std::rc::Rc;
 
 use clap::Args;
 use sdt_lang::check::CheckOptions;
+use sdt_runtime::run::RunOptions;
 use sdt_runtime::run::{Runner, Summary};
-use sdt_runtime::{Receiver, Settings};
-use sdt_script as driver;
+use sdt_runtime::Receiver;
 use sdt_trace::Scope;
 
 pub use self::calls::{run as calls, CallsArgs};
@@ -212,7 +212,7 @@ pub fn execute<'c>(
     };
     let traced = Traced::start(common.pid, common.command.as_deref())?;
     let mechanism = sdt_trace::mechanism(None)?;
-    let options = driver::Options {
+    let options = sdt_script::Options {
         check: CheckOptions {
             params: Vec::new(),
             strlen,
@@ -234,27 +234,22 @@ pub fn execute<'c>(
             possible_cpus: sdt_codegen::possible_cpus(),
         },
     };
-    let compilation = driver::compile(program, &options).map_err(|d| {
+    let compilation = sdt_script::compile(program, &options).map_err(|d| {
         anyhow::anyhow!(
             "the tool's program does not compile (a bug in sdt): {}",
             d.0.first().map_or(String::new(), |d| d.message.clone())
         )
     })?;
-    let settings = Settings {
-        json: common.json,
+    let run = RunOptions {
+        mechanism,
+        pid: traced.pid,
+        follow: true,
         allow_unsafe: false,
     };
-    let mut runner = Runner::load(
-        &compilation,
-        mechanism,
-        traced.pid,
-        true,
-        settings,
-        Box::new(io::sink()),
-    )?;
+    let sink = sdt_output::Format::Text.sink(Box::new(io::sink()));
+    let mut runner = Runner::load(&compilation, &run, sink)?;
     runner.runtime().set_receiver(receiver);
     let stop = || reports.as_ref().is_some_and(Reports::ended);
-    let mut no_events = |_: &[u8]| {};
     // On standard error, also with --json: it says when tracing starts.
     let started = |_: &mut Runner<'_>, _: usize| {
         eprintln!(
@@ -267,7 +262,7 @@ pub fn execute<'c>(
             prepared.object().display()
         );
     };
-    let ended = traced.run(runner, false, &mut no_events, &stop, started)?;
+    let ended = traced.run(runner, false, &stop, started)?;
     report_losses(&ended.summary, common.json);
     let _ = io::stdout().flush();
     Ok(match ended.command_status {

@@ -1,7 +1,5 @@
 //! `sdt trace`: print every hit of one or more USDT probes, with arguments.
 
-mod output;
-
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -10,11 +8,10 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use sdt_lang::check::CheckOptions;
 use sdt_lang::hir::StringArg;
-use sdt_runtime::event::Event;
-use sdt_script as driver;
+use sdt_output::{Format, TraceSummary};
+use sdt_runtime::run::{RunOptions, Runner};
 use sdt_trace::{ProbeSpec, Scope};
 
-use self::output::{Printer, Summary};
 use crate::traced::Traced;
 
 const AFTER_HELP: &str = "\
@@ -144,7 +141,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         .collect::<Result<Vec<_>, _>>()?;
     let traced = Traced::start(args.pid, args.command.as_deref())?;
     let mechanism = sdt_trace::mechanism(args.attach_with)?;
-    let options = driver::Options {
+    let options = sdt_script::Options {
         check: CheckOptions {
             internal: true,
             ..CheckOptions::default()
@@ -162,7 +159,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         },
     };
     let source = script(&specs, &args.strings);
-    let compilation = driver::compile(&source, &options).map_err(|d| {
+    let compilation = sdt_script::compile(&source, &options).map_err(|d| {
         // The script is sdt's own: show what is wrong with the spec it
         // came from, and the hints, without the script.
         let lines: Vec<String> =
@@ -209,57 +206,51 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         ),
         None => Box::new(io::stdout().lock()),
     };
-    let mut printer = Printer::new(BufWriter::with_capacity(1 << 16, out), args.json);
-    let runner = sdt_runtime::run::Runner::load(
-        &compilation,
-        mechanism,
-        traced.pid,
-        !args.no_follow,
-        Default::default(),
-        Box::new(io::sink()),
-    )?;
-    let mut events = 0u64;
-    let mut undecodable = 0u64;
-    let mut last_time = 0u64;
-    // A closed pipe or a full disk stops the trace.
-    let broken = std::cell::Cell::new(false);
-    let mut on_event = |record: &[u8]| match Event::decode(record, &compilation, last_time) {
-        Some(event) => {
-            last_time = event.time_ns;
-            events += 1;
-            printer.event(&event);
-            broken.set(printer.broken());
-        }
-        None => undecodable += 1,
+    let out = Box::new(BufWriter::with_capacity(1 << 16, out));
+    let format = if args.json {
+        Format::Json
+    } else {
+        Format::Text
     };
+    let run = RunOptions {
+        mechanism,
+        pid: traced.pid,
+        follow: !args.no_follow,
+        allow_unsafe: false,
+    };
+    let runner = Runner::load(&compilation, &run, format.sink(out))?;
     let sites = compilation.sites.len();
-    let ended = traced.run(
-        runner,
-        false,
-        &mut on_event,
-        &|| broken.get(),
-        |runner, _| {
-            // After the command is released, so the message costs it nothing;
-            // in one write, so that scripts waiting for it never see half of it.
-            let live = format!(
-                "sdt: tracing {sites} site{} ({}); Ctrl-C to stop\n",
-                if sites == 1 { "" } else { "s" },
-                runner.mechanism().name()
-            );
-            let _ = io::stderr().write_all(live.as_bytes());
-        },
-    )?;
-    let summary = Summary {
-        events,
-        lost: ended.summary.lost_events + undecodable,
+    // A closed pipe or a full disk stops the trace (the runner's output
+    // has failed, which the run loop sees).
+    let mut ended = traced.run(runner, false, &|| false, |runner, _| {
+        // After the command is released, so the message costs it nothing;
+        // in one write, so that scripts waiting for it never see half of it.
+        let live = format!(
+            "sdt: tracing {sites} site{} ({}); Ctrl-C to stop\n",
+            if sites == 1 { "" } else { "s" },
+            runner.mechanism().name()
+        );
+        let _ = io::stderr().write_all(live.as_bytes());
+    })?;
+    let hits = ended.runtime.hits();
+    let summary = TraceSummary {
+        events: hits.delivered,
+        lost: ended.summary.lost_events + hits.undecodable,
         sites,
     };
-    printer.summary(&summary);
-    printer.flush();
-    if let Some(err) = printer.error() {
+    let sink = ended.runtime.sink();
+    sink.summary(&summary);
+    sink.flush();
+    if let Some(err) = sink.error() {
         if err.kind() != io::ErrorKind::BrokenPipe {
             bail!("cannot write events: {err}");
         }
+    }
+    if !args.json {
+        eprintln!(
+            "sdt: {} events, {} lost, {} sites",
+            summary.events, summary.lost, summary.sites
+        );
     }
     if summary.lost > 0 {
         eprintln!(

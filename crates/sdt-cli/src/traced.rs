@@ -116,11 +116,10 @@ impl Traced {
         mut self,
         mut runner: Runner<'c>,
         print_maps: bool,
-        on_event: &mut dyn FnMut(&[u8]),
         stop_asked: &dyn Fn() -> bool,
         started: impl FnOnce(&mut Runner<'c>, usize),
     ) -> anyhow::Result<Ended<'c>> {
-        let exited_in_begin = runner.begin(on_event)?;
+        let exited_in_begin = runner.begin()?;
         let mut attached = 0;
         if !exited_in_begin {
             self.check_alive()?;
@@ -146,7 +145,7 @@ impl Traced {
         let mut stop = exited_in_begin;
         let mut process_ended = false;
         while !stop {
-            let step = runner.step(on_event)?;
+            let step = runner.step()?;
             if let (true, Some(pid)) = (poll_mappings, self.pid) {
                 runner.runtime().refresh_mappings(pid as u32);
             }
@@ -165,7 +164,7 @@ impl Traced {
             child.signal(Signal::TERM);
         }
         self.end_at_next_signal(running.as_ref());
-        let finished = runner.finish(print_maps, on_event)?;
+        let finished = runner.finish(print_maps)?;
         let (summary, mut runtime) = (finished.summary, finished.runtime);
         // The output is complete: show it now, then let another process
         // wait for the kernel to detach the stopped probes.

@@ -154,7 +154,7 @@ pub struct MapDef {
 }
 
 /// Everything generated for a script.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Compiled {
     pub maps: Vec<MapDef>,
     pub programs: Vec<CompiledProgram>,

@@ -1,11 +1,15 @@
-//! The runtime: what user space does with the records the programs send,
-//! and the maps they leave.
+//! The runtime: running a compilation, and what user space does with the
+//! records the programs send and the maps they leave.
 //!
-//! Records arrive in one global order from the ring buffer; each starts
-//! with its output id ([`sdt_codegen::layout`]). A `printf` is formatted and
-//! written, a `print(@m)` reads the map and prints it, an `exit()` asks the
-//! caller to stop. Output is bpftrace's text or its JSON objects
-//! (`-f json`), one per line.
+//! What comes in: a [`sdt_script::Compilation`], and a [`Sink`] for what it
+//! produces. [`run::Runner`] creates the maps, loads and attaches the
+//! programs through `sdt-trace`'s session, runs BEGIN, intervals and END,
+//! and reads the ring buffer. Records arrive in one global order; each
+//! starts with its output id ([`sdt_codegen::layout`]). [`Runtime`] decodes
+//! each into data, resolves what only user space knows (symbols, names,
+//! times) and hands it to the sink: a `printf`, a `print(@m)` snapshot, an
+//! `exit()` that asks the caller to stop. How anything looks is the sink's
+//! business; this crate must never format output itself.
 
 #![forbid(unsafe_code)]
 
@@ -16,18 +20,19 @@ mod symbols;
 pub mod value;
 
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io;
 
-use sdt_script::Names;
-
-pub use self::maps::{datum, map_rows, print_json, print_text, unit_label, Datum, Entry, MapRow};
-pub use self::symbols::Symbols;
-use self::value::{decode, json_string, text, Context, Env, Symbol, Value};
 use sdt_codegen::layout::{snapshot, Field, OutputInfo, HEADER};
-use sdt_codegen::Compiled;
 use sdt_lang::format::{Arg, Conv};
 use sdt_lang::hir::{MapId, Program};
 use sdt_lang::types::TypeRegistry;
+use sdt_output::text::{escape_buffer, raw_text, Context};
+use sdt_output::{Printed, Sink, TextKind};
+use sdt_script::{Compilation, Names};
+
+pub use self::maps::{datum, map_print, map_rows, Datum, Entry, MapRow};
+pub use self::symbols::Symbols;
+use self::value::{decode, resolve, Env, Symbol, Value};
 
 /// Access to the kernel's maps, for printing them.
 pub trait Maps {
@@ -45,26 +50,6 @@ pub enum Action {
     Exit(Option<i64>),
 }
 
-/// Output settings.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Settings {
-    pub json: bool,
-    /// Allows `system()`.
-    pub allow_unsafe: bool,
-}
-
-/// Where the two newlines go that bpftrace prints when a program ends,
-/// before the maps. JSON output never has them: bpftrace writes them there
-/// too, but then not every line is a JSON document (a deliberate
-/// difference).
-pub enum Separator<'p> {
-    /// Into the output (the default).
-    Output,
-    /// Somewhere else: bpftrace writes them to standard output even when
-    /// the output goes to a file (`-o`).
-    To(Box<dyn Write + 'p>),
-}
-
 /// Takes a program's output as data instead of text: the tools of
 /// `sdt` (calls, flow, ...) lay out their own tables and JSON from it.
 /// With a receiver set, `printf` and `print(@map)` go to it and nothing
@@ -80,45 +65,67 @@ pub trait Receiver {
 /// Handles records and prints maps.
 pub struct Runtime<'p> {
     receiver: Option<Box<dyn Receiver + 'p>>,
-    program: &'p Program,
-    compiled: &'p Compiled,
-    names: Names,
-    settings: Settings,
-    out: Box<dyn Write + 'p>,
-    symbols: Symbols,
-    users: HashMap<u32, Option<String>>,
-    /// Wall-clock nanoseconds minus `CLOCK_MONOTONIC` nanoseconds.
-    wall_offset: i128,
-    /// The first error writing output; output stops after it.
-    error: Option<io::Error>,
-    separator: Separator<'p>,
+    sink: Box<dyn Sink + 'p>,
+    known: Known<'p>,
+    /// Whether `system()` may run commands (`--unsafe`).
+    allow_unsafe: bool,
+    compilation: &'p Compilation,
+    /// `sdt trace`'s hits: how many arrived, how many could not be
+    /// decoded, and the latest time (hits never go back in time).
+    hits: Hits,
     /// Entries of `print(@m)` snapshots still arriving, by the thread and
     /// nonce of their walk (see [`sdt_codegen::layout::snapshot`]).
     snapshots: HashMap<(u64, u64), Vec<Entry>>,
 }
 
+/// What values are resolved with: the program's names and types, and
+/// the symbols of the traced processes.
+struct Known<'p> {
+    program: &'p Program,
+    names: Names,
+    symbols: Symbols,
+    /// Wall-clock nanoseconds minus `CLOCK_MONOTONIC` nanoseconds.
+    wall_offset: i128,
+}
+
+/// Counts of `sdt trace`'s hits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hits {
+    /// Hits handed to the output.
+    pub delivered: u64,
+    /// Event records that could not be decoded (counted as lost).
+    pub undecodable: u64,
+    /// The time of the latest hit.
+    latest_ns: u64,
+}
+
 impl<'p> Runtime<'p> {
+    /// A runtime for `compilation`, whose output goes to `sink`;
+    /// `system()` runs commands only with `allow_unsafe`.
     pub fn new(
-        program: &'p Program,
-        compiled: &'p Compiled,
-        names: Names,
-        settings: Settings,
-        out: Box<dyn Write + 'p>,
+        compilation: &'p Compilation,
+        allow_unsafe: bool,
+        sink: Box<dyn Sink + 'p>,
     ) -> Runtime<'p> {
         Runtime {
             receiver: None,
-            program,
-            compiled,
-            names,
-            settings,
-            out,
-            symbols: Symbols::default(),
-            users: HashMap::new(),
-            wall_offset: wall_offset(),
-            error: None,
-            separator: Separator::Output,
+            sink,
+            known: Known {
+                program: &compilation.program,
+                names: compilation.names.clone(),
+                symbols: Symbols::default(),
+                wall_offset: wall_offset(),
+            },
+            allow_unsafe,
+            compilation,
+            hits: Hits::default(),
             snapshots: HashMap::new(),
         }
+    }
+
+    /// The hits of `sdt trace` so far.
+    pub fn hits(&self) -> Hits {
+        self.hits
     }
 
     /// Sends `printf` and map output to `receiver` as data; see
@@ -127,27 +134,10 @@ impl<'p> Runtime<'p> {
         self.receiver = Some(receiver);
     }
 
-    /// Says where the newlines before the maps at the end go; see
-    /// [`Separator`].
-    pub fn set_separator(&mut self, separator: Separator<'p>) {
-        self.separator = separator;
-    }
-
-    /// Prints the two newlines that end a program before its maps, where
-    /// [`Runtime::set_separator`] said. [`Runtime::print_all_maps`] calls
-    /// it; a program without maps calls it alone.
-    pub fn print_separator(&mut self) {
-        if self.settings.json || self.receiver.is_some() {
-            return;
-        }
-        match &mut self.separator {
-            Separator::Output => self.write(b"\n\n"),
-            Separator::To(to) => {
-                // Like bpftrace, which writes them with printf: a closed
-                // standard output does not stop the maps.
-                let _ = to.write_all(b"\n\n").and_then(|()| to.flush());
-            }
-        }
+    /// Where the output goes, for what the caller reports itself
+    /// (attached probes, losses).
+    pub fn sink(&mut self) -> &mut dyn Sink {
+        &mut *self.sink
     }
 
     /// Remembers the mappings of a traced process, so that its addresses
@@ -158,10 +148,10 @@ impl<'p> Runtime<'p> {
     /// known.
     pub fn track(&mut self, pid: u32, follow: bool) -> bool {
         let events = sdt_bpf::MappingEvents::open(pid as i32, follow);
-        self.symbols.refresh(pid);
+        self.known.symbols.refresh(pid);
         match events {
             Ok(events) => {
-                self.symbols.watch(events);
+                self.known.symbols.watch(events);
                 true
             }
             Err(_) => false,
@@ -170,73 +160,53 @@ impl<'p> Runtime<'p> {
 
     /// Reads the mappings of `pid` again from `/proc`.
     pub fn refresh_mappings(&mut self, pid: u32) {
-        self.symbols.refresh(pid);
+        self.known.symbols.refresh(pid);
     }
 
     /// The first write error, if output failed (a closed pipe, a full disk).
     pub fn error(&self) -> Option<&io::Error> {
-        self.error.as_ref()
-    }
-
-    pub fn take_error(&mut self) -> Option<io::Error> {
-        self.error.take()
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        if self.error.is_none() {
-            if let Err(e) = self.out.write_all(bytes) {
-                self.error = Some(e);
-            }
-        }
-    }
-
-    fn json_line(&mut self, kind: &str, data: &str) {
-        let line = format!("{{\"type\": \"{kind}\", \"data\": {data}}}\n");
-        self.write(line.as_bytes());
+        self.sink.error()
     }
 
     pub fn flush(&mut self) {
-        if self.error.is_none() {
-            if let Err(e) = self.out.flush() {
-                self.error = Some(e);
-            }
-        }
-    }
-
-    /// Writes text that is not a record: `Attaching N probes...`, the
-    /// blank lines before the final maps.
-    pub fn message(&mut self, text: &str) {
-        self.write(text.as_bytes());
+        self.sink.flush();
     }
 
     /// Handles one record.
     pub fn handle(&mut self, record: &[u8], maps: &dyn Maps) -> Action {
         let id = u64_at(record, 0) as usize;
-        let compiled: &'p Compiled = self.compiled;
-        let Some(info) = compiled.outputs.get(id) else {
+        let compilation: &'p Compilation = self.compilation;
+        let Some(info) = compilation.compiled.outputs.get(id) else {
             return Action::Continue;
         };
         match *info {
-            OutputInfo::Printf { format, ref fields } if self.receiver.is_some() => {
-                let args = self.printf_data(fields, record, maps);
-                if let Some(receiver) = &mut self.receiver {
-                    receiver.printf(format, args);
-                }
-            }
             OutputInfo::Printf { format, ref fields } => {
-                let text = self.render_format(format, fields, record, maps);
-                if self.settings.json {
-                    self.json_line("printf", &json_string(&text));
-                } else {
-                    self.write(&text);
+                let mut printed = PrintfRecord {
+                    known: &mut self.known,
+                    maps,
+                    format,
+                    fields,
+                    record,
+                    text: None,
+                };
+                match &mut self.receiver {
+                    Some(receiver) => {
+                        let args = printed
+                            .args()
+                            .iter()
+                            .map(|d| datum(d, Context::Printf))
+                            .collect();
+                        receiver.printf(format, args);
+                    }
+                    None => self.sink.printf(&mut printed),
                 }
             }
             OutputInfo::System { format, ref fields } => {
-                let command = self.render_format(format, fields, record, maps);
+                let command = self.known.render(format, fields, record, maps);
                 self.system(&command);
             }
             OutputInfo::Cat { format, ref fields } => {
-                let path = self.render_format(format, fields, record, maps);
+                let path = self.known.render(format, fields, record, maps);
                 self.cat(&path);
             }
             OutputInfo::MapEntry { map } => self.snapshot_entry(map, record),
@@ -244,22 +214,14 @@ impl<'p> Runtime<'p> {
                 self.print_snapshot(map, top, div, record, maps)
             }
             OutputInfo::PrintValue { ref field } => {
-                let registry = &self.program.registry;
+                let program = self.known.program;
                 let value = decode(
                     &field.ty,
                     record.get(field.offset as usize..).unwrap_or_default(),
-                    registry,
+                    &program.registry,
                 );
-                let mut env = self.env(maps);
-                let rendered = if env.runtime.settings.json {
-                    format!(
-                        "{{\"type\": \"value\", \"data\": {}}}\n",
-                        value::json(&value, &mut env)
-                    )
-                } else {
-                    format!("{}\n", text(&value, Context::Printf, &mut env))
-                };
-                self.write(rendered.as_bytes());
+                let value = resolve(&value, &mut self.known.env(maps));
+                self.sink.value(&value);
             }
             OutputInfo::Exit { has_code } => {
                 let code = has_code.then(|| u64_at(record, HEADER as usize) as i64);
@@ -267,17 +229,14 @@ impl<'p> Runtime<'p> {
             }
             OutputInfo::Time { format } => {
                 let format = self
+                    .known
                     .program
                     .time_formats
                     .get(format as usize)
                     .cloned()
                     .unwrap_or_default();
                 let now = value::format_time(&format, now_wall_ns());
-                if self.settings.json {
-                    self.json_line("time", &json_string(now.as_bytes()));
-                } else {
-                    self.write(now.as_bytes());
-                }
+                self.sink.text(TextKind::Time, now.as_bytes());
             }
             OutputInfo::Join { separator, size } => {
                 let count = (u64_at(record, HEADER as usize) as usize)
@@ -290,110 +249,33 @@ impl<'p> Runtime<'p> {
                         .get(start + i * stride..start + i * stride + size as usize)
                         .unwrap_or_default();
                     let s = &bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len())];
-                    parts.push(value::raw_text(s));
+                    parts.push(raw_text(s));
                 }
                 let sep = self
+                    .known
                     .program
                     .join_separators
                     .get(separator as usize)
                     .cloned()
                     .unwrap_or_else(|| " ".into());
-                let line = parts.join(&sep);
-                if self.settings.json {
-                    self.json_line("join", &json_string(line.as_bytes()));
-                } else {
-                    self.write(format!("{line}\n").as_bytes());
+                self.sink.text(TextKind::Join, parts.join(&sep).as_bytes());
+            }
+            OutputInfo::Event { .. } => {
+                match event::decode(record, compilation, self.hits.latest_ns) {
+                    Some(hit) => {
+                        self.hits.latest_ns = hit.time_ns;
+                        self.hits.delivered += 1;
+                        self.sink.hit(&hit);
+                    }
+                    None => self.hits.undecodable += 1,
                 }
             }
-            OutputInfo::Event { .. } => {}
         }
         Action::Continue
     }
 
-    /// The arguments of a `printf` record as data.
-    fn printf_data(&mut self, fields: &[Field], record: &[u8], maps: &dyn Maps) -> Vec<Datum> {
-        let program = self.program;
-        let registry = &program.registry;
-        let mut env = self.env(maps);
-        fields
-            .iter()
-            .map(|f| {
-                let v = decode(
-                    &f.ty,
-                    record.get(f.offset as usize..).unwrap_or_default(),
-                    registry,
-                );
-                datum(&v, Context::Printf, &mut env)
-            })
-            .collect()
-    }
-
-    /// Formats a `printf`, `system` or `cat` record.
-    fn render_format(
-        &mut self,
-        format: u32,
-        fields: &[Field],
-        record: &[u8],
-        maps: &dyn Maps,
-    ) -> Vec<u8> {
-        let program: &'p Program = self.program;
-        let Some(format) = program.formats.get(format as usize) else {
-            return Vec::new();
-        };
-        let registry = &program.registry;
-        let values: Vec<Value<'_>> = fields
-            .iter()
-            .map(|f| {
-                decode(
-                    &f.ty,
-                    record.get(f.offset as usize..).unwrap_or_default(),
-                    registry,
-                )
-            })
-            .collect();
-        let mut env = self.env(maps);
-        let args: Vec<Arg<'static>> = values
-            .iter()
-            .zip(format.specs())
-            .map(|(v, spec)| match (v, spec.conv) {
-                (Value::Buf(bytes) | Value::Str(bytes), Conv::Raw) => {
-                    Arg::Owned(value::escape_buffer(bytes).into_bytes())
-                }
-                (_, Conv::Str | Conv::Raw) => {
-                    Arg::Owned(text(v, Context::Printf, &mut env).into_bytes())
-                }
-                (Value::Int { value, signed }, _) => Arg::Int {
-                    value: *value,
-                    signed: *signed,
-                },
-                (Value::Enum { value, .. }, _) => Arg::Int {
-                    value: *value as u64,
-                    signed: true,
-                },
-                (Value::Probe(x) | Value::Func(x), _)
-                | (Value::USym { addr: x, .. }, _)
-                | (Value::Timestamp { ns: x, .. }, _) => Arg::Int {
-                    value: *x,
-                    signed: false,
-                },
-                (Value::Username(uid), _) => Arg::Int {
-                    value: u64::from(*uid),
-                    signed: false,
-                },
-                (Value::Strerror(e), _) => Arg::Int {
-                    value: *e as u64,
-                    signed: true,
-                },
-                _ => Arg::Owned(text(v, Context::Printf, &mut env).into_bytes()),
-            })
-            .collect();
-        let mut out = Vec::new();
-        format.render(&args, &mut out);
-        out
-    }
-
     fn system(&mut self, command: &[u8]) {
-        if !self.settings.allow_unsafe {
+        if !self.allow_unsafe {
             return;
         }
         let command = String::from_utf8_lossy(command).into_owned();
@@ -402,13 +284,7 @@ impl<'p> Runtime<'p> {
             .arg(&command)
             .output()
         {
-            Ok(output) => {
-                if self.settings.json {
-                    self.json_line("system", &json_string(&output.stdout));
-                } else {
-                    self.write(&output.stdout);
-                }
-            }
+            Ok(output) => self.sink.text(TextKind::System, &output.stdout),
             Err(e) => eprintln!("sdt: system(\"{command}\") failed: {e}"),
         }
     }
@@ -416,23 +292,18 @@ impl<'p> Runtime<'p> {
     fn cat(&mut self, path: &[u8]) {
         let path = String::from_utf8_lossy(path).into_owned();
         match std::fs::read(&path) {
-            Ok(bytes) => {
-                if self.settings.json {
-                    self.json_line("cat", &json_string(&bytes));
-                } else {
-                    self.write(&bytes);
-                }
-            }
+            Ok(bytes) => self.sink.text(TextKind::Cat, &bytes),
             Err(e) => eprintln!("sdt: cat(\"{path}\"): {e}"),
         }
     }
 
     /// Keeps one entry of a `print(@m)` snapshot until its print arrives.
     fn snapshot_entry(&mut self, map: MapId, record: &[u8]) {
-        let Some(decl) = self.program.maps.get(map) else {
+        let program = self.known.program;
+        let Some(decl) = program.maps.get(map) else {
             return;
         };
-        let registry = &self.program.registry;
+        let registry = &program.registry;
         let key_size = decl.key_size(registry) as usize;
         let value_size = decl.value_size(registry) as usize;
         let start = snapshot::HEADER_END as usize;
@@ -472,7 +343,7 @@ impl<'p> Runtime<'p> {
         if (entries.len() as u64) < seen {
             eprintln!(
                 "sdt: print({}) shows {} of its {seen} entries: the ring buffer was full; try a larger --buffer-size",
-                self.program.maps.get(map).map_or_else(String::new, |m| m.display_name()),
+                self.known.program.maps.get(map).map_or_else(String::new, |m| m.display_name()),
                 entries.len()
             );
         }
@@ -481,7 +352,7 @@ impl<'p> Runtime<'p> {
 
     /// Prints one map as it is now, as the maps at the end are printed.
     pub fn print_map(&mut self, map: MapId, top: u64, div: u64, maps: &dyn Maps) {
-        let Some(decl) = self.program.maps.get(map) else {
+        let Some(decl) = self.known.program.maps.get(map) else {
             return;
         };
         match maps.entries(map) {
@@ -499,62 +370,160 @@ impl<'p> Runtime<'p> {
         div: u64,
         maps: &dyn Maps,
     ) {
-        let Some(decl) = self.program.maps.get(map) else {
+        let program = self.known.program;
+        let Some(decl) = program.maps.get(map) else {
             return;
         };
-        if self.receiver.is_some() {
-            let mut env = self.env(maps);
-            let rows = map_rows(decl, entries, &mut env);
-            if let Some(receiver) = &mut self.receiver {
-                receiver.map(&decl.display_name(), rows);
+        let mut env = self.known.env(maps);
+        match &mut self.receiver {
+            Some(receiver) => receiver.map(&decl.display_name(), map_rows(decl, entries, &mut env)),
+            None => {
+                let print = map_print(decl, entries, top, div, &mut env);
+                self.sink.map(&print);
             }
-            return;
-        }
-        let json = self.settings.json;
-        let mut env = self.env(maps);
-        let text = if json {
-            print_json(decl, entries, top, div, &mut env).map(|line| line + "\n")
-        } else {
-            Some(print_text(decl, entries, top, div, &mut env))
-        };
-        if let Some(text) = text {
-            self.write(text.as_bytes());
         }
     }
 
     /// Prints every map, sorted by name, as bpftrace does when a program
-    /// ends: after two blank lines (see [`Runtime::set_separator`]).
+    /// ends.
     pub fn print_all_maps(&mut self, maps: &dyn Maps) {
-        self.print_separator();
-        let mut order: Vec<MapId> = (0..self.program.maps.len()).collect();
-        order.sort_by(|a, b| self.program.maps[*a].name.cmp(&self.program.maps[*b].name));
+        if self.receiver.is_none() {
+            self.sink.maps_follow();
+        }
+        let program = self.known.program;
+        let mut order: Vec<MapId> = (0..program.maps.len()).collect();
+        order.sort_by(|a, b| program.maps[*a].name.cmp(&program.maps[*b].name));
         for map in order {
             self.print_map(map, 0, 1, maps);
         }
     }
+}
 
-    fn env<'r>(&'r mut self, maps: &'r dyn Maps) -> RuntimeEnv<'r, 'p> {
+impl Known<'_> {
+    fn env<'r>(&'r mut self, maps: &'r dyn Maps) -> RuntimeEnv<'r> {
         RuntimeEnv {
-            runtime: self,
+            program: self.program,
+            names: &self.names,
+            symbols: &mut self.symbols,
+            wall_offset: self.wall_offset,
             maps,
         }
     }
+
+    /// The values of a `printf`, `system` or `cat` record.
+    fn values<'r>(&self, fields: &[Field], record: &'r [u8]) -> Vec<Value<'r>> {
+        let registry = &self.program.registry;
+        fields
+            .iter()
+            .map(|f| {
+                decode(
+                    &f.ty,
+                    record.get(f.offset as usize..).unwrap_or_default(),
+                    registry,
+                )
+            })
+            .collect()
+    }
+
+    /// Formats a `printf`, `system` or `cat` record.
+    fn render(&mut self, format: u32, fields: &[Field], record: &[u8], maps: &dyn Maps) -> Vec<u8> {
+        let program = self.program;
+        let Some(format) = program.formats.get(format as usize) else {
+            return Vec::new();
+        };
+        let values = self.values(fields, record);
+        let mut env = self.env(maps);
+        let mut as_text = |v: &Value<'_>| {
+            let d = resolve(v, &mut env);
+            Arg::Owned(sdt_output::text::datum(&d, Context::Printf).into_bytes())
+        };
+        let args: Vec<Arg<'static>> = values
+            .iter()
+            .zip(format.specs())
+            .map(|(v, spec)| match (v, spec.conv) {
+                (Value::Buf(bytes) | Value::Str(bytes), Conv::Raw) => {
+                    Arg::Owned(escape_buffer(bytes).into_bytes())
+                }
+                (_, Conv::Str | Conv::Raw) => as_text(v),
+                (Value::Int { value, signed }, _) => Arg::Int {
+                    value: *value,
+                    signed: *signed,
+                },
+                (Value::Enum { value, .. }, _) => Arg::Int {
+                    value: *value as u64,
+                    signed: true,
+                },
+                (Value::Probe(x) | Value::Func(x), _)
+                | (Value::USym { addr: x, .. }, _)
+                | (Value::Timestamp { ns: x, .. }, _) => Arg::Int {
+                    value: *x,
+                    signed: false,
+                },
+                (Value::Username(uid), _) => Arg::Int {
+                    value: u64::from(*uid),
+                    signed: false,
+                },
+                (Value::Strerror(e), _) => Arg::Int {
+                    value: *e as u64,
+                    signed: true,
+                },
+                _ => as_text(v),
+            })
+            .collect();
+        let mut out = Vec::new();
+        format.render(&args, &mut out);
+        out
+    }
 }
 
-/// The environment values render in.
-struct RuntimeEnv<'r, 'p> {
-    runtime: &'r mut Runtime<'p>,
+/// A `printf` record, formatted or turned into data only when a sink asks.
+struct PrintfRecord<'r, 'p> {
+    known: &'r mut Known<'p>,
+    maps: &'r dyn Maps,
+    format: u32,
+    fields: &'r [Field],
+    record: &'r [u8],
+    text: Option<Vec<u8>>,
+}
+
+impl Printed for PrintfRecord<'_, '_> {
+    fn format(&self) -> u32 {
+        self.format
+    }
+
+    fn text(&mut self) -> &[u8] {
+        if self.text.is_none() {
+            let text = self
+                .known
+                .render(self.format, self.fields, self.record, self.maps);
+            self.text = Some(text);
+        }
+        self.text.as_deref().unwrap_or_default()
+    }
+
+    fn args(&mut self) -> Vec<sdt_output::Datum> {
+        let values = self.known.values(self.fields, self.record);
+        let mut env = self.known.env(self.maps);
+        values.iter().map(|v| resolve(v, &mut env)).collect()
+    }
+}
+
+/// The environment values are resolved in.
+struct RuntimeEnv<'r> {
+    program: &'r Program,
+    names: &'r Names,
+    symbols: &'r mut Symbols,
+    wall_offset: i128,
     maps: &'r dyn Maps,
 }
 
-impl Env for RuntimeEnv<'_, '_> {
+impl Env for RuntimeEnv<'_> {
     fn registry(&self) -> &TypeRegistry {
-        &self.runtime.program.registry
+        &self.program.registry
     }
 
     fn probe_name(&self, id: u64) -> String {
-        self.runtime
-            .names
+        self.names
             .probes
             .get(id as usize)
             .cloned()
@@ -562,8 +531,7 @@ impl Env for RuntimeEnv<'_, '_> {
     }
 
     fn func_name(&self, id: u64) -> String {
-        self.runtime
-            .names
+        self.names
             .funcs
             .get(id as usize)
             .cloned()
@@ -571,7 +539,7 @@ impl Env for RuntimeEnv<'_, '_> {
     }
 
     fn symbol(&mut self, pid: u32, addr: u64) -> Option<Symbol> {
-        self.runtime.symbols.symbol(pid, addr)
+        self.symbols.symbol(pid, addr)
     }
 
     fn stack(&mut self, id: u32) -> Vec<u64> {
@@ -579,22 +547,18 @@ impl Env for RuntimeEnv<'_, '_> {
     }
 
     fn user_name(&self, uid: u32) -> Option<String> {
-        if let Some(name) = self.runtime.users.get(&uid) {
-            return name.clone();
-        }
         user_name(uid)
     }
 
     fn time_format(&self, id: u32) -> &str {
-        self.runtime
-            .program
+        self.program
             .time_formats
             .get(id as usize)
             .map_or("", String::as_str)
     }
 
     fn wall_ns(&self, monotonic_ns: u64) -> i128 {
-        self.runtime.wall_offset + i128::from(monotonic_ns)
+        self.wall_offset + i128::from(monotonic_ns)
     }
 }
 
@@ -633,6 +597,7 @@ fn user_name(uid: u32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use std::cell::RefCell;
+    use std::io::Write;
     use std::rc::Rc;
 
     use super::*;
@@ -641,9 +606,9 @@ mod tests {
 
     /// A writer whose bytes the test can read afterwards.
     #[derive(Clone, Default)]
-    struct Sink(Rc<RefCell<Vec<u8>>>);
+    struct Shared(Rc<RefCell<Vec<u8>>>);
 
-    impl Write for Sink {
+    impl Write for Shared {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
             self.0.borrow_mut().extend_from_slice(buf);
             Ok(buf.len())
@@ -653,7 +618,7 @@ mod tests {
         }
     }
 
-    impl Sink {
+    impl Shared {
         fn text(&self) -> String {
             String::from_utf8(self.0.borrow().clone()).unwrap()
         }
@@ -676,7 +641,7 @@ mod tests {
 
     /// What the output and standard output receive at the end of a
     /// program with one map.
-    fn end(json: bool, separator: Option<fn(Sink) -> Separator<'static>>) -> (String, String) {
+    fn end(json: bool, separator_to_stdout: bool) -> (String, String) {
         let mut program = Program::default();
         program.maps.push(MapDecl {
             name: "x".into(),
@@ -684,27 +649,20 @@ mod tests {
             value: INT64,
             span: Default::default(),
         });
-        let compiled = Compiled {
-            maps: Vec::new(),
-            programs: Vec::new(),
-            outputs: Vec::new(),
-            scratch_size: 0,
+        let compilation = Compilation {
+            program,
+            ..Compilation::default()
         };
-        let (out, stdout) = (Sink::default(), Sink::default());
-        let settings = Settings {
-            json,
-            ..Settings::default()
+        let (out, stdout) = (Shared::default(), Shared::default());
+        let sink: Box<dyn sdt_output::Sink> = match (json, separator_to_stdout) {
+            (true, _) => Box::new(sdt_output::json::Json::new(Box::new(out.clone()))),
+            (false, false) => Box::new(sdt_output::text::Text::new(Box::new(out.clone()))),
+            (false, true) => Box::new(
+                sdt_output::text::Text::new(Box::new(out.clone()))
+                    .separator_to(Box::new(stdout.clone())),
+            ),
         };
-        let mut runtime = Runtime::new(
-            &program,
-            &compiled,
-            Names::default(),
-            settings,
-            Box::new(out.clone()),
-        );
-        if let Some(separator) = separator {
-            runtime.set_separator(separator(stdout.clone()));
-        }
+        let mut runtime = Runtime::new(&compilation, false, sink);
         runtime.print_all_maps(&OneEntry);
         runtime.flush();
         (out.text(), stdout.text())
@@ -713,19 +671,12 @@ mod tests {
     #[test]
     fn the_newlines_before_the_maps_go_where_bpftrace_puts_them() {
         // In the text output, before the maps.
-        assert_eq!(end(false, None), ("\n\n@x[1]: 5\n".into(), "".into()));
-        // Never in JSON, wherever they would go.
+        assert_eq!(end(false, false), ("\n\n@x[1]: 5\n".into(), "".into()));
+        // Never in JSON.
         let json = "{\"type\": \"map\", \"data\": {\"@x\": {\"1\": 5}}}\n";
-        assert_eq!(end(true, None), (json.into(), "".into()));
-        assert_eq!(
-            end(true, Some(|s| Separator::To(Box::new(s)))),
-            (json.into(), "".into())
-        );
+        assert_eq!(end(true, false), (json.into(), "".into()));
         // bpftrace with -o FILE: on standard output, not in the file.
-        assert_eq!(
-            end(false, Some(|s| Separator::To(Box::new(s)))),
-            ("@x[1]: 5\n".into(), "\n\n".into())
-        );
+        assert_eq!(end(false, true), ("@x[1]: 5\n".into(), "\n\n".into()));
     }
 
     /// A map's name and rows, as a receiver gets them.
@@ -751,20 +702,13 @@ mod tests {
             value: INT64,
             span: Default::default(),
         });
-        let compiled = Compiled {
-            maps: Vec::new(),
-            programs: Vec::new(),
-            outputs: Vec::new(),
-            scratch_size: 0,
+        let compilation = Compilation {
+            program,
+            ..Compilation::default()
         };
-        let (out, kept) = (Sink::default(), Kept::default());
-        let mut runtime = Runtime::new(
-            &program,
-            &compiled,
-            Names::default(),
-            Settings::default(),
-            Box::new(out.clone()),
-        );
+        let (out, kept) = (Shared::default(), Kept::default());
+        let sink = Box::new(sdt_output::text::Text::new(Box::new(out.clone())));
+        let mut runtime = Runtime::new(&compilation, false, sink);
         runtime.set_receiver(Box::new(kept.clone()));
         runtime.print_all_maps(&OneEntry);
         runtime.flush();

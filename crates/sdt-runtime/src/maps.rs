@@ -1,19 +1,23 @@
-//! Printing maps, as bpftrace prints them.
+//! Maps as they print: merged, sorted and resolved into a [`MapPrint`].
 //!
-//! Aggregations are kept per CPU in the kernel and merged here. The
-//! layouts follow bpftrace 0.17 byte for byte (`@name[k1, k2]: value`
-//! lines sorted by value, `hist`'s 52-column bars, the blank lines after
-//! some kinds of map, the JSON objects), except where bpftrace is wrong:
-//! `hist` buckets go on past `[2G, 4G)` instead of saturating there, and
-//! a `max()` of only negative values prints its maximum instead of nothing.
+//! Aggregations are kept per CPU in the kernel and merged here. The order
+//! follows bpftrace 0.17 (numeric maps by value, histograms by their
+//! total, the rest by key; ties by key so that runs agree), except where
+//! bpftrace is wrong: `hist` buckets go on past `[2G, 4G)` instead of
+//! saturating there, and a `max()` of only negative values prints its
+//! maximum instead of nothing. How a map looks is the output format's
+//! business.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
-use super::value::{decode, json, json_string, text, Context, Env, Value};
 use sdt_lang::hir::MapDecl;
-use sdt_lang::types::{Agg, Ty};
+use sdt_lang::types::Agg;
+use sdt_output::{Bucket, MapKind, MapPrint, MapValue};
+
+use sdt_output::text::Context;
+
+use super::value::{decode, resolve, Env};
 
 /// One map entry as read from the kernel: the key, and the value of each
 /// CPU (one value for maps that are not per-CPU).
@@ -223,62 +227,6 @@ fn sort(decl: &MapDecl, rows: &mut [Row], registry: &sdt_lang::types::TypeRegist
     });
 }
 
-/// The text of a key: `[k1, k2]`, or nothing for a map without a key.
-fn key_text(decl: &MapDecl, key: &[u8], env: &mut dyn Env) -> String {
-    if decl.keys.is_empty() {
-        return String::new();
-    }
-    let registry = env.registry().clone();
-    let offsets = decl.key_offsets(&registry);
-    let parts: Vec<String> = decl
-        .keys
-        .iter()
-        .zip(offsets)
-        .map(|(ty, at)| {
-            let v = decode(ty, key.get(at as usize..).unwrap_or_default(), &registry);
-            text(&v, Context::Key, env)
-        })
-        .collect();
-    format!("[{}]", parts.join(", "))
-}
-
-fn key_json(decl: &MapDecl, key: &[u8], env: &mut dyn Env) -> String {
-    let registry = env.registry().clone();
-    let offsets = decl.key_offsets(&registry);
-    let parts: Vec<String> = decl
-        .keys
-        .iter()
-        .zip(offsets)
-        .map(|(ty, at)| {
-            let v = decode(ty, key.get(at as usize..).unwrap_or_default(), &registry);
-            text(&v, Context::Key, env)
-        })
-        .collect();
-    json_string(parts.join(",").as_bytes())
-}
-
-/// A number with a binary unit when it is an exact multiple of one:
-/// `1K`, `3M`, `512`.
-pub fn unit_label(n: i128) -> String {
-    if n == 0 {
-        return "0".into();
-    }
-    for (shift, unit) in [
-        (60, "E"),
-        (50, "P"),
-        (40, "T"),
-        (30, "G"),
-        (20, "M"),
-        (10, "K"),
-    ] {
-        let scale = 1i128 << shift;
-        if n % scale == 0 {
-            return format!("{}{unit}", n / scale);
-        }
-    }
-    n.to_string()
-}
-
 /// `(lo, hi)` of a bucket: `None` for an open end. Values in `[lo, hi)`.
 fn bucket_range(agg: Agg, index: u64) -> (Option<i128>, Option<i128>) {
     match agg {
@@ -303,30 +251,9 @@ fn bucket_range(agg: Agg, index: u64) -> (Option<i128>, Option<i128>) {
     }
 }
 
-fn bucket_label(agg: Agg, index: u64) -> String {
-    match (agg, bucket_range(agg, index)) {
-        (Agg::Hist { .. }, (Some(lo), Some(hi))) if hi - lo == 1 => format!("[{}]", unit_label(lo)),
-        (_, (None, Some(hi))) => format!("(..., {})", unit_label(hi)),
-        (_, (Some(lo), None)) => format!("[{}, ...)", unit_label(lo)),
-        (_, (Some(lo), Some(hi))) => format!("[{}, {})", unit_label(lo), unit_label(hi)),
-        (_, (None, None)) => String::new(),
-    }
-}
-
-fn bucket_json(agg: Agg, index: u64, count: u64) -> String {
-    match bucket_range(agg, index) {
-        (None, Some(hi)) => format!("{{\"max\": {}, \"count\": {count}}}", hi - 1),
-        (Some(lo), None) => format!("{{\"min\": {lo}, \"count\": {count}}}"),
-        (Some(lo), Some(hi)) => {
-            format!("{{\"min\": {lo}, \"max\": {}, \"count\": {count}}}", hi - 1)
-        }
-        (None, None) => String::new(),
-    }
-}
-
 /// The buckets to show: from the first non-empty to the last, with the
 /// empty ones between.
-fn shown_buckets(buckets: &BTreeMap<u64, u64>) -> Vec<(u64, u64)> {
+fn shown_buckets(agg: Agg, buckets: &BTreeMap<u64, u64>) -> Vec<Bucket> {
     let nonzero: Vec<u64> = buckets
         .iter()
         .filter(|(_, &c)| c > 0)
@@ -336,194 +263,91 @@ fn shown_buckets(buckets: &BTreeMap<u64, u64>) -> Vec<(u64, u64)> {
         return Vec::new();
     };
     (first..=last)
-        .map(|i| (i, buckets.get(&i).copied().unwrap_or(0)))
+        .map(|i| {
+            let (low, high) = bucket_range(agg, i);
+            Bucket {
+                low,
+                high,
+                count: buckets.get(&i).copied().unwrap_or(0),
+            }
+        })
         .collect()
 }
 
-fn histogram_text(agg: Agg, buckets: &BTreeMap<u64, u64>, div: u64, out: &mut String) {
-    let shown = shown_buckets(buckets);
-    let max = shown.iter().map(|b| b.1).max().unwrap_or(0);
-    for (index, count) in shown {
-        let bar = if max == 0 {
-            0
-        } else {
-            (count as f64 / max as f64 * 52.0) as usize
-        };
-        let _ = writeln!(
-            out,
-            "{:<16}{:>8} |{:<52}|",
-            bucket_label(agg, index),
-            count / div.max(1),
-            "@".repeat(bar)
-        );
+/// The kind of `decl`'s values, for the output.
+fn kind(decl: &MapDecl) -> MapKind {
+    match decl.aggregation() {
+        None => MapKind::Plain,
+        Some(Agg::Count) => MapKind::Count,
+        Some(Agg::Sum { .. }) => MapKind::Sum,
+        Some(Agg::Min { .. }) => MapKind::Min,
+        Some(Agg::Max { .. }) => MapKind::Max,
+        Some(Agg::Avg { .. }) => MapKind::Avg,
+        Some(Agg::Stats { .. }) => MapKind::Stats,
+        Some(Agg::Hist { .. }) => MapKind::Hist,
+        Some(Agg::Lhist { .. }) => MapKind::Lhist,
     }
 }
 
-/// Prints a map as text: `top` > 0 keeps the last `top` entries, `div`
-/// divides values.
-pub fn print_text(
+/// A map's entries as they print: merged, sorted, the last `top` kept
+/// (all when 0), with `div` for the output to divide by.
+pub fn map_print(
     decl: &MapDecl,
     entries: Vec<Entry>,
     top: u64,
     div: u64,
     env: &mut dyn Env,
-) -> String {
+) -> MapPrint {
     let registry = env.registry().clone();
-    let name = decl.display_name();
     let mut rows = rows(decl, entries, &registry);
-    let agg = decl.aggregation();
-    let mut out = String::new();
-    if rows.is_empty() {
-        // bpftrace prints something even for an empty map.
-        match agg {
-            Some(Agg::Count) if decl.keys.is_empty() => {
-                let _ = writeln!(out, "{name}: 0");
-            }
-            Some(Agg::Avg { .. } | Agg::Stats { .. }) => out.push_str("\n\n"),
-            _ => out.push('\n'),
-        }
-        return out;
-    }
     sort(decl, &mut rows, &registry);
-    let stats_like = matches!(agg, Some(Agg::Stats { .. }));
+    let stats_like = matches!(decl.aggregation(), Some(Agg::Stats { .. }));
     if top > 0 && !stats_like && rows.len() as u64 > top {
         rows.drain(..rows.len() - top as usize);
     }
-    let div = if stats_like { 1 } else { div.max(1) };
-    for row in &rows {
-        let key = key_text(decl, &row.key, env);
-        match &row.value {
-            Merged::Buckets(buckets) => {
-                let _ = writeln!(out, "{name}{key}: ");
-                histogram_text(agg.unwrap_or(Agg::Count), buckets, div, &mut out);
-                out.push('\n');
-            }
-            Merged::Int(v) => {
-                let _ = writeln!(out, "{name}{key}: {}", v / i128::from(div));
-            }
-            Merged::Avg { count, total } => {
-                let _ = writeln!(
-                    out,
-                    "{name}{key}: {}",
-                    average(*total, *count) / i128::from(div)
-                );
-            }
-            Merged::Stats { count, total } => {
-                let _ = writeln!(
-                    out,
-                    "{name}{key}: count {count}, average {}, total {total}",
-                    average(*total, *count)
-                );
-            }
-            Merged::Plain(bytes) => {
-                let value = decode(&decl.value, bytes, &registry);
-                let mut shown = text(&value, Context::Value, env);
-                if let (Value::Int { value: v, signed }, true) = (&value, div > 1) {
-                    shown = if *signed {
-                        ((*v as i64) / div as i64).to_string()
-                    } else {
-                        (v / div).to_string()
-                    };
+    let offsets = decl.key_offsets(&registry);
+    let rows = rows
+        .into_iter()
+        .map(|row| {
+            let key = decl
+                .keys
+                .iter()
+                .zip(&offsets)
+                .map(|(ty, at)| {
+                    let v = decode(
+                        ty,
+                        row.key.get(*at as usize..).unwrap_or_default(),
+                        &registry,
+                    );
+                    resolve(&v, env)
+                })
+                .collect();
+            let value = match row.value {
+                Merged::Plain(bytes) => {
+                    MapValue::Datum(resolve(&decode(&decl.value, &bytes, &registry), env))
                 }
-                let _ = writeln!(out, "{name}{key}: {shown}");
-                if matches!(decl.value, Ty::UStack { .. }) {
-                    out.push('\n');
-                }
-            }
-        }
+                Merged::Int(v) => MapValue::Number(v),
+                Merged::Avg { count, total } => MapValue::Number(average(total, count)),
+                Merged::Stats { count, total } => MapValue::Stats {
+                    count,
+                    average: average(total, count),
+                    total,
+                },
+                Merged::Buckets(buckets) => MapValue::Buckets(shown_buckets(
+                    decl.aggregation().unwrap_or(Agg::Count),
+                    &buckets,
+                )),
+            };
+            sdt_output::MapRow { key, value }
+        })
+        .collect();
+    MapPrint {
+        name: decl.display_name(),
+        kind: kind(decl),
+        keyed: !decl.keys.is_empty(),
+        rows,
+        div: if stats_like { 1 } else { div.max(1) },
     }
-    if matches!(agg, Some(Agg::Avg { .. } | Agg::Stats { .. })) {
-        out.push('\n');
-    }
-    out
-}
-
-/// Prints a map as one JSON object, or nothing for an empty map.
-pub fn print_json(
-    decl: &MapDecl,
-    entries: Vec<Entry>,
-    top: u64,
-    div: u64,
-    env: &mut dyn Env,
-) -> Option<String> {
-    let registry = env.registry().clone();
-    let name = json_string(decl.display_name().as_bytes());
-    let mut rows = rows(decl, entries, &registry);
-    let agg = decl.aggregation();
-    let kind = match agg {
-        Some(Agg::Hist { .. } | Agg::Lhist { .. }) => "hist",
-        Some(Agg::Avg { .. } | Agg::Stats { .. }) => "stats",
-        _ => "map",
-    };
-    if rows.is_empty() {
-        return match agg {
-            Some(Agg::Count) if decl.keys.is_empty() => {
-                Some(format!("{{\"type\": \"map\", \"data\": {{{name}: 0}}}}"))
-            }
-            _ => None,
-        };
-    }
-    sort(decl, &mut rows, &registry);
-    let stats_like = matches!(agg, Some(Agg::Stats { .. }));
-    if top > 0 && !stats_like && rows.len() as u64 > top {
-        rows.drain(..rows.len() - top as usize);
-    }
-    let div = if stats_like { 1 } else { div.max(1) };
-    let mut values = Vec::new();
-    for row in &rows {
-        let value = match &row.value {
-            Merged::Buckets(buckets) => {
-                let parts: Vec<String> = shown_buckets(buckets)
-                    .into_iter()
-                    .map(|(i, c)| bucket_json(agg.unwrap_or(Agg::Count), i, c / div))
-                    .collect();
-                format!("[{}]", parts.join(", "))
-            }
-            Merged::Int(v) => (v / i128::from(div)).to_string(),
-            Merged::Avg { count, total } => (average(*total, *count) / i128::from(div)).to_string(),
-            Merged::Stats { count, total } => format!(
-                "{{\"count\": {count}, \"average\": {}, \"total\": {total}}}",
-                average(*total, *count)
-            ),
-            Merged::Plain(bytes) => {
-                let v = decode(&decl.value, bytes, &registry);
-                match (&v, div > 1) {
-                    (
-                        Value::Int {
-                            value,
-                            signed: true,
-                        },
-                        true,
-                    ) => ((*value as i64) / div as i64).to_string(),
-                    (
-                        Value::Int {
-                            value,
-                            signed: false,
-                        },
-                        true,
-                    ) => (value / div).to_string(),
-                    _ => json(&v, env),
-                }
-            }
-        };
-        values.push((key_json(decl, &row.key, env), value));
-    }
-    let data = if decl.keys.is_empty() {
-        values
-            .into_iter()
-            .map(|(_, v)| v)
-            .next()
-            .unwrap_or_default()
-    } else {
-        let parts: Vec<String> = values
-            .into_iter()
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect();
-        format!("{{{}}}", parts.join(", "))
-    };
-    Some(format!(
-        "{{\"type\": \"{kind}\", \"data\": {{{name}: {data}}}}}"
-    ))
 }
 
 /// A value handed to a program's [`Receiver`](super::Receiver) instead of
@@ -552,20 +376,12 @@ impl Datum {
     }
 }
 
-/// A decoded value as a [`Datum`]: integers as numbers, strings as their
-/// bytes before the NUL, anything else as it would print.
-pub fn datum(value: &Value<'_>, context: Context, env: &mut dyn Env) -> Datum {
+/// A resolved value as a [`Datum`]: integers as numbers, anything else
+/// as it would print there.
+pub fn datum(value: &sdt_output::Datum, context: Context) -> Datum {
     match value {
-        Value::Int {
-            value,
-            signed: true,
-        } => Datum::Int(i128::from(*value as i64)),
-        Value::Int {
-            value,
-            signed: false,
-        } => Datum::Int(i128::from(*value)),
-        Value::Str(bytes) => Datum::Text(super::value::raw_text(bytes)),
-        other => Datum::Text(text(other, context, env)),
+        sdt_output::Datum::Int { .. } => Datum::Int(value.as_int()),
+        other => Datum::Text(sdt_output::text::datum(other, context)),
     }
 }
 
@@ -579,32 +395,15 @@ pub struct MapRow {
 
 /// Every entry of a map as data, in the order `print` shows them.
 pub fn map_rows(decl: &MapDecl, entries: Vec<Entry>, env: &mut dyn Env) -> Vec<MapRow> {
-    let registry = env.registry().clone();
-    let mut rows = rows(decl, entries, &registry);
-    sort(decl, &mut rows, &registry);
-    let offsets = decl.key_offsets(&registry);
-    rows.into_iter()
-        .map(|row| {
-            let keys = decl
-                .keys
-                .iter()
-                .zip(&offsets)
-                .map(|(ty, at)| {
-                    let v = decode(
-                        ty,
-                        row.key.get(*at as usize..).unwrap_or_default(),
-                        &registry,
-                    );
-                    datum(&v, Context::Key, env)
-                })
-                .collect();
-            let value = match row.value {
-                Merged::Plain(bytes) => {
-                    datum(&decode(&decl.value, &bytes, &registry), Context::Value, env)
-                }
-                merged => Datum::Int(merged.sort_key().unwrap_or(0)),
-            };
-            MapRow { keys, value }
+    map_print(decl, entries, 0, 1, env)
+        .rows
+        .into_iter()
+        .map(|row| MapRow {
+            keys: row.key.iter().map(|k| datum(k, Context::Key)).collect(),
+            value: match &row.value {
+                MapValue::Datum(d) => datum(d, Context::Value),
+                other => Datum::Int(other.number()),
+            },
         })
         .collect()
 }

@@ -1,14 +1,14 @@
 //! Running a compiled script: BEGIN before the first probe, records as
 //! they come, intervals on time, END after the last probe, then the maps.
 
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use sdt_bpf::{Map, Mechanism};
 use sdt_trace::{Options as SessionOptions, Session};
 
-use crate::{Action, Entry, Maps, Runtime, Settings};
+use crate::{Action, Entry, Maps, Runtime};
 use sdt_codegen::layout;
 use sdt_lang::hir::MapId;
 use sdt_script::{Compilation, Role};
@@ -60,16 +60,33 @@ pub struct Step {
     pub exit: bool,
 }
 
+/// How a compilation runs.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOptions {
+    /// The kernel mechanism programs attach with.
+    pub mechanism: Mechanism,
+    /// The traced process, if one is.
+    pub pid: Option<i32>,
+    /// Whether the processes it starts are traced too.
+    pub follow: bool,
+    /// Whether `system()` may run commands (`--unsafe`).
+    pub allow_unsafe: bool,
+}
+
 impl<'c> Runner<'c> {
-    /// Creates the maps and loads every program; attaches nothing.
+    /// Creates the maps and loads every program, whose output goes to
+    /// `sink`; attaches nothing.
     pub fn load(
         compilation: &'c Compilation,
-        mechanism: Mechanism,
-        pid: Option<i32>,
-        follow: bool,
-        settings: Settings,
-        out: Box<dyn Write + 'c>,
+        options: &RunOptions,
+        sink: Box<dyn sdt_output::Sink + 'c>,
     ) -> Result<Runner<'c>, sdt_trace::Error> {
+        let RunOptions {
+            mechanism,
+            pid,
+            follow,
+            allow_unsafe,
+        } = *options;
         let maps: Vec<_> = compilation
             .compiled
             .maps
@@ -86,13 +103,7 @@ impl<'c> Runner<'c> {
                 mechanism: Some(mechanism),
             },
         )?;
-        let runtime = Runtime::new(
-            &compilation.program,
-            &compilation.compiled,
-            compilation.names.clone(),
-            settings,
-            out,
-        );
+        let runtime = Runtime::new(compilation, allow_unsafe, sink);
         let now = Instant::now();
         let intervals = compilation
             .roles
@@ -125,11 +136,7 @@ impl<'c> Runner<'c> {
 
     /// Runs every program of `role`, in script order, and handles what
     /// they sent.
-    fn run_role(
-        &mut self,
-        role: Role,
-        on_event: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), sdt_trace::Error> {
+    fn run_role(&mut self, role: Role) -> Result<(), sdt_trace::Error> {
         let programs: Vec<usize> = self
             .compilation
             .roles
@@ -140,14 +147,14 @@ impl<'c> Runner<'c> {
             .collect();
         for program in programs {
             self.session.trigger(program)?;
-            self.drain(on_event);
+            self.drain();
         }
         Ok(())
     }
 
     /// Runs BEGIN. Returns whether it called `exit()`.
-    pub fn begin(&mut self, on_event: &mut dyn FnMut(&[u8])) -> Result<bool, sdt_trace::Error> {
-        self.run_role(Role::Begin, on_event)?;
+    pub fn begin(&mut self) -> Result<bool, sdt_trace::Error> {
+        self.run_role(Role::Begin)?;
         Ok(self.exit.is_some())
     }
 
@@ -170,7 +177,7 @@ impl<'c> Runner<'c> {
 
     /// Waits for records (at most until the next interval is due), handles
     /// them, runs due intervals.
-    pub fn step(&mut self, on_event: &mut dyn FnMut(&[u8])) -> Result<Step, sdt_trace::Error> {
+    pub fn step(&mut self) -> Result<Step, sdt_trace::Error> {
         let now = Instant::now();
         let next = self.intervals.iter().map(|i| i.2).min();
         let timeout = next
@@ -180,7 +187,7 @@ impl<'c> Runner<'c> {
         let mut records = Vec::new();
         let ready = self.session.poll(timeout, |r| records.push(r.to_vec()))?;
         for record in records {
-            self.record(&record, on_event);
+            self.record(&record);
         }
         let now = Instant::now();
         let due: Vec<usize> = self
@@ -202,7 +209,7 @@ impl<'c> Runner<'c> {
                 break;
             }
             self.session.trigger(program)?;
-            self.drain(on_event);
+            self.drain();
         }
         self.runtime.flush();
         Ok(Step {
@@ -211,28 +218,17 @@ impl<'c> Runner<'c> {
         })
     }
 
-    fn drain(&mut self, on_event: &mut dyn FnMut(&[u8])) {
+    fn drain(&mut self) {
         let mut records = Vec::new();
         self.session.consume(|r| records.push(r.to_vec()));
         for record in records {
-            self.record(&record, on_event);
+            self.record(&record);
         }
     }
 
-    fn record(&mut self, record: &[u8], on_event: &mut dyn FnMut(&[u8])) {
+    fn record(&mut self, record: &[u8]) {
         if self.exit.is_some() {
             // After exit(), bpftrace prints nothing more but END's output.
-            return;
-        }
-        let id = record
-            .get(..8)
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_ne_bytes)
-            .unwrap_or(u64::MAX);
-        if let Some(layout::OutputInfo::Event { .. }) =
-            self.compilation.compiled.outputs.get(id as usize)
-        {
-            on_event(record);
             return;
         }
         let maps = SessionMaps {
@@ -252,11 +248,7 @@ impl<'c> Runner<'c> {
     /// period (tens of milliseconds per link, more for tracepoints), which
     /// nobody needs to sit through once the output is printed, so that is
     /// left to whoever takes [`Finished::attached`].
-    pub fn finish(
-        mut self,
-        print_maps: bool,
-        on_event: &mut dyn FnMut(&[u8]),
-    ) -> Result<Finished<'c>, sdt_trace::Error> {
+    pub fn finish(mut self, print_maps: bool) -> Result<Finished<'c>, sdt_trace::Error> {
         let stopped = self
             .session
             .map(layout::CONTROL_MAP as usize)
@@ -268,11 +260,11 @@ impl<'c> Runner<'c> {
             // Probes that could not be told to stop are detached now.
             self.session.detach();
         }
-        self.drain(on_event);
+        self.drain();
         let exit_code = self.exit.flatten();
         // END's records are handled even after exit().
         self.exit = None;
-        self.run_role(Role::End, on_event)?;
+        self.run_role(Role::End)?;
         if print_maps {
             let maps = SessionMaps {
                 session: &self.session,

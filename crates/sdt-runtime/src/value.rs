@@ -1,13 +1,13 @@
-//! Values as they arrive from the kernel, and how they print.
+//! Values as they arrive from the kernel, and what they mean.
 //!
 //! A value is decoded from the bytes of a record or a map entry using its
-//! [`Ty`], then rendered the way bpftrace renders it, as text or JSON.
-//! What only user space knows (symbol names, probe names, user names,
-//! stack frames) comes from an [`Env`].
-
-use std::fmt::Write as _;
+//! [`Ty`], then resolved into a [`Datum`] for the output: what only user
+//! space knows (symbol names, probe names, user names, stack frames,
+//! times of day) comes from an [`Env`]. How a datum prints is the output
+//! format's business.
 
 use sdt_lang::types::{Ty, TypeRegistry};
+use sdt_output::{Datum, Frame, Stack};
 
 /// What rendering needs from the rest of the runtime.
 pub trait Env {
@@ -81,17 +81,6 @@ pub enum Value<'a> {
     },
     /// Bytes of no printable type.
     Bytes(&'a [u8]),
-}
-
-/// Where a value is printed, which changes a few renderings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Context {
-    /// A `printf` argument or `print()` of a value.
-    Printf,
-    /// A map key.
-    Key,
-    /// A map value.
-    Value,
 }
 
 fn u64_at(bytes: &[u8], at: usize) -> u64 {
@@ -284,136 +273,74 @@ fn record_fields<'a>(
     }
 }
 
-/// A string as bpftrace prints it: its bytes as they are, newlines and
-/// tabs included. Only bytes that are not UTF-8, which a `String` cannot
-/// hold, become `\xNN`.
-pub fn raw_text(bytes: &[u8]) -> String {
-    let mut out = String::new();
-    for chunk in bytes.utf8_chunks() {
-        out.push_str(chunk.valid());
-        for b in chunk.invalid() {
-            let _ = write!(out, "\\x{b:02x}");
-        }
-    }
-    out
-}
-
-/// `%r`: printable ASCII as it is, other bytes as `\xNN`.
-pub fn escape_buffer(bytes: &[u8]) -> String {
-    let mut out = String::new();
-    for &b in bytes {
-        if (0x20..0x7f).contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "\\x{b:02x}");
-        }
-    }
-    out
-}
-
-/// The text of a value.
-pub fn text(value: &Value<'_>, context: Context, env: &mut dyn Env) -> String {
+/// A value, resolved for the output.
+pub fn resolve(value: &Value<'_>, env: &mut dyn Env) -> Datum {
     match value {
-        Value::Int { value, signed } => {
-            // bpftrace prints integer keys signed, whatever their type.
-            if *signed || context == Context::Key {
-                (*value as i64).to_string()
-            } else {
-                value.to_string()
-            }
-        }
+        Value::Int { value, signed } => Datum::Int {
+            value: *value,
+            signed: *signed,
+        },
         Value::Enum { id, value } => {
             let def = env.registry().enum_def(*id);
-            match def.name_of(*value) {
+            Datum::Text(match def.name_of(*value) {
                 Some(name) => name.to_string(),
                 None if def.signed => value.to_string(),
                 None => (*value as u64).to_string(),
-            }
+            })
         }
-        Value::Str(bytes) => raw_text(bytes),
-        Value::Buf(bytes) => escape_buffer(bytes),
-        Value::Bytes(bytes) => escape_buffer(bytes),
-        // bpftrace's spelling: `{ .x = 1, .name = abc }` and `[1,2,3]`.
-        Value::Record(fields) => {
-            let inner = if context == Context::Key {
-                Context::Key
-            } else {
-                Context::Printf
-            };
-            let parts: Vec<String> = fields
+        Value::Str(bytes) => Datum::Str(bytes.to_vec()),
+        Value::Buf(bytes) | Value::Bytes(bytes) => Datum::Buf(bytes.to_vec()),
+        Value::Record(fields) => Datum::Record(
+            fields
                 .iter()
-                .map(|(name, v)| format!(".{name} = {}", text(v, inner, env)))
-                .collect();
-            format!("{{ {} }}", parts.join(", "))
-        }
-        Value::Array { items, int_bytes } => {
-            let parts: Vec<String> = items
-                .iter()
-                .map(|v| match (v, context) {
-                    (Value::Int { value, .. }, Context::Key) if (1..8).contains(int_bytes) => {
-                        let shift = 64 - 8 * u32::from(*int_bytes);
-                        (((value << shift) as i64) >> shift).to_string()
-                    }
-                    (v, Context::Key) => text(v, Context::Key, env),
-                    (v, _) => text(v, Context::Printf, env),
-                })
-                .collect();
-            format!("[{}]", parts.join(","))
-        }
-        Value::Tuple(items) => {
-            let parts: Vec<String> = items
-                .iter()
-                .map(|v| text(v, Context::Printf, env))
-                .collect();
-            format!("({})", parts.join(", "))
-        }
-        Value::USym { addr, pid } => match env.symbol(*pid, *addr) {
+                .map(|(name, v)| (name.clone(), resolve(v, env)))
+                .collect(),
+        ),
+        Value::Array { items, int_bytes } => Datum::Array {
+            items: items.iter().map(|v| resolve(v, env)).collect(),
+            int_bytes: *int_bytes,
+        },
+        Value::Tuple(items) => Datum::Tuple(items.iter().map(|v| resolve(v, env)).collect()),
+        Value::USym { addr, pid } => Datum::Text(match env.symbol(*pid, *addr) {
             Some(sym) => sym.name,
             None => format!("{addr:#x}"),
-        },
+        }),
         Value::UStack {
             id,
             pid,
             perf,
             depth,
         } => {
-            let frames = if *id < 0 {
+            let addrs = if *id < 0 {
                 Vec::new()
             } else {
                 env.stack(*id as u32)
             };
-            let indent = if context == Context::Key {
-                "    "
-            } else {
-                "        "
-            };
-            let mut out = String::from("\n");
-            for addr in frames.into_iter().take(*depth as usize) {
-                let sym = env.symbol(*pid, addr);
-                if *perf {
-                    let (name, module) = match &sym {
-                        Some(s) => (format!("{}+{}", s.name, s.offset), s.module.clone()),
-                        None => (format!("{addr:#x}"), "[unknown]".to_string()),
-                    };
-                    let _ = writeln!(out, "\t{addr:x} {name} ({module})");
-                } else {
-                    let name = match sym {
-                        Some(s) => format!("{}+{}", s.name, s.offset),
-                        None => format!("{addr:#x}"),
-                    };
-                    let _ = writeln!(out, "{indent}{name}");
-                }
-            }
-            out
+            let frames = addrs
+                .into_iter()
+                .take(*depth as usize)
+                .map(|addr| {
+                    let sym = env.symbol(*pid, addr);
+                    Frame {
+                        addr,
+                        module: sym.as_ref().map(|s| s.module.clone()),
+                        symbol: sym.map(|s| (s.name, s.offset)),
+                    }
+                })
+                .collect();
+            Datum::Stack(Stack {
+                frames,
+                perf: *perf,
+            })
         }
-        Value::Probe(id) => env.probe_name(*id),
-        Value::Func(id) => env.func_name(*id),
-        Value::Username(uid) => env.user_name(*uid).unwrap_or_else(|| uid.to_string()),
-        Value::Strerror(errno) => strerror(*errno),
-        Value::Inet(addr) => addr.to_string(),
+        Value::Probe(id) => Datum::Text(env.probe_name(*id)),
+        Value::Func(id) => Datum::Text(env.func_name(*id)),
+        Value::Username(uid) => Datum::Text(env.user_name(*uid).unwrap_or_else(|| uid.to_string())),
+        Value::Strerror(errno) => Datum::Text(strerror(*errno)),
+        Value::Inet(addr) => Datum::Text(addr.to_string()),
         Value::Timestamp { ns, format } => {
             let wall = env.wall_ns(*ns);
-            format_time(env.time_format(*format), wall)
+            Datum::Text(format_time(env.time_format(*format), wall))
         }
     }
 }
@@ -431,6 +358,7 @@ pub fn strerror(errno: i64) -> String {
 /// format, in local time; `%f` is microseconds.
 pub fn format_time(format: &str, wall_ns: i128) -> String {
     use chrono::TimeZone;
+    use std::fmt::Write as _;
     let secs = (wall_ns.div_euclid(1_000_000_000)) as i64;
     let nanos = wall_ns.rem_euclid(1_000_000_000) as u32;
     let Some(time) = chrono::Local.timestamp_opt(secs, nanos).single() else {
@@ -444,82 +372,9 @@ pub fn format_time(format: &str, wall_ns: i128) -> String {
     out
 }
 
-/// A value as JSON, in bpftrace's spelling: tuples are arrays without
-/// spaces, everything symbolic is a string.
-pub fn json(value: &Value<'_>, env: &mut dyn Env) -> String {
-    match value {
-        Value::Int { value, signed } => {
-            if *signed {
-                (*value as i64).to_string()
-            } else {
-                value.to_string()
-            }
-        }
-        Value::Enum { .. }
-        | Value::Probe(_)
-        | Value::Func(_)
-        | Value::USym { .. }
-        | Value::UStack { .. }
-        | Value::Username(_)
-        | Value::Strerror(_)
-        | Value::Inet(_)
-        | Value::Timestamp { .. } => json_string(text(value, Context::Value, env).as_bytes()),
-        Value::Str(bytes) => json_string(bytes),
-        Value::Buf(bytes) | Value::Bytes(bytes) => json_string(escape_buffer(bytes).as_bytes()),
-        Value::Tuple(items) | Value::Array { items, .. } => {
-            let parts: Vec<String> = items.iter().map(|v| json(v, env)).collect();
-            format!("[{}]", parts.join(","))
-        }
-        Value::Record(fields) => {
-            let parts: Vec<String> = fields
-                .iter()
-                .map(|(name, v)| format!("{}: {}", json_string(name.as_bytes()), json(v, env)))
-                .collect();
-            format!("{{ {} }}", parts.join(", "))
-        }
-    }
-}
-
-/// A JSON string: `"`, `\` and control bytes escaped; other bytes kept.
-pub fn json_string(bytes: &[u8]) -> String {
-    let mut out = String::from("\"");
-    for chunk in bytes.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                '\t' => out.push_str("\\t"),
-                c if (c as u32) < 0x20 => {
-                    let _ = write!(out, "\\u{:04x}", c as u32);
-                }
-                c => out.push(c),
-            }
-        }
-        for b in chunk.invalid() {
-            let _ = write!(out, "\\u{:04x}", b);
-        }
-    }
-    out.push('"');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn buffers_and_json_strings_escape() {
-        assert_eq!(escape_buffer(b"ab\x01"), "ab\\x01");
-        assert_eq!(json_string(b"a\"b\\\n\x01"), "\"a\\\"b\\\\\\n\\u0001\"");
-    }
-
-    #[test]
-    fn strings_print_raw_as_in_bpftrace() {
-        assert_eq!(raw_text(b"a\nb\tc \xe2\x9c\x93"), "a\nb\tc \u{2713}");
-        assert_eq!(raw_text(b"bad\xff"), "bad\\xff");
-    }
 
     #[test]
     fn decodes_strings_to_their_nul() {
@@ -619,20 +474,24 @@ mod tests {
         bytes.extend([0b1010_1101, 0, 0, 0]);
         bytes.extend(4096u64.to_le_bytes());
         let mut env = Plain(reg.clone());
-        let v = decode(&Ty::Record(outer), &bytes, &reg);
+        let v = resolve(&decode(&Ty::Record(outer), &bytes, &reg), &mut env);
+        use sdt_output::text::{datum, Context};
         assert_eq!(
-            text(&v, Context::Value, &mut env),
+            datum(&v, Context::Value),
             "{ .x = -7, .b = [233,3], .name = ab, .in = { .s = -2 }, .lo = 5, .hi = 21, .p = 4096 }"
         );
         assert_eq!(
-            json(&v, &mut env),
+            sdt_output::json::datum(&v),
             "{ \"x\": -7, \"b\": [233,3], \"name\": \"ab\", \"in\": { \"s\": -2 }, \
              \"lo\": 5, \"hi\": 21, \"p\": 4096 }"
         );
         // In a key, array elements are signed at their own width.
-        let b = decode(&array(Ty::int(1, false), 2), &bytes[4..], &reg);
-        assert_eq!(text(&b, Context::Key, &mut env), "[-23,3]");
-        assert_eq!(text(&b, Context::Value, &mut env), "[233,3]");
+        let b = resolve(
+            &decode(&array(Ty::int(1, false), 2), &bytes[4..], &reg),
+            &mut env,
+        );
+        assert_eq!(datum(&b, Context::Key), "[-23,3]");
+        assert_eq!(datum(&b, Context::Value), "[233,3]");
     }
 
     #[test]

@@ -60,6 +60,7 @@ pub enum Role {
 }
 
 /// A compiled script, ready to load.
+#[derive(Default)]
 pub struct Compilation {
     pub script: Script,
     pub bound: Vec<Vec<Bound>>,

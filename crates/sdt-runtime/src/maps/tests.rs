@@ -2,7 +2,7 @@
 //! contents (see the differential tests for the live comparison).
 
 use super::*;
-use sdt_lang::types::{TypeRegistry, INT64};
+use sdt_lang::types::{Ty, TypeRegistry, INT64};
 
 struct TestEnv(TypeRegistry);
 
@@ -50,12 +50,16 @@ fn words(values: &[i64]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_ne_bytes()).collect()
 }
 
+fn print(d: &MapDecl, entries: Vec<Entry>, top: u64, div: u64) -> MapPrint {
+    map_print(d, entries, top, div, &mut TestEnv(TypeRegistry::default()))
+}
+
 fn text(d: &MapDecl, entries: Vec<Entry>) -> String {
-    print_text(d, entries, 0, 1, &mut TestEnv(TypeRegistry::default()))
+    sdt_output::text::map(&print(d, entries, 0, 1))
 }
 
 fn json(d: &MapDecl, entries: Vec<Entry>) -> Option<String> {
-    print_json(d, entries, 0, 1, &mut TestEnv(TypeRegistry::default()))
+    sdt_output::json::map(&print(d, entries, 0, 1))
 }
 
 #[test]
@@ -224,9 +228,8 @@ fn empty_maps_and_top_and_div() {
     let entries: Vec<Entry> = (1..=5)
         .map(|k| (int_key(k), vec![words(&[k * 10])]))
         .collect();
-    let mut env = TestEnv(TypeRegistry::default());
     assert_eq!(
-        print_text(&m, entries.clone(), 3, 10, &mut env),
+        sdt_output::text::map(&print(&m, entries, 3, 10)),
         "@m[3]: 3\n@m[4]: 4\n@m[5]: 5\n"
     );
 }

@@ -1,0 +1,325 @@
+//! JSON: bpftrace's objects (`{"type": "map", "data": {...}}`), one per
+//! line, and `sdt trace`'s one object per hit and final summary.
+//!
+//! bpftrace's spelling is kept: tuples are arrays without spaces,
+//! everything symbolic is a string, a map with several keys is keyed by
+//! their texts joined with commas. Unlike bpftrace, no line is anything
+//! but JSON: the two blank lines bpftrace prints before the final maps
+//! are left out.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use crate::model::{
+    Arg, Bucket, Datum, Hit, Losses, MapKind, MapPrint, MapValue, Printed, TextKind, TraceSummary,
+};
+use crate::text::{self, Context};
+use crate::{Out, Sink};
+
+/// The JSON format.
+pub struct Json<'w> {
+    out: Out<'w>,
+    line: Vec<u8>,
+}
+
+impl<'w> Json<'w> {
+    pub fn new(out: Box<dyn Write + 'w>) -> Json<'w> {
+        Json {
+            out: Out::new(out),
+            line: Vec::with_capacity(512),
+        }
+    }
+
+    fn object(&mut self, kind: &str, data: &str) {
+        let line = format!("{{\"type\": \"{kind}\", \"data\": {data}}}\n");
+        self.out.write(line.as_bytes());
+    }
+}
+
+impl Sink for Json<'_> {
+    fn printf(&mut self, printf: &mut dyn Printed) {
+        let data = string(printf.text());
+        self.object("printf", &data);
+    }
+
+    fn value(&mut self, value: &Datum) {
+        self.object("value", &datum(value));
+    }
+
+    fn map(&mut self, map: &MapPrint) {
+        if let Some(line) = self::map(map) {
+            self.out.write(line.as_bytes());
+            self.out.write(b"\n");
+        }
+    }
+
+    fn text(&mut self, kind: TextKind, text: &[u8]) {
+        let kind = match kind {
+            TextKind::Time => "time",
+            TextKind::Join => "join",
+            TextKind::System => "system",
+            TextKind::Cat => "cat",
+        };
+        self.object(kind, &string(text));
+    }
+
+    fn attached(&mut self, probes: usize) {
+        self.object("attached_probes", &format!("{{\"probes\": {probes}}}"));
+    }
+
+    fn maps_follow(&mut self) {}
+
+    fn lost(&mut self, losses: &Losses) {
+        if losses.events > 0 {
+            self.object("lost_events", &format!("{{\"events\": {}}}", losses.events));
+        }
+    }
+
+    fn hit(&mut self, hit: &Hit<'_>) {
+        self.line.clear();
+        hit_object(&mut self.line, hit);
+        self.out.write(&self.line);
+    }
+
+    fn summary(&mut self, summary: &TraceSummary) {
+        let line = format!(
+            "{{\"summary\":{{\"events\":{},\"lost\":{},\"sites\":{}}}}}\n",
+            summary.events, summary.lost, summary.sites
+        );
+        self.out.write(line.as_bytes());
+    }
+
+    fn flush(&mut self) {
+        self.out.flush();
+    }
+
+    fn error(&self) -> Option<&std::io::Error> {
+        self.out.error()
+    }
+}
+
+/// A JSON string: `"`, `\` and control bytes escaped; other bytes kept,
+/// bytes that are not UTF-8 as `\u00NN`.
+pub fn string(bytes: &[u8]) -> String {
+    let mut out = String::from("\"");
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c if (c as u32) < 0x20 => {
+                    let _ = write!(out, "\\u{:04x}", c as u32);
+                }
+                c => out.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\u{:04x}", b);
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A value as JSON, in bpftrace's spelling.
+pub fn datum(value: &Datum) -> String {
+    match value {
+        Datum::Int { value, signed } => {
+            if *signed {
+                (*value as i64).to_string()
+            } else {
+                value.to_string()
+            }
+        }
+        Datum::Text(_) | Datum::Stack(_) => string(text::datum(value, Context::Value).as_bytes()),
+        Datum::Str(bytes) => string(bytes),
+        Datum::Buf(bytes) => string(text::escape_buffer(bytes).as_bytes()),
+        Datum::Tuple(items) | Datum::Array { items, .. } => {
+            let parts: Vec<String> = items.iter().map(datum).collect();
+            format!("[{}]", parts.join(","))
+        }
+        Datum::Record(fields) => {
+            let parts: Vec<String> = fields
+                .iter()
+                .map(|(name, v)| format!("{}: {}", string(name.as_bytes()), datum(v)))
+                .collect();
+            format!("{{ {} }}", parts.join(", "))
+        }
+    }
+}
+
+fn bucket(bucket: &Bucket, count: u64) -> String {
+    match (bucket.low, bucket.high) {
+        (None, Some(hi)) => format!("{{\"max\": {}, \"count\": {count}}}", hi - 1),
+        (Some(lo), None) => format!("{{\"min\": {lo}, \"count\": {count}}}"),
+        (Some(lo), Some(hi)) => {
+            format!("{{\"min\": {lo}, \"max\": {}, \"count\": {count}}}", hi - 1)
+        }
+        (None, None) => String::new(),
+    }
+}
+
+/// A map as one JSON object, or nothing for an empty map.
+pub fn map(map: &MapPrint) -> Option<String> {
+    let name = string(map.name.as_bytes());
+    let kind = match map.kind {
+        MapKind::Hist | MapKind::Lhist => "hist",
+        MapKind::Avg | MapKind::Stats => "stats",
+        _ => "map",
+    };
+    if map.rows.is_empty() {
+        return match map.kind {
+            MapKind::Count if !map.keyed => {
+                Some(format!("{{\"type\": \"map\", \"data\": {{{name}: 0}}}}"))
+            }
+            _ => None,
+        };
+    }
+    let div = map.div.max(1);
+    let values: Vec<(String, String)> = map
+        .rows
+        .iter()
+        .map(|row| {
+            let value = match &row.value {
+                MapValue::Buckets(buckets) => {
+                    let parts: Vec<String> =
+                        buckets.iter().map(|b| bucket(b, b.count / div)).collect();
+                    format!("[{}]", parts.join(", "))
+                }
+                MapValue::Number(v) => (v / i128::from(div)).to_string(),
+                MapValue::Stats {
+                    count,
+                    average,
+                    total,
+                } => format!("{{\"count\": {count}, \"average\": {average}, \"total\": {total}}}"),
+                MapValue::Datum(v) => text::divided(v, div).unwrap_or_else(|| datum(v)),
+            };
+            let parts: Vec<String> = row
+                .key
+                .iter()
+                .map(|k| text::datum(k, Context::Key))
+                .collect();
+            (string(parts.join(",").as_bytes()), value)
+        })
+        .collect();
+    let data = if map.keyed {
+        let parts: Vec<String> = values
+            .into_iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        format!("{{{}}}", parts.join(", "))
+    } else {
+        values
+            .into_iter()
+            .map(|(_, v)| v)
+            .next()
+            .unwrap_or_default()
+    };
+    Some(format!(
+        "{{\"type\": \"{kind}\", \"data\": {{{name}: {data}}}}}"
+    ))
+}
+
+fn hit_object(line: &mut Vec<u8>, hit: &Hit<'_>) {
+    let mut num = itoa::Buffer::new();
+    line.extend_from_slice(b"{\"time_ns\":");
+    line.extend_from_slice(num.format(hit.time_ns).as_bytes());
+    line.extend_from_slice(b",\"pid\":");
+    line.extend_from_slice(num.format(hit.pid).as_bytes());
+    line.extend_from_slice(b",\"tid\":");
+    line.extend_from_slice(num.format(hit.tid).as_bytes());
+    line.extend_from_slice(b",\"comm\":");
+    lossy_string(line, hit.comm);
+    line.extend_from_slice(b",\"provider\":");
+    lossy_string(line, hit.provider.as_bytes());
+    line.extend_from_slice(b",\"name\":");
+    lossy_string(line, hit.name.as_bytes());
+    line.extend_from_slice(b",\"path\":");
+    lossy_string(line, hit.path.as_os_str().as_encoded_bytes());
+    line.extend_from_slice(b",\"address\":");
+    line.extend_from_slice(num.format(hit.address).as_bytes());
+    line.extend_from_slice(b",\"args\":[");
+    for (n, value) in hit.args().iter().enumerate() {
+        if n > 0 {
+            line.push(b',');
+        }
+        match *value {
+            Arg::Unsigned(v) => line.extend_from_slice(num.format(v).as_bytes()),
+            Arg::Signed(v) => line.extend_from_slice(num.format(v).as_bytes()),
+            Arg::Float(v) if v.is_finite() => line.extend_from_slice(v.to_string().as_bytes()),
+            Arg::Float(_) => line.extend_from_slice(b"null"),
+            Arg::Str(Ok(bytes)) => lossy_string(line, bytes),
+            Arg::Str(Err(_)) | Arg::Unreadable => line.extend_from_slice(b"null"),
+        }
+    }
+    line.extend_from_slice(b"]}\n");
+}
+
+/// Appends `bytes` as a JSON string, as strict JSON readers want it:
+/// bytes that are not UTF-8 become U+FFFD.
+fn lossy_string(line: &mut Vec<u8>, bytes: &[u8]) {
+    line.push(b'"');
+    for c in String::from_utf8_lossy(bytes).chars() {
+        match c {
+            '"' => line.extend_from_slice(b"\\\""),
+            '\\' => line.extend_from_slice(b"\\\\"),
+            '\n' => line.extend_from_slice(b"\\n"),
+            '\r' => line.extend_from_slice(b"\\r"),
+            '\t' => line.extend_from_slice(b"\\t"),
+            '\u{8}' => line.extend_from_slice(b"\\b"),
+            '\u{c}' => line.extend_from_slice(b"\\f"),
+            c if (c as u32) < 0x20 => {
+                line.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes())
+            }
+            c => {
+                let mut utf8 = [0; 4];
+                line.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+            }
+        }
+    }
+    line.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_escape() {
+        assert_eq!(string(b"a\"b\\\n\x01"), "\"a\\\"b\\\\\\n\\u0001\"");
+        let mut line = Vec::new();
+        lossy_string(&mut line, b"q\"\x08\xff");
+        assert_eq!(String::from_utf8(line).unwrap(), "\"q\\\"\\b\u{fffd}\"");
+    }
+
+    #[test]
+    fn structs_and_arrays_as_bpftrace_spells_them() {
+        let record = Datum::Record(vec![
+            ("x".into(), Datum::int(-7)),
+            ("name".into(), Datum::Str(b"ab".to_vec())),
+            (
+                "b".into(),
+                Datum::Array {
+                    items: vec![
+                        Datum::Int {
+                            value: 233,
+                            signed: false,
+                        },
+                        Datum::Int {
+                            value: 3,
+                            signed: false,
+                        },
+                    ],
+                    int_bytes: 1,
+                },
+            ),
+        ]);
+        assert_eq!(
+            datum(&record),
+            "{ \"x\": -7, \"name\": \"ab\", \"b\": [233,3] }"
+        );
+    }
+}

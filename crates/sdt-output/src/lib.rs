@@ -1,0 +1,121 @@
+//! Output: one trait, [`Sink`], receives everything a run produces, and
+//! each output format is one implementation of it in a file of its own.
+//!
+//! What comes in: the resolved data of [`model`]: `printf` records, map
+//! prints, values, the text of `time()`, `join()`, `system()` and `cat()`,
+//! probe hits of `sdt trace`, what was lost, how many probes attached, and
+//! the summary at the end. What goes out: bytes on a writer, laid out by
+//! the format. A format never asks the traced system anything: the
+//! runtime has resolved symbols, names and times before a value gets
+//! here, so this crate depends on no other sdt crate, and none of them on
+//! a format's internals.
+//!
+//! Formats: [`text`] (bpftrace's text, and `sdt trace`'s lines) and
+//! [`json`] (bpftrace's JSON objects, and `sdt trace`'s NDJSON). A new
+//! format is a new file implementing [`Sink`], plus one line in
+//! [`Format`].
+
+#![forbid(unsafe_code)]
+
+pub mod json;
+pub mod model;
+pub mod text;
+
+use std::io::{self, Write};
+
+pub use model::{
+    Arg, Bucket, Datum, Frame, Hit, Losses, MapKind, MapPrint, MapRow, MapValue, Printed, Stack,
+    TextKind, TraceSummary,
+};
+
+/// Receives what a run produces, in the order it happens.
+pub trait Sink {
+    /// A `printf`.
+    fn printf(&mut self, printf: &mut dyn Printed);
+    /// `print(value)`.
+    fn value(&mut self, value: &Datum);
+    /// `print(@m)` where it stands, or a map at the end of the run.
+    fn map(&mut self, map: &MapPrint);
+    /// `time()`, `join()`, and what `system()` and `cat()` produced.
+    fn text(&mut self, kind: TextKind, text: &[u8]);
+    /// The probes are attached: bpftrace's `Attaching N probes...`.
+    fn attached(&mut self, probes: usize);
+    /// The run has ended and its maps follow.
+    fn maps_follow(&mut self);
+    /// What was lost during the run.
+    fn lost(&mut self, losses: &Losses);
+    /// One hit of a probe traced by `sdt trace`.
+    fn hit(&mut self, hit: &Hit<'_>);
+    /// `sdt trace`'s counts at the end.
+    fn summary(&mut self, summary: &TraceSummary);
+    /// Pushes what is buffered to the writer.
+    fn flush(&mut self);
+    /// The first error writing the output (a closed pipe, a full disk);
+    /// nothing is written after it.
+    fn error(&self) -> Option<&io::Error>;
+}
+
+/// The output formats, as `-f` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+impl Format {
+    /// Every format, by its name.
+    pub const ALL: &'static [(&'static str, Format)] =
+        &[("text", Format::Text), ("json", Format::Json)];
+
+    /// The format named `name`.
+    pub fn named(name: &str) -> Option<Format> {
+        Format::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| *f)
+    }
+
+    /// A sink of this format writing to `out`.
+    pub fn sink<'w>(self, out: Box<dyn Write + 'w>) -> Box<dyn Sink + 'w> {
+        match self {
+            Format::Text => Box::new(text::Text::new(out)),
+            Format::Json => Box::new(json::Json::new(out)),
+        }
+    }
+}
+
+/// Writes to an output and keeps the first error, after which nothing is
+/// written: a sink's way to its writer.
+pub(crate) struct Out<'w> {
+    writer: Box<dyn Write + 'w>,
+    error: Option<io::Error>,
+}
+
+impl<'w> Out<'w> {
+    pub(crate) fn new(writer: Box<dyn Write + 'w>) -> Out<'w> {
+        Out {
+            writer,
+            error: None,
+        }
+    }
+
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
+        if self.error.is_none() {
+            if let Err(e) = self.writer.write_all(bytes) {
+                self.error = Some(e);
+            }
+        }
+    }
+
+    pub(crate) fn flush(&mut self) {
+        if self.error.is_none() {
+            if let Err(e) = self.writer.flush() {
+                self.error = Some(e);
+            }
+        }
+    }
+
+    pub(crate) fn error(&self) -> Option<&io::Error> {
+        self.error.as_ref()
+    }
+}

@@ -1,0 +1,256 @@
+//! What a run produces, as data: the values, map prints and probe hits a
+//! sink is handed. Everything that needs the traced system to be
+//! understood (symbols, probe names, user names, times) is already
+//! resolved here, so that a sink only lays things out.
+
+use std::path::Path;
+
+/// A value, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Datum {
+    /// An integer: `value`'s bits, read signed or not.
+    Int {
+        value: u64,
+        signed: bool,
+    },
+    /// A string: its bytes before the NUL.
+    Str(Vec<u8>),
+    /// Bytes without a printable type (`buf()`): shown escaped.
+    Buf(Vec<u8>),
+    /// Something symbolic, already put into words: an enumerator, a
+    /// symbol, a probe or function name, a user name, an error message,
+    /// an address, a time.
+    Text(String),
+    /// A user stack.
+    Stack(Stack),
+    Tuple(Vec<Datum>),
+    /// A struct or union: its fields in order.
+    Record(Vec<(String, Datum)>),
+    /// An array of the traced program's memory, with the width of its
+    /// elements when they are integers (in a map key, bpftrace shows them
+    /// signed at that width).
+    Array {
+        items: Vec<Datum>,
+        int_bytes: u8,
+    },
+}
+
+impl Datum {
+    /// A signed integer.
+    pub fn int(value: i64) -> Datum {
+        Datum::Int {
+            value: value as u64,
+            signed: true,
+        }
+    }
+
+    /// The number, or 0 for what is not one.
+    pub fn as_int(&self) -> i128 {
+        match *self {
+            Datum::Int {
+                value,
+                signed: true,
+            } => i128::from(value as i64),
+            Datum::Int {
+                value,
+                signed: false,
+            } => i128::from(value),
+            _ => 0,
+        }
+    }
+
+    /// The value as `printf("%s")` shows it; strings are their bytes
+    /// (invalid UTF-8 escaped as `\xNN`).
+    pub fn to_text(&self) -> String {
+        crate::text::datum(self, crate::text::Context::Printf)
+    }
+}
+
+/// A user stack, innermost frame first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stack {
+    pub frames: Vec<Frame>,
+    /// `ustack(perf)`: each frame as `perf script` prints it.
+    pub perf: bool,
+}
+
+/// One frame of a stack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub addr: u64,
+    /// The function (demangled) and the offset into it, when known.
+    pub symbol: Option<(String, u64)>,
+    /// The object the address is in, when known.
+    pub module: Option<String>,
+}
+
+/// The kind of a map's values, which decides how it prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapKind {
+    /// Plain values (`@x = 1`).
+    Plain,
+    Count,
+    Sum,
+    Min,
+    Max,
+    Avg,
+    Stats,
+    Hist,
+    Lhist,
+}
+
+/// A map printed by `print(@m)` or at the end of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapPrint {
+    /// `@name`.
+    pub name: String,
+    pub kind: MapKind,
+    /// Whether the map has keys (`@x[k]`) rather than one value (`@x`).
+    pub keyed: bool,
+    /// The entries in the order they print, `print`'s `top` applied.
+    pub rows: Vec<MapRow>,
+    /// `print`'s `div` (1 when not given): a sink shows numbers, integer
+    /// values and bucket counts divided by it, but not `stats()`. Values
+    /// arrive undivided, so that a histogram's bars keep their exact
+    /// proportions.
+    pub div: u64,
+}
+
+/// One entry of a printed map.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapRow {
+    /// Each part of the key; empty for a map without keys.
+    pub key: Vec<Datum>,
+    pub value: MapValue,
+}
+
+/// A map entry's value, merged across CPUs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MapValue {
+    /// A plain value.
+    Datum(Datum),
+    /// `count`, `sum`, `min`, `max`, `avg`.
+    Number(i128),
+    Stats {
+        count: u64,
+        average: i128,
+        total: i128,
+    },
+    /// `hist` and `lhist`: the buckets from the first with a count to the
+    /// last, empty ones between included.
+    Buckets(Vec<Bucket>),
+}
+
+impl MapValue {
+    /// The number an entry is known by: the value, a histogram's total
+    /// count, `stats()`'s average; 0 for plain values that are not
+    /// numbers.
+    pub fn number(&self) -> i128 {
+        match self {
+            MapValue::Datum(d) => d.as_int(),
+            MapValue::Number(n) => *n,
+            MapValue::Stats { average, .. } => *average,
+            MapValue::Buckets(b) => b.iter().map(|b| i128::from(b.count)).sum(),
+        }
+    }
+}
+
+/// A histogram bucket: values in `[low, high)`; an open end is `None`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    pub low: Option<i128>,
+    pub high: Option<i128>,
+    pub count: u64,
+}
+
+/// Text a program produces other than `printf`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextKind {
+    /// `time()`.
+    Time,
+    /// `join()`.
+    Join,
+    /// What a `system()` command printed.
+    System,
+    /// A file `cat()` read.
+    Cat,
+}
+
+/// A `printf` record: its text and its arguments, made only when a sink
+/// asks (most sinks want one and not the other).
+pub trait Printed {
+    /// The index of its format in the program.
+    fn format(&self) -> u32;
+    /// The formatted text.
+    fn text(&mut self) -> &[u8];
+    /// The arguments as data.
+    fn args(&mut self) -> Vec<Datum>;
+}
+
+/// What could not be done at full fidelity, counted by the kernel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Losses {
+    /// Records the ring buffer had no room for.
+    pub events: u64,
+    /// Stacks that could not be recorded.
+    pub stacks: u64,
+    /// `(map name, updates refused because the map was full)`.
+    pub full_maps: Vec<(String, u64)>,
+}
+
+impl Losses {
+    pub fn any(&self) -> bool {
+        self.events > 0 || self.stacks > 0 || !self.full_maps.is_empty()
+    }
+}
+
+/// One hit of a USDT probe, as `sdt trace` shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct Hit<'a> {
+    /// `CLOCK_MONOTONIC` nanoseconds; never less than the previous hit's.
+    pub time_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    /// The thread's name, up to 15 bytes.
+    pub comm: &'a [u8],
+    pub provider: &'a str,
+    pub name: &'a str,
+    /// The object, as the user or the process names it.
+    pub path: &'a Path,
+    /// The probe's address in it.
+    pub address: u64,
+    /// The arguments, `args[..count]`: a probe has at most twelve.
+    pub args: [Arg<'a>; 12],
+    pub count: usize,
+}
+
+impl<'a> Hit<'a> {
+    pub fn args(&self) -> &[Arg<'a>] {
+        &self.args[..self.count.min(12)]
+    }
+}
+
+/// An argument's value, interpreted the way its spec says.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arg<'a> {
+    Unsigned(u64),
+    Signed(i64),
+    Float(f64),
+    /// An argument read as a string: the bytes before the NUL, or, if the
+    /// pointer could not be read, the kernel's error (negative) and the
+    /// pointer.
+    Str(Result<&'a [u8], (i64, u64)>),
+    /// The argument cannot be read at this site.
+    Unreadable,
+}
+
+/// The counts at the end of `sdt trace`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TraceSummary {
+    /// Hits delivered.
+    pub events: u64,
+    /// Hits the ring buffer had no room for.
+    pub lost: u64,
+    /// Sites attached.
+    pub sites: usize,
+}

@@ -1,0 +1,425 @@
+//! Text: what bpftrace prints, and `sdt trace`'s one line per hit.
+//!
+//! Maps follow bpftrace 0.17 byte for byte (`@name[k1, k2]: value` lines,
+//! `hist`'s 52-column bars, the blank lines after some kinds of map),
+//! except where bpftrace is wrong: `hist` buckets go on past `[2G, 4G)`.
+//! Values print as bpftrace prints them, which depends on where they are
+//! ([`Context`]): integer keys are signed whatever their type, a stack in
+//! a key is indented less than one in a value.
+//!
+//! Hits are the hot path of `sdt trace` (millions a second can arrive),
+//! so each is formatted into a reused buffer with `itoa` rather than
+//! through `format!`. Their strings come from the traced process and
+//! never reach the terminal raw: printable UTF-8 is kept, everything else
+//! is escaped.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use crate::model::{
+    Arg, Bucket, Datum, Hit, Losses, MapKind, MapPrint, MapValue, Printed, TextKind, TraceSummary,
+};
+use crate::{Out, Sink};
+
+/// Where a value is printed, which changes a few renderings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Context {
+    /// A `printf` argument or `print()` of a value.
+    Printf,
+    /// A map key.
+    Key,
+    /// A map value.
+    Value,
+}
+
+/// The text format.
+pub struct Text<'w> {
+    out: Out<'w>,
+    /// Where the two newlines before the final maps go, when not into
+    /// the output: bpftrace writes them to standard output even with `-o`.
+    separator: Option<Box<dyn Write + 'w>>,
+    /// `CLOCK_MONOTONIC` at start: hits show the seconds since.
+    start_ns: u64,
+    line: Vec<u8>,
+}
+
+impl<'w> Text<'w> {
+    pub fn new(out: Box<dyn Write + 'w>) -> Text<'w> {
+        Text {
+            out: Out::new(out),
+            separator: None,
+            start_ns: monotonic_ns(),
+            line: Vec::with_capacity(512),
+        }
+    }
+
+    /// Writes the newlines before the final maps to `to` instead of the
+    /// output.
+    pub fn separator_to(mut self, to: Box<dyn Write + 'w>) -> Text<'w> {
+        self.separator = Some(to);
+        self
+    }
+}
+
+impl Sink for Text<'_> {
+    fn printf(&mut self, printf: &mut dyn Printed) {
+        self.out.write(printf.text());
+    }
+
+    fn value(&mut self, value: &Datum) {
+        let line = datum(value, Context::Printf) + "\n";
+        self.out.write(line.as_bytes());
+    }
+
+    fn map(&mut self, map: &MapPrint) {
+        self.out.write(self::map(map).as_bytes());
+    }
+
+    fn text(&mut self, kind: TextKind, text: &[u8]) {
+        self.out.write(text);
+        if kind == TextKind::Join {
+            self.out.write(b"\n");
+        }
+    }
+
+    fn attached(&mut self, probes: usize) {
+        let line = format!(
+            "Attaching {probes} probe{}...\n",
+            if probes == 1 { "" } else { "s" }
+        );
+        self.out.write(line.as_bytes());
+    }
+
+    fn maps_follow(&mut self) {
+        match &mut self.separator {
+            None => self.out.write(b"\n\n"),
+            // Like bpftrace, which writes them with printf: a closed
+            // standard output does not stop the maps.
+            Some(to) => {
+                let _ = to.write_all(b"\n\n").and_then(|()| to.flush());
+            }
+        }
+    }
+
+    /// Losses are told on standard error, by whoever ran the program.
+    fn lost(&mut self, _: &Losses) {}
+
+    fn hit(&mut self, hit: &Hit<'_>) {
+        self.line.clear();
+        hit_line(&mut self.line, hit, self.start_ns);
+        self.out.write(&self.line);
+    }
+
+    /// The summary is told on standard error, by `sdt trace`.
+    fn summary(&mut self, _: &TraceSummary) {}
+
+    fn flush(&mut self) {
+        self.out.flush();
+    }
+
+    fn error(&self) -> Option<&std::io::Error> {
+        self.out.error()
+    }
+}
+
+/// A string as bpftrace prints it: its bytes as they are, newlines and
+/// tabs included. Only bytes that are not UTF-8, which a `String` cannot
+/// hold, become `\xNN`.
+pub fn raw_text(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
+/// `%r`: printable ASCII as it is, other bytes as `\xNN`.
+pub fn escape_buffer(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for &b in bytes {
+        if (0x20..0x7f).contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
+/// The text of a value in `context`.
+pub fn datum(value: &Datum, context: Context) -> String {
+    match value {
+        Datum::Int { value, signed } => {
+            // bpftrace prints integer keys signed, whatever their type.
+            if *signed || context == Context::Key {
+                (*value as i64).to_string()
+            } else {
+                value.to_string()
+            }
+        }
+        Datum::Str(bytes) => raw_text(bytes),
+        Datum::Buf(bytes) => escape_buffer(bytes),
+        Datum::Text(text) => text.clone(),
+        // bpftrace's spelling: `{ .x = 1, .name = abc }` and `[1,2,3]`.
+        Datum::Record(fields) => {
+            let inner = if context == Context::Key {
+                Context::Key
+            } else {
+                Context::Printf
+            };
+            let parts: Vec<String> = fields
+                .iter()
+                .map(|(name, v)| format!(".{name} = {}", datum(v, inner)))
+                .collect();
+            format!("{{ {} }}", parts.join(", "))
+        }
+        Datum::Array { items, int_bytes } => {
+            let parts: Vec<String> = items
+                .iter()
+                .map(|v| match (v, context) {
+                    (Datum::Int { value, .. }, Context::Key) if (1..8).contains(int_bytes) => {
+                        let shift = 64 - 8 * u32::from(*int_bytes);
+                        (((value << shift) as i64) >> shift).to_string()
+                    }
+                    (v, Context::Key) => datum(v, Context::Key),
+                    (v, _) => datum(v, Context::Printf),
+                })
+                .collect();
+            format!("[{}]", parts.join(","))
+        }
+        Datum::Tuple(items) => {
+            let parts: Vec<String> = items.iter().map(|v| datum(v, Context::Printf)).collect();
+            format!("({})", parts.join(", "))
+        }
+        Datum::Stack(stack) => {
+            let indent = if context == Context::Key {
+                "    "
+            } else {
+                "        "
+            };
+            let mut out = String::from("\n");
+            for frame in &stack.frames {
+                let name = match &frame.symbol {
+                    Some((name, offset)) => format!("{name}+{offset}"),
+                    None => format!("{:#x}", frame.addr),
+                };
+                if stack.perf {
+                    let module = match (&frame.symbol, &frame.module) {
+                        (Some(_), Some(module)) => module.as_str(),
+                        _ => "[unknown]",
+                    };
+                    let _ = writeln!(out, "\t{:x} {name} ({module})", frame.addr);
+                } else {
+                    let _ = writeln!(out, "{indent}{name}");
+                }
+            }
+            out
+        }
+    }
+}
+
+/// A number with a binary unit when it is an exact multiple of one:
+/// `1K`, `3M`, `512`.
+pub fn unit_label(n: i128) -> String {
+    if n == 0 {
+        return "0".into();
+    }
+    for (shift, unit) in [
+        (60, "E"),
+        (50, "P"),
+        (40, "T"),
+        (30, "G"),
+        (20, "M"),
+        (10, "K"),
+    ] {
+        let scale = 1i128 << shift;
+        if n % scale == 0 {
+            return format!("{}{unit}", n / scale);
+        }
+    }
+    n.to_string()
+}
+
+fn bucket_label(kind: MapKind, bucket: &Bucket) -> String {
+    match (bucket.low, bucket.high) {
+        (Some(lo), Some(hi)) if kind == MapKind::Hist && hi - lo == 1 => {
+            format!("[{}]", unit_label(lo))
+        }
+        (None, Some(hi)) => format!("(..., {})", unit_label(hi)),
+        (Some(lo), None) => format!("[{}, ...)", unit_label(lo)),
+        (Some(lo), Some(hi)) => format!("[{}, {})", unit_label(lo), unit_label(hi)),
+        (None, None) => String::new(),
+    }
+}
+
+fn histogram(kind: MapKind, buckets: &[Bucket], div: u64, out: &mut String) {
+    let max = buckets.iter().map(|b| b.count).max().unwrap_or(0);
+    for bucket in buckets {
+        let bar = if max == 0 {
+            0
+        } else {
+            (bucket.count as f64 / max as f64 * 52.0) as usize
+        };
+        let _ = writeln!(
+            out,
+            "{:<16}{:>8} |{:<52}|",
+            bucket_label(kind, bucket),
+            bucket.count / div,
+            "@".repeat(bar)
+        );
+    }
+}
+
+/// The text of a key: `[k1, k2]`, or nothing for a map without a key.
+fn key(map: &MapPrint, key: &[Datum]) -> String {
+    if !map.keyed {
+        return String::new();
+    }
+    let parts: Vec<String> = key.iter().map(|k| datum(k, Context::Key)).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// A map as bpftrace prints it.
+pub fn map(map: &MapPrint) -> String {
+    let name = &map.name;
+    let mut out = String::new();
+    let averages = matches!(map.kind, MapKind::Avg | MapKind::Stats);
+    let div = map.div.max(1);
+    if map.rows.is_empty() {
+        // bpftrace prints something even for an empty map.
+        match map.kind {
+            MapKind::Count if !map.keyed => {
+                let _ = writeln!(out, "{name}: 0");
+            }
+            _ if averages => out.push_str("\n\n"),
+            _ => out.push('\n'),
+        }
+        return out;
+    }
+    for row in &map.rows {
+        let key = key(map, &row.key);
+        match &row.value {
+            MapValue::Buckets(buckets) => {
+                let _ = writeln!(out, "{name}{key}: ");
+                histogram(map.kind, buckets, div, &mut out);
+                out.push('\n');
+            }
+            MapValue::Number(v) => {
+                let _ = writeln!(out, "{name}{key}: {}", v / i128::from(div));
+            }
+            MapValue::Stats {
+                count,
+                average,
+                total,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "{name}{key}: count {count}, average {average}, total {total}"
+                );
+            }
+            MapValue::Datum(value) => {
+                let shown = divided(value, div).unwrap_or_else(|| datum(value, Context::Value));
+                let _ = writeln!(out, "{name}{key}: {shown}");
+                if matches!(value, Datum::Stack(_)) {
+                    out.push('\n');
+                }
+            }
+        }
+    }
+    if averages {
+        out.push('\n');
+    }
+    out
+}
+
+/// An integer value divided by `print`'s `div`, when there is one.
+pub(crate) fn divided(value: &Datum, div: u64) -> Option<String> {
+    match *value {
+        Datum::Int { value, signed } if div > 1 => Some(if signed {
+            ((value as i64) / div as i64).to_string()
+        } else {
+            (value / div).to_string()
+        }),
+        _ => None,
+    }
+}
+
+fn hit_line(line: &mut Vec<u8>, hit: &Hit<'_>, start_ns: u64) {
+    let mut num = itoa::Buffer::new();
+    let since = hit.time_ns.saturating_sub(start_ns);
+    let nanos = (since % 1_000_000_000) as u32;
+    line.extend_from_slice(num.format(since / 1_000_000_000).as_bytes());
+    line.push(b'.');
+    let digits = num.format(nanos);
+    line.extend(std::iter::repeat_n(b'0', 9 - digits.len()));
+    line.extend_from_slice(digits.as_bytes());
+    line.push(b' ');
+    line.extend_from_slice(num.format(hit.pid).as_bytes());
+    line.push(b' ');
+    line.extend_from_slice(num.format(hit.tid).as_bytes());
+    line.push(b' ');
+    escape_text(line, hit.comm, false);
+    line.push(b' ');
+    line.extend_from_slice(hit.provider.as_bytes());
+    line.push(b':');
+    line.extend_from_slice(hit.name.as_bytes());
+    for (n, value) in hit.args().iter().enumerate() {
+        line.extend_from_slice(b" arg");
+        line.extend_from_slice(num.format(n).as_bytes());
+        line.push(b'=');
+        match *value {
+            Arg::Unsigned(v) => line.extend_from_slice(num.format(v).as_bytes()),
+            Arg::Signed(v) => line.extend_from_slice(num.format(v).as_bytes()),
+            Arg::Float(v) => line.extend_from_slice(v.to_string().as_bytes()),
+            Arg::Str(Ok(bytes)) => {
+                line.push(b'"');
+                escape_text(line, bytes, true);
+                line.push(b'"');
+            }
+            Arg::Str(Err((errno, pointer))) => {
+                line.extend_from_slice(
+                    format!("<unreadable {pointer:#x}: error {errno}>").as_bytes(),
+                );
+            }
+            Arg::Unreadable => line.extend_from_slice(b"<unreadable>"),
+        }
+    }
+    line.push(b'\n');
+}
+
+/// Appends `bytes`, keeping printable UTF-8 and escaping the rest.
+fn escape_text(line: &mut Vec<u8>, bytes: &[u8], quoted: bool) {
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\n' => line.extend_from_slice(b"\\n"),
+                '\t' => line.extend_from_slice(b"\\t"),
+                '\r' => line.extend_from_slice(b"\\r"),
+                '\\' => line.extend_from_slice(b"\\\\"),
+                '"' if quoted => line.extend_from_slice(b"\\\""),
+                ' ' if !quoted => line.extend_from_slice(b"\\x20"),
+                c if c.is_control() => {
+                    line.extend_from_slice(format!("\\u{{{:x}}}", c as u32).as_bytes())
+                }
+                c => {
+                    let mut utf8 = [0; 4];
+                    line.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+                }
+            }
+        }
+        for byte in chunk.invalid() {
+            line.extend_from_slice(format!("\\x{byte:02x}").as_bytes());
+        }
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests;

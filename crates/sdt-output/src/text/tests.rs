@@ -1,0 +1,139 @@
+use super::*;
+use crate::model::{Frame, MapRow, Stack};
+
+fn escaped(bytes: &[u8]) -> String {
+    let mut line = Vec::new();
+    escape_text(&mut line, bytes, true);
+    String::from_utf8(line).unwrap()
+}
+
+#[test]
+fn control_characters_never_reach_the_terminal() {
+    assert_eq!(escaped(b"fib"), "fib");
+    assert_eq!(escaped(b"a\nb\x1b[31m"), "a\\nb\\u{1b}[31m");
+    assert_eq!(escaped(b"q\"uote\\"), "q\\\"uote\\\\");
+    assert_eq!(escaped("héllo".as_bytes()), "héllo");
+    assert_eq!(escaped(b"\xff\xfe"), "\\xff\\xfe");
+    assert_eq!(escaped("\u{85}".as_bytes()), "\\u{85}");
+}
+
+#[test]
+fn buffers_and_strings_print_as_in_bpftrace() {
+    assert_eq!(escape_buffer(b"ab\x01"), "ab\\x01");
+    assert_eq!(raw_text(b"a\nb\tc \xe2\x9c\x93"), "a\nb\tc \u{2713}");
+    assert_eq!(raw_text(b"bad\xff"), "bad\\xff");
+}
+
+fn histogram_of(kind: MapKind, buckets: &[(Option<i128>, Option<i128>, u64)], div: u64) -> String {
+    map(&MapPrint {
+        name: "@h".into(),
+        kind,
+        keyed: false,
+        rows: vec![MapRow {
+            key: Vec::new(),
+            value: MapValue::Buckets(
+                buckets
+                    .iter()
+                    .map(|&(low, high, count)| Bucket { low, high, count })
+                    .collect(),
+            ),
+        }],
+        div,
+    })
+}
+
+#[test]
+fn histogram_labels_and_bars() {
+    let text = histogram_of(
+        MapKind::Hist,
+        &[
+            (None, Some(0), 1),
+            (Some(0), Some(1), 0),
+            (Some(1024), Some(2048), 4),
+        ],
+        1,
+    );
+    assert_eq!(
+        text,
+        "@h: \n\
+         (..., 0)               1 |@@@@@@@@@@@@@                                       |\n\
+         [0]                    0 |                                                    |\n\
+         [1K, 2K)               4 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\n"
+    );
+    // A divisor shrinks the counts, not the bars' proportions.
+    let divided = histogram_of(
+        MapKind::Lhist,
+        &[(Some(0), Some(1), 3), (Some(1), None, 2)],
+        2,
+    );
+    assert_eq!(
+        divided,
+        "@h: \n\
+         [0, 1)                 1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
+         [1, ...)               1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@                  |\n\n"
+    );
+}
+
+#[test]
+fn empty_maps_print_what_bpftrace_prints() {
+    let empty = |kind, keyed| {
+        map(&MapPrint {
+            name: "@m".into(),
+            kind,
+            keyed,
+            rows: Vec::new(),
+            div: 1,
+        })
+    };
+    assert_eq!(empty(MapKind::Count, false), "@m: 0\n");
+    assert_eq!(empty(MapKind::Count, true), "\n");
+    assert_eq!(empty(MapKind::Stats, true), "\n\n");
+    assert_eq!(empty(MapKind::Plain, true), "\n");
+}
+
+#[test]
+fn stacks_indent_by_where_they_are() {
+    let stack = Datum::Stack(Stack {
+        frames: vec![
+            Frame {
+                addr: 0x1000,
+                symbol: Some(("main".into(), 4)),
+                module: Some("/bin/x".into()),
+            },
+            Frame {
+                addr: 0x2000,
+                symbol: None,
+                module: None,
+            },
+        ],
+        perf: false,
+    });
+    assert_eq!(datum(&stack, Context::Key), "\n    main+4\n    0x2000\n");
+    assert_eq!(
+        datum(&stack, Context::Value),
+        "\n        main+4\n        0x2000\n"
+    );
+    let perf = Datum::Stack(Stack {
+        perf: true,
+        ..match stack {
+            Datum::Stack(s) => s,
+            _ => unreachable!(),
+        }
+    });
+    assert_eq!(
+        datum(&perf, Context::Value),
+        "\n\t1000 main+4 (/bin/x)\n\t2000 0x2000 ([unknown])\n"
+    );
+}
+
+#[test]
+fn keys_print_signed_and_values_as_their_type() {
+    let big = Datum::Int {
+        value: u64::MAX,
+        signed: false,
+    };
+    assert_eq!(datum(&big, Context::Key), "-1");
+    assert_eq!(datum(&big, Context::Value), u64::MAX.to_string());
+    assert_eq!(divided(&Datum::int(-9), 2).as_deref(), Some("-4"));
+    assert_eq!(divided(&big, 1), None);
+}
