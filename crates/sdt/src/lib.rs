@@ -137,7 +137,12 @@
 #![no_std]
 #![warn(missing_docs)]
 
+#[cfg(feature = "dynamic")]
+extern crate std;
+
 mod arg;
+#[cfg(feature = "dynamic")]
+pub mod dynamic;
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod unsupported;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
