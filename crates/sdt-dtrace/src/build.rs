@@ -126,12 +126,11 @@ impl Builder {
         println!("cargo::rerun-if-changed={}", self.path.display());
         println!("cargo::rerun-if-env-changed=CPP");
         if let Err(err) = self.try_generate() {
+            // Cargo shows the first line on its own; the whole error, the
+            // underlined line included, is in the script's output below it.
             let text = err.to_string();
-            let mut lines = text.lines();
-            println!("cargo::error={}", lines.next().unwrap_or_default());
-            for line in lines {
-                println!("cargo::error={line}");
-            }
+            println!("cargo::error={}", text.lines().next().unwrap_or_default());
+            eprintln!("{text}");
             std::process::exit(1);
         }
     }

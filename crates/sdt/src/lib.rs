@@ -231,6 +231,39 @@ macro_rules! enabled {
     };
 }
 
+/// Declares the typed probes of a DTrace provider file, as [`provider!`]
+/// would: one module per provider, one macro per probe.
+///
+/// The build script turns the file into declarations with the
+/// `sdt-dtrace` crate (a build dependency), and this macro includes them:
+///
+/// ```ignore
+/// // build.rs
+/// fn main() {
+///     sdt_dtrace::Builder::new("src/probes.d").generate();
+/// }
+///
+/// // src/main.rs
+/// sdt::include_provider!("probes.d");
+///
+/// fn commit(xid: u32) {
+///     postgresql::transaction__commit!(xid);
+/// }
+/// ```
+///
+/// The argument is the provider file's name without its directory. The
+/// probes get the provider, names and argument sizes that C code firing
+/// them through `dtrace -h`'s header gets; a `char *` argument is a
+/// `&CStr`, one argument as in C. Errors in the file stop the build with
+/// its line and column. See the `sdt-dtrace` crate for the types a file
+/// may use.
+#[macro_export]
+macro_rules! include_provider {
+    ($file:literal) => {
+        include!(concat!(env!("OUT_DIR"), "/sdt-dtrace/", $file, ".rs"));
+    };
+}
+
 /// Declares typed probes.
 ///
 /// ```
