@@ -8,6 +8,16 @@
 //! that the linker does not ask for an executable stack. The objects that
 //! DTrace's own `-G` would patch are accepted and left alone, as
 //! SystemTap's `dtrace` does: `<sys/sdt.h>` probes need no patching.
+//!
+//! One difference from SystemTap's object, on purpose: `.probes` is
+//! aligned to a page (4 KiB), where SystemTap's is aligned to 2 bytes. lld
+//! puts small writable data on the file page that also ends the RELRO
+//! segment, and the kernel raises a semaphore, by its file offset, in the
+//! first writable mapping of that offset: at `exec`, the RELRO one, which
+//! the loader then zeroes and write-protects. Programs linked that way
+//! never see a semaphore raised when the tracer attached before they
+//! started (`sdt trace -c`, system-wide tracing); on a page of its own,
+//! the semaphore is mapped once. The tests show both.
 
 use object::write::{Object, Symbol, SymbolSection};
 use object::{
@@ -38,6 +48,8 @@ impl ProviderFile {
             host().ok_or_else(|| format!("no ELF object format for {}", std::env::consts::ARCH))?;
         let mut object = Object::new(BinaryFormat::Elf, architecture, endian);
         let probes = object.add_section(Vec::new(), b".probes".to_vec(), SectionKind::Data);
+        // On a page of its own: see the module docs.
+        object.set_section_data(probes, Vec::new(), 4096);
         for provider in &self.providers {
             for probe in &provider.probes {
                 let offset = object.append_section_data(probes, &[0, 0], 2);
