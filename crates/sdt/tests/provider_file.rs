@@ -134,7 +134,7 @@ fn bpftrace_lists_the_probes_and_reads_the_arguments() {
     }
     let script = format!(
         r#"usdt:{bin}:shop:order__placed {{ printf("placed %d %d %s %s\n", arg0, arg1, str(arg2), str(arg3)); }}
-           usdt:{bin}:shop:order__flags {{ printf("flags %d %d %d %d\n", arg0, arg1, arg2, arg3); }}
+           usdt:{bin}:shop:order__flags {{ printf("flags %d %d %d %lu\n", arg0, arg1, arg2, arg3); }}
            usdt:{bin}:shop:tick {{ @ticks = count(); }}"#
     );
     let traced = trace(&bin, &["3", "--wait"], &script);
@@ -167,7 +167,7 @@ fn sdt_run_reads_the_arguments() {
             &format!("{bin} 2"),
             "-e",
             r#"usdt::shop:order__placed { printf("placed %d %d %s %s\n", arg0, arg1, str(arg2), str(arg3)); }
-               usdt::shop:order__flags { printf("flags %d %d %d %d\n", arg0, arg1, arg2, arg3); }"#,
+               usdt::shop:order__flags { printf("flags %d %d %d %lu\n", arg0, arg1, arg2, arg3); }"#,
         ])
         .stdin(Stdio::null()));
     assert!(output.status.success(), "sdt run: {output:?}");
