@@ -154,6 +154,9 @@ fn bpftrace_lists_the_probes_and_reads_the_arguments() {
     assert!(traced.tracer.contains("@ticks: 3"), "{}", traced.tracer);
 }
 
+/// Under `-c`, so that the semaphores are raised as the program maps its
+/// file: with this fixture's small `.data`, lld put them on the page that
+/// ends the RELRO segment until `.probes` was made to start a page.
 #[test]
 fn sdt_run_reads_the_arguments() {
     if !require_tracing() {
