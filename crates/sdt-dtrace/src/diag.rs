@@ -44,7 +44,8 @@ impl Source {
     /// byte `at` is line `line` of `file` (of the current file when `file`
     /// is empty). A malformed marker is ignored.
     pub(crate) fn mark_line(&self, at: usize, line: &str, file: &str) {
-        let Ok(line) = line.parse::<u32>() else {
+        // Lines count from 1; a marker of line 0 comes from no preprocessor.
+        let Some(line) = line.parse::<u32>().ok().filter(|&l| l > 0) else {
             return;
         };
         let file = file
@@ -61,8 +62,14 @@ impl Source {
 
     /// An error about the text at `span`.
     pub fn error(&self, span: Range<usize>, message: impl Into<String>) -> Diagnostic {
-        let start = span.start.min(self.text.len());
-        let end = span.end.clamp(start, self.text.len());
+        let mut start = span.start.min(self.text.len());
+        while !self.text.is_char_boundary(start) {
+            start -= 1;
+        }
+        let mut end = span.end.clamp(start, self.text.len());
+        while !self.text.is_char_boundary(end) {
+            end += 1;
+        }
         let line_start = self.text[..start].rfind('\n').map_or(0, |n| n + 1);
         let line_end = self.text[start..]
             .find('\n')
@@ -78,7 +85,7 @@ impl Source {
         let width = self.text[start..end.min(line_end)].chars().count().max(1);
         Diagnostic {
             file,
-            line: first_line + newlines,
+            line: first_line.saturating_add(newlines),
             column,
             message: message.into(),
             line_text: self.text[line_start..line_end].to_string(),
@@ -147,6 +154,27 @@ mod tests {
             d.to_string(),
             "p.d:2:10: unknown type `bad`\n  |\n2 |  probe é(bad);\n  |          ^^^"
         );
+    }
+
+    #[test]
+    fn markers_of_line_0_are_ignored() {
+        // Found by the fuzzer: an error reported on line 0.
+        let text = "provider p {};\n# 0 \"x.d\"\n*";
+        let source = Source::new("p.d", text.into());
+        source.mark_line(text.find('*').unwrap(), "0", "\"x.d\"");
+        source.mark_line(text.find('*').unwrap(), "4294967295", "\"x.d\"");
+        let at = text.find('*').unwrap();
+        let d = source.error(at..at + 1, "m");
+        assert_eq!((d.file.as_str(), d.line), ("x.d", 4294967295));
+        let d = Source::new("p.d", text.into()).error(at..at + 1, "m");
+        assert_eq!(d.line, 3);
+    }
+
+    #[test]
+    fn spans_inside_a_character_are_widened_to_it() {
+        let source = Source::new("p.d", "x // é".into());
+        let d = source.error(6..7, "m");
+        assert_eq!((d.line, d.column, d.width), (1, 6, 1));
     }
 
     #[test]

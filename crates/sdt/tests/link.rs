@@ -46,7 +46,11 @@ fn check(config: Config) {
     // On a page of its own, which no other segment maps: the kernel raises
     // a semaphore in the first writable mapping of its file offset.
     assert_eq!(probes.addr % 4096, 0, "{context}: .probes not page-aligned");
-    assert_eq!(probes.offset % 4096, 0, "{context}: .probes not page-aligned in the file");
+    assert_eq!(
+        probes.offset % 4096,
+        0,
+        "{context}: .probes not page-aligned in the file"
+    );
 
     for (provider, name, sites) in PROBES {
         let found = elf.notes_of(provider, name).len();
