@@ -133,6 +133,19 @@
 //! On targets other than x86-64 Linux the macros compile, type-check their
 //! arguments, and do nothing: no probe is emitted and no argument is
 //! computed.
+//!
+//! # Provider files and probes defined at run time
+//!
+//! * [`include_provider!`] declares the probes of a DTrace provider file
+//!   (`.d`), shared with C code that fires them through `dtrace -h`'s
+//!   header; the `sdt-dtrace` crate turns the file into [`provider!`]
+//!   declarations in a build script.
+//! * The `dynamic` feature adds [`dynamic`]: probes defined while the
+//!   program runs, for JIT compilers, interpreters and plugin hosts. It is
+//!   the only part of the crate with dependencies (`object` to write the
+//!   ELF object the probes live in, `libc` to load it); without the
+//!   feature the crate is `no_std` and depends on nothing. The
+//!   `sdt-capi` crate makes it a C library, `libsdt.so`.
 
 #![no_std]
 #![warn(missing_docs)]
