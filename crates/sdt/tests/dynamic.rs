@@ -1,8 +1,9 @@
 //! Probes defined at run time (`sdt::dynamic`): the object they live in is
-//! one every reader reads, loading maps it and unloading unmaps it, and
-//! sdt and bpftrace trace them in a running process, exactly, before and
-//! after the provider is rebuilt with more probes; also when it is loaded
-//! from a temporary file because `memfd_create` is denied.
+//! one every reader reads, loading maps it and unloading unmaps it (also
+//! while a tracer is attached), and sdt and bpftrace trace them in a
+//! running process, exactly, before and after the provider is rebuilt
+//! with more probes; also when it is loaded from a temporary file because
+//! `memfd_create` is denied.
 
 mod common;
 
@@ -268,7 +269,7 @@ fn sdt_and_bpftrace_count_every_hit_before_and_after_a_rebuild() {
         return;
     }
     const HITS: u64 = 200;
-    let mut fixture = Fixture::start(&[&HITS.to_string(), "3"]);
+    let mut fixture = Fixture::start(&[&HITS.to_string(), "3", "--unload-traced"]);
     let pid = fixture.pid().to_string();
 
     // Round 1: `sdt run -p`, by the path `sdt list -p` prints.
@@ -313,7 +314,8 @@ fn sdt_and_bpftrace_count_every_hit_before_and_after_a_rebuild() {
     fixture.expect("detached 2");
     fixture.expect("unloaded 2 mapped=false");
 
-    // Round 3: `sdt trace -p`, every object of the process, until Ctrl-C.
+    // Round 3: `sdt trace -p`, every object of the process, until Ctrl-C;
+    // the provider is unloaded while it is still attached.
     fixture.expect("loaded 3 Memfd enabled=false");
     let trace = Command::new(sdt_binary())
         .args(["trace", "-p", &pid, "-s", "1", "-s", "3:4", "jit:compiled"])
@@ -322,6 +324,7 @@ fn sdt_and_bpftrace_count_every_hit_before_and_after_a_rebuild() {
         .spawn()
         .unwrap();
     fixture.expect("fired 3");
+    fixture.expect("unloaded 3 mapped=false");
     // SAFETY: signals the process this test started.
     unsafe { libc::kill(trace.id() as i32, libc::SIGINT) };
     let out = trace.wait_with_output().unwrap();
@@ -337,8 +340,6 @@ fn sdt_and_bpftrace_count_every_hit_before_and_after_a_rebuild() {
             "{event}"
         );
     }
-    fixture.expect("detached 3");
-    fixture.expect("unloaded 3 mapped=false");
     fixture.finish();
 }
 
