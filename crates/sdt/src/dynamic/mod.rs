@@ -22,7 +22,9 @@
 //! `sdt list -p PID` lists these probes, and `sdt trace -p`, `sdt run -p`,
 //! bpftrace, gdb and every other USDT reader trace them: a loaded provider
 //! is a shared object mapped into the process, with the notes, base section
-//! and semaphores that `<sys/sdt.h>` gives a compiled program.
+//! and semaphores that `<sys/sdt.h>` gives a compiled program. `sdt list`
+//! names it `/proc/PID/fd/N` after the `memfd` the process holds, the path
+//! bpftrace takes (`usdt:/proc/PID/fd/N:myjit:compiled`).
 //!
 //! # How it works
 //!
