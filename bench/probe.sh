@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The sdt crate against a C <sys/sdt.h> probe and the `probe` crate, in one
-# run, disabled and enabled. Needs root, bpftrace, cc and <sys/sdt.h>.
+# The sdt crate (compile-time probes, and run-time ones from sdt::dynamic)
+# against a C <sys/sdt.h> probe and the `probe` crate, in one run, disabled
+# and enabled. Needs root, bpftrace, cc and <sys/sdt.h>.
 #
 #   bash bench/probe.sh          # REPS=5 runs of each, the best one counts
 #
 # Disabled: ns per iteration of a loop whose probe has an expensive argument
 # (about a hundred multiplications), against the same loop without a probe.
 # Every implementation skips the argument while disabled: sdt by design, C
-# through its semaphore (as `dtrace -h` headers do), the probe crate through
-# `probe_lazy!`.
+# through its semaphore (as `dtrace -h` headers do), the run-time probe
+# through `enabled()`, the probe crate through `probe_lazy!`.
 #
 # Enabled: ns per hit while bpftrace 0.17 runs `count()` on the probe:
 # (traced - untraced) / hits, with a cheap argument. bpftrace raises
@@ -39,39 +40,61 @@ best() {
   for _ in $(seq "$reps"); do "$@"; done | sort -g -k2 | head -1
 }
 
+# runtime_path PID NAME: the path of the run-time object of process PID
+# that holds bench:NAME, as `sdt list -p` prints it (/proc/PID/fd/N).
+runtime_path() {
+  local path
+  for _ in $(seq 1000); do
+    path=$("$sdt" list -p "$1" "bench:$2" 2>/dev/null | awk '{ print $1; exit }')
+    [[ -n $path ]] && { echo "$path"; return; }
+    sleep 0.01
+  done
+  echo "no run-time probe bench:$2 in process $1" >&2
+  exit 1
+}
+
 # traced BIN PROBES CMD...: runs CMD (which waits for its probe) under
 # `bpftrace -p`, counting hits of the probe in PROBES' first word; prints
-# "wall cpu hits".
+# "wall cpu hits". A probe written @NAME is a run-time probe: in the
+# object `sdt list -p` names, not in BIN.
 traced() {
-  local bin=$1 probes=$2 script='' out
+  local bin=$1 probes=$2 script='' out path name
   shift 2
   out=$(mktemp)
-  for probe in $probes; do
-    script+="usdt:$bin:bench:$probe { @[\"$probe\"] = count(); } "
-  done
   "$@" --wait >"$out" &
   local pid=$!
+  for probe in $probes; do
+    name=${probe#@}
+    path=$bin
+    [[ $probe == @* ]] && path=$(runtime_path "$pid" "$name")
+    script+="usdt:$path:bench:$name { @[\"$name\"] = count(); } "
+  done
   local counts
   counts=$(bpftrace -p "$pid" -e "$script" 2>/dev/null)
   wait "$pid"
   local first=${probes%% *}
+  first=${first#@}
   echo "$(cat "$out") $(awk -v p="@[$first]:" '$1 == p { print $2 }' <<<"$counts")"
   rm -f "$out"
 }
 
 # sdt_traced BIN PROBES CMD...: like `traced`, with `sdt trace -p` writing
-# every event to a file on tmpfs; prints "wall cpu hits".
+# every event to a file on tmpfs; prints "wall cpu hits". A run-time probe
+# (@NAME) is found among the process's objects.
 sdt_traced() {
   local bin=$1 probes=$2 specs=() out events
   shift 2
   out=$(mktemp)
   events=$(mktemp -p /dev/shm)
-  for probe in $probes; do specs+=("$bin:bench:$probe"); done
+  for probe in $probes; do
+    if [[ $probe == @* ]]; then specs+=("bench:${probe#@}"); else specs+=("$bin:bench:$probe"); fi
+  done
   "$@" --wait >"$out" &
   local pid=$!
   "$sdt" trace -p "$pid" -o "$events" "${specs[@]}" 2>/dev/null
   wait "$pid"
   local first=${probes%% *}
+  first=${first#@}
   echo "$(cat "$out") $(grep -c " bench:$first" "$events" || true)"
   rm -f "$out" "$events"
 }
@@ -96,13 +119,14 @@ echo
 printf '| %-26s | %8s | %8s | %14s |\n' loop cpu wall "cpu - no probe"
 printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..28})" ---------- ---------- ----------------
 declare -A disabled
-for row in "Rust, no probe|$rust none" "sdt crate|$rust sdt" "probe crate (probe_lazy!)|$rust probe" \
-           "C, no probe|$c none" "C <sys/sdt.h> + semaphore|$c sdt"; do
+for row in "Rust, no probe|$rust none" "sdt crate|$rust sdt" "run-time (sdt::dynamic)|$rust dynamic" \
+           "probe crate (probe_lazy!)|$rust probe" "C, no probe|$c none" "C <sys/sdt.h> + semaphore|$c sdt"; do
   label=${row%%|*}
   read -r -a cmd <<<"${row#*|}"
   disabled[$label]=$(best "${cmd[@]}" expensive "$n_disabled")
 done
-for label in "Rust, no probe" "sdt crate" "probe crate (probe_lazy!)" "C, no probe" "C <sys/sdt.h> + semaphore"; do
+for label in "Rust, no probe" "sdt crate" "run-time (sdt::dynamic)" "probe crate (probe_lazy!)" "C, no probe" \
+             "C <sys/sdt.h> + semaphore"; do
   base="Rust, no probe"
   [[ $label == C* ]] && base="C, no probe"
   r=${disabled[$label]}
@@ -122,6 +146,7 @@ enabled() {
   declare -A per_hit
   local rows=("C <sys/sdt.h>|$c|hit|$c sdt"
         "sdt crate|$rust|sdt_cheap ready|$rust sdt"
+        "run-time (sdt::dynamic)|$rust|@dyn_cheap ready|$rust dynamic"
         "probe crate|$rust|probe_cheap ready|$rust probe")
   for row in "${rows[@]}"; do
     IFS='|' read -r label bin probes command <<<"$row"

@@ -5,9 +5,10 @@
 //! the thread's CPU time (user and system), which other load on the machine
 //! inflates far less.
 //!
-//! * IMPL: `none` (no probe), `sdt` (this project's crate) or `probe` (the
-//!   `probe` crate's `probe_lazy!`, which also skips its arguments while
-//!   disabled).
+//! * IMPL: `none` (no probe), `sdt` (this project's crate), `dynamic` (a
+//!   probe of the crate's run-time API, `sdt::dynamic`, tested with
+//!   `enabled()` before its argument is computed) or `probe` (the `probe`
+//!   crate's `probe_lazy!`, which also skips its arguments while disabled).
 //! * ARG: `expensive` (the probe's argument takes about a hundred
 //!   multiplications) or `cheap` (the loop counter).
 //! * `--wait`: first wait until a tracer has enabled the probe.
@@ -50,7 +51,7 @@ macro_rules! timed_loop {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [imp, arg, n, rest @ ..] = args.as_slice() else {
-        eprintln!("usage: sdt-bench-probe none|sdt|probe expensive|cheap N [--wait]");
+        eprintln!("usage: sdt-bench-probe none|sdt|dynamic|probe expensive|cheap N [--wait]");
         std::process::exit(2);
     };
     let n: u64 = n.parse().expect("N is a number");
@@ -59,6 +60,14 @@ fn main() {
         "cheap" => false,
         other => panic!("unknown argument kind {other}"),
     };
+    // Loaded before the tracer is waited for, so that it finds the probes.
+    let runtime = sdt::dynamic::Provider::new("bench")
+        .and_then(|p| p.probe("dyn_expensive", &[sdt::dynamic::ArgType::U64]))
+        .and_then(|p| p.probe("dyn_cheap", &[sdt::dynamic::ArgType::U64]))
+        .and_then(|p| p.load())
+        .expect("load the run-time probes");
+    let dyn_expensive = runtime.probe("dyn_expensive").unwrap();
+    let dyn_cheap = runtime.probe("dyn_cheap").unwrap();
     if rest.first().map(String::as_str) == Some("--wait") {
         wait_for_tracer();
     }
@@ -66,6 +75,12 @@ fn main() {
         ("none", _) => timed_loop!(n, |i| ()),
         ("sdt", true) => timed_loop!(n, |i| sdt::probe!(bench, sdt_expensive, expensive(i))),
         ("sdt", false) => timed_loop!(n, |i| sdt::probe!(bench, sdt_cheap, i)),
+        ("dynamic", true) => timed_loop!(n, |i| {
+            if dyn_expensive.enabled() {
+                dyn_expensive.fire(&[expensive(i).into()])
+            }
+        }),
+        ("dynamic", false) => timed_loop!(n, |i| dyn_cheap.fire(&[i.into()])),
         ("probe", true) => timed_loop!(n, |i| {
             probe::probe_lazy!(bench, probe_expensive, expensive(i))
         }),

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod dtrace;
 mod list;
 mod run;
 mod tools;
@@ -59,6 +60,7 @@ enum Command {
     Dbslower(tools::DbslowerArgs),
     Readline(tools::ReadlineArgs),
     Stat(tools::StatArgs),
+    Dtrace(dtrace::DtraceArgs),
     /// Closes probes handed over by an sdt that has exited (internal).
     #[command(name = "__release", hide = true)]
     Release {
@@ -86,6 +88,8 @@ fn main() -> ExitCode {
     let result = if invoked_as == "bpftrace" {
         argv.remove(0);
         bpftrace(argv)
+    } else if invoked_as == "dtrace" {
+        dtrace::run_args(&argv[1..])
     } else {
         match Cli::parse().command {
             Command::List(args) => list::run(args),
@@ -100,6 +104,7 @@ fn main() -> ExitCode {
             Command::Readline(args) => tools::readline(args),
             Command::Stat(args) => tools::stat(args),
             Command::Types(args) => types::run(args),
+            Command::Dtrace(args) => dtrace::run(args),
             Command::Bpftrace { args } => bpftrace(args),
             Command::Release { socket } => {
                 if let Ok(fds) = sdt_proc::receive(&socket) {

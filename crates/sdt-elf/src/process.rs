@@ -32,6 +32,16 @@
 //! the PID when it was opened: if that process exits and another one gets
 //! its PID, reads through it fail instead of describing the newcomer.
 //!
+//! **memfd objects.** A shared object loaded from a `memfd` (run-time
+//! probes: `sdt::dynamic`, libstapsdt) has no path; the maps call it
+//! `/memfd:NAME (deleted)`. When the process holds a descriptor open on it,
+//! as both of those libraries do while the object is loaded, the object is
+//! named `/proc/PID/fd/N` after the lowest such descriptor: a name that
+//! root can open, and the one bcc and bpftrace give it (`bpftrace -p PID`
+//! finds the probes of `usdt:/proc/PID/fd/N:...` and reads their
+//! arguments; through any other name of the object it cannot). The file
+//! is still opened through `map_files` and checked like any other.
+//!
 //! **btrfs.** `/proc/PID/maps` gives the device of the filesystem, but
 //! `fstat` on btrfs gives a device of the subvolume. Where the two differ,
 //! the device of the mount the file was opened on, from
@@ -40,14 +50,15 @@
 //! weaker than elsewhere; a file found through `map_files` is the mapped
 //! file regardless.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
 use rustix::fs::{
-    fstat, makedev, openat, openat2, statx, AtFlags, FileType, Mode, OFlags, ResolveFlags,
-    StatxFlags,
+    fstat, makedev, openat, openat2, statat, statx, AtFlags, Dir, FileType, Mode, OFlags,
+    ResolveFlags, StatxFlags,
 };
 use rustix::io::Errno;
 
@@ -59,10 +70,12 @@ use crate::{ElfFile, Error, FileId};
 pub struct MappedObject {
     /// The process.
     pub pid: u32,
-    /// The path as the process names it, without the ` (deleted)` marker.
-    /// It is what users see; nothing opens it.
+    /// The path as the process names it, without the ` (deleted)` marker;
+    /// for a memfd that the process holds open, `/proc/PID/fd/N` (see the
+    /// module docs). It is what users see; nothing opens it.
     pub path: PathBuf,
-    /// The file was deleted (or is a memfd) while still mapped.
+    /// The file was deleted (or is a memfd not named by a descriptor)
+    /// while still mapped.
     pub deleted: bool,
     /// The device and inode that the maps line names.
     pub id: FileId,
@@ -129,12 +142,22 @@ pub fn mapped_objects(pid: u32) -> Result<Vec<MappedObject>, Error> {
     })?;
 
     let mut objects: Vec<MappedObject> = Vec::new();
+    let mut descriptors = None;
     for mapping in parse_maps(&maps) {
-        if !mapping.executable
-            || objects
-                .iter()
-                .any(|o| o.path == mapping.path && o.id == mapping.id)
-        {
+        if !mapping.executable {
+            continue;
+        }
+        let (path, deleted) = match mapping.memfd() {
+            true => {
+                let held = descriptors.get_or_insert_with(|| held_descriptors(&proc));
+                match held.get(&mapping.id) {
+                    Some(fd) => (PathBuf::from(format!("/proc/{pid}/fd/{fd}")), false),
+                    None => (mapping.path.clone(), mapping.deleted),
+                }
+            }
+            false => (mapping.path.clone(), mapping.deleted),
+        };
+        if objects.iter().any(|o| o.path == path && o.id == mapping.id) {
             continue;
         }
         let file = open_mapped(&proc, pid, &mapping)
@@ -149,13 +172,51 @@ pub fn mapped_objects(pid: u32) -> Result<Vec<MappedObject>, Error> {
         }
         objects.push(MappedObject {
             pid,
-            path: mapping.path,
-            deleted: mapping.deleted,
+            path,
+            deleted,
             id: mapping.id,
             file,
         });
     }
     Ok(objects)
+}
+
+/// The files the process holds descriptors on, each with its lowest
+/// descriptor number. Empty when `/proc/PID/fd` cannot be read.
+fn held_descriptors(proc: &OwnedFd) -> HashMap<FileId, u32> {
+    let mut held = HashMap::new();
+    let Ok(fds) = openat(
+        proc,
+        "fd",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return held;
+    };
+    let Ok(entries) = Dir::read_from(&fds) else {
+        return held;
+    };
+    for entry in entries.flatten() {
+        let Some(fd) = entry
+            .file_name()
+            .to_str()
+            .ok()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // Follows the descriptor's magic link to what it is open on.
+        if let Ok(stat) = statat(&fds, entry.file_name(), AtFlags::empty()) {
+            let id = FileId {
+                device: stat.st_dev,
+                inode: stat.st_ino,
+            };
+            held.entry(id)
+                .and_modify(|n: &mut u32| *n = (*n).min(fd))
+                .or_insert(fd);
+        }
+    }
+    held
 }
 
 /// Opens the file of `mapping` for reading, checked to be the mapped file.
@@ -292,6 +353,18 @@ struct Mapping {
     id: FileId,
     path: PathBuf,
     deleted: bool,
+}
+
+impl Mapping {
+    /// Whether the mapping is of a `memfd`.
+    fn memfd(&self) -> bool {
+        self.deleted
+            && self
+                .path
+                .as_os_str()
+                .as_encoded_bytes()
+                .starts_with(b"/memfd:")
+    }
 }
 
 /// Parses the lines of `/proc/PID/maps` that map a file: those whose path

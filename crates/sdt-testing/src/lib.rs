@@ -9,7 +9,7 @@
 //!
 //! Failures here panic: this crate only ever runs inside tests.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Whether the tests run in CI (`CI=true`).
@@ -50,6 +50,53 @@ pub fn require_root() -> bool {
 
 extern "C" {
     fn geteuid() -> u32;
+}
+
+/// A file that `cargo build --release -p PACKAGE` makes (the `sdt`
+/// binary, `libsdt.so`), for tests of other packages: the one that
+/// `cargo test --workspace --release` built next to the running test, or
+/// else a fresh build in a target directory of its own.
+pub fn built_by(package: &str, file: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/release/deps/TEST
+    let sibling = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|p| p.join(file));
+    if let Some(path) = sibling.filter(|p| p.is_file()) {
+        return path;
+    }
+    let target = exe
+        .ancestors()
+        .nth(3)
+        .expect("test executable inside a target directory")
+        .join("sdt-fixtures")
+        .join(package);
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            package,
+            "--target-dir",
+        ])
+        .arg(&target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo");
+    assert!(
+        output.status.success(),
+        "building {package}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    target.join("release").join(file)
+}
+
+/// The `sdt` binary; see [`built_by`].
+pub fn sdt_binary() -> PathBuf {
+    built_by("sdt-cli", "sdt")
 }
 
 /// One `.note.stapsdt` note as `readelf -n` prints it.

@@ -133,11 +133,29 @@
 //! On targets other than x86-64 Linux the macros compile, type-check their
 //! arguments, and do nothing: no probe is emitted and no argument is
 //! computed.
+//!
+//! # Provider files and probes defined at run time
+//!
+//! * [`include_provider!`] declares the probes of a DTrace provider file
+//!   (`.d`), shared with C code that fires them through `dtrace -h`'s
+//!   header; the `sdt-dtrace` crate turns the file into [`provider!`]
+//!   declarations in a build script.
+//! * The `dynamic` feature adds [`dynamic`]: probes defined while the
+//!   program runs, for JIT compilers, interpreters and plugin hosts. It is
+//!   the only part of the crate with dependencies (`object` to write the
+//!   ELF object the probes live in, `libc` to load it); without the
+//!   feature the crate is `no_std` and depends on nothing. The
+//!   `sdt-capi` crate makes it a C library, `libsdt.so`.
 
 #![no_std]
 #![warn(missing_docs)]
 
+#[cfg(feature = "dynamic")]
+extern crate std;
+
 mod arg;
+#[cfg(feature = "dynamic")]
+pub mod dynamic;
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod unsupported;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -223,6 +241,39 @@ macro_rules! probe {
 macro_rules! enabled {
     ($provider:ident, $name:ident $(,)?) => {
         $crate::__sdt_enabled!($provider, $name)
+    };
+}
+
+/// Declares the typed probes of a DTrace provider file, as [`provider!`]
+/// would: one module per provider, one macro per probe.
+///
+/// The build script turns the file into declarations with the
+/// `sdt-dtrace` crate (a build dependency), and this macro includes them:
+///
+/// ```ignore
+/// // build.rs
+/// fn main() {
+///     sdt_dtrace::Builder::new("src/probes.d").generate();
+/// }
+///
+/// // src/main.rs
+/// sdt::include_provider!("probes.d");
+///
+/// fn commit(xid: u32) {
+///     postgresql::transaction__commit!(xid);
+/// }
+/// ```
+///
+/// The argument is the provider file's name without its directory. The
+/// probes get the provider, names and argument sizes that C code firing
+/// them through `dtrace -h`'s header gets; a `char *` argument is a
+/// `&CStr`, one argument as in C. Errors in the file stop the build with
+/// its line and column. See the `sdt-dtrace` crate for the types a file
+/// may use.
+#[macro_export]
+macro_rules! include_provider {
+    ($file:literal) => {
+        include!(concat!(env!("OUT_DIR"), "/sdt-dtrace/", $file, ".rs"));
     };
 }
 

@@ -20,14 +20,35 @@ macro_rules! __sdt_semaphore_symbol {
 /// has: two bytes in `.probes`, hidden (one per executable or shared
 /// library, as tracers expect), in a COMDAT group so that the linker keeps
 /// one copy for all crates.
+///
+/// Each semaphore's section also refers to `_.sdt.probes.page`, an empty
+/// piece of `.probes` aligned to a page, so that wherever a semaphore is
+/// kept the output section `.probes` starts on a page of its own. Without
+/// that, the linker may put the semaphores on the file page that also ends
+/// the RELRO segment (lld does, when `.data` is small). The kernel raises a
+/// semaphore by its file offset in the first writable mapping of that
+/// offset, and at `exec` that is the RELRO mapping, which the loader then
+/// zeroes and write-protects: a process started after the tracer attached
+/// (`sdt trace -c`, system-wide tracing) would never see its semaphore
+/// raised.
 #[doc(hidden)]
 #[macro_export]
 #[rustfmt::skip]
 macro_rules! __sdt_semaphore_definition {
     ($p:ident, $n:ident) => {
         concat!(
+            ".ifndef _.sdt.probes.page\n",
+            ".pushsection .probes, \"awG\", @progbits, _.sdt.probes.page, comdat\n",
+            ".weak _.sdt.probes.page\n",
+            ".hidden _.sdt.probes.page\n",
+            ".balign 4096\n",
+            "_.sdt.probes.page:\n",
+            ".popsection\n",
+            ".endif\n",
             ".ifndef ", $crate::__sdt_semaphore_symbol!($p, $n), "\n",
             ".pushsection .probes, \"awG\", @progbits, ", $crate::__sdt_semaphore_symbol!($p, $n), ", comdat\n",
+            // Keeps the page-aligned piece wherever the semaphore is kept.
+            ".reloc ., R_X86_64_NONE, _.sdt.probes.page\n",
             ".weak ", $crate::__sdt_semaphore_symbol!($p, $n), "\n",
             ".hidden ", $crate::__sdt_semaphore_symbol!($p, $n), "\n",
             ".type ", $crate::__sdt_semaphore_symbol!($p, $n), ", @object\n",

@@ -5,7 +5,8 @@
 //! `readelf` must then find every probe with a consistent layout: each
 //! note's base is the address of `.stapsdt.base`, each site is the 5-byte
 //! no-op in an executable segment, and each semaphore is a zeroed, aligned
-//! counter in `.probes`, one per provider and name shared by all its sites.
+//! counter in `.probes`, which starts a page, one per provider and name
+//! shared by all its sites.
 //! The fixture's `sdt-fixture-shared` crate has a probing function that
 //! nothing calls: no note may point at it once the linker has dropped it.
 
@@ -42,6 +43,14 @@ fn check(config: Config) {
     let probes = elf
         .section(".probes")
         .unwrap_or_else(|| panic!("{context}: no .probes section"));
+    // On a page of its own, which no other segment maps: the kernel raises
+    // a semaphore in the first writable mapping of its file offset.
+    assert_eq!(probes.addr % 4096, 0, "{context}: .probes not page-aligned");
+    assert_eq!(
+        probes.offset % 4096,
+        0,
+        "{context}: .probes not page-aligned in the file"
+    );
 
     for (provider, name, sites) in PROBES {
         let found = elf.notes_of(provider, name).len();

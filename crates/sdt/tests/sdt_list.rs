@@ -3,39 +3,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use common::{fixture, run, Config, Elf};
+use sdt_testing::sdt_binary;
 use serde_json::Value;
-
-/// The `sdt` binary: the one `cargo test --workspace` built next to this
-/// test, or else a fresh build of `sdt-cli` in a directory of its own.
-fn sdt_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let sibling = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .map(|p| p.join("sdt"));
-    if let Some(path) = sibling.filter(|p| p.is_file()) {
-        return path;
-    }
-    let target = exe.ancestors().nth(3).unwrap().join("sdt-fixtures/sdt-cli");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = run(Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "-p",
-            "sdt-cli",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .current_dir(env!("CARGO_MANIFEST_DIR")));
-    assert!(output.status.success(), "building sdt-cli: {output:?}");
-    target.join("release/sdt")
-}
 
 #[test]
 fn sdt_list_json_matches_readelf() {

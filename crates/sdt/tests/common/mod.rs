@@ -276,3 +276,36 @@ pub fn tempdir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("create a temporary directory");
     dir
 }
+
+/// Builds the fixture crate `tests/fixtures/DIR` (release, its own target
+/// directory) once per test binary, and returns its executable `BIN`.
+pub fn fixture_crate(dir: &str, bin: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(path) = built.get(dir) {
+        return path.clone();
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target_dir = fixtures_target_dir().join(dir);
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = run(Command::new(cargo)
+        .args(["build", "--quiet", "--release", "--manifest-path"])
+        .arg(
+            workspace
+                .join("tests/fixtures")
+                .join(dir)
+                .join("Cargo.toml"),
+        )
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .env_remove("RUSTFLAGS"));
+    assert!(
+        output.status.success(),
+        "building tests/fixtures/{dir} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let path = target_dir.join("release").join(bin);
+    built.insert(dir.to_string(), path.clone());
+    path
+}

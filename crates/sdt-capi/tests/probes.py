@@ -1,0 +1,90 @@
+"""Run-time probes from Python through libsdt.so, for tests/python.rs.
+
+python3 probes.py LIBSDT HITS ROUNDS: defines the provider `pyapp` with the
+probe `request(u64 status, str path, bytes body)`, and in each later round
+one more probe `roundR(i32)`. Each round, one line per step on standard
+output: `loaded R enabled=0`; once a tracer has enabled `request` (and half
+a second more), `request` fires HITS times with (200 + i, "/index.html",
+b"<html>") and each `roundR` HITS times with (-i); `fired R`; once no
+tracer has `request` enabled, `detached R`; then the provider is unloaded
+and `unloaded R mapped=False`.
+"""
+import ctypes
+import sys
+import time
+
+libsdt, hits, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+
+sdt = ctypes.CDLL(libsdt)
+sdt.sdt_provider_new.restype = ctypes.c_void_p
+sdt.sdt_provider_new.argtypes = [ctypes.c_char_p]
+sdt.sdt_provider_add_probe.argtypes = [
+    ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.c_size_t]
+sdt.sdt_provider_load.argtypes = [ctypes.c_void_p]
+sdt.sdt_provider_unload.argtypes = [ctypes.c_void_p]
+sdt.sdt_provider_free.argtypes = [ctypes.c_void_p]
+sdt.sdt_provider_probe.restype = ctypes.c_void_p
+sdt.sdt_provider_probe.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+sdt.sdt_probe_enabled.argtypes = [ctypes.c_void_p]
+sdt.sdt_probe_fire.argtypes = [
+    ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+sdt.sdt_last_error.restype = ctypes.c_char_p
+
+U64, I32, STR, BYTES = 4, 7, 10, 11
+
+
+def check(result):
+    if result != 0:
+        raise RuntimeError(sdt.sdt_last_error().decode())
+
+
+def add_probe(provider, name, *types):
+    check(sdt.sdt_provider_add_probe(
+        provider, name, (ctypes.c_int * len(types))(*types), len(types)))
+
+
+def fire(probe, *slots):
+    """Fires `probe`; each slot is an integer (negative ones wrap to 64 bits)."""
+    values = (ctypes.c_uint64 * len(slots))(*(s & 0xFFFF_FFFF_FFFF_FFFF for s in slots))
+    check(sdt.sdt_probe_fire(probe, values, len(slots)))
+
+
+def wait_until(what, done):
+    start = time.monotonic()
+    while not done():
+        if time.monotonic() - start > 60:
+            sys.exit(f"probes.py: waited a minute for {what}")
+        time.sleep(0.005)
+
+
+def say(line):
+    print(line, flush=True)
+
+
+provider = sdt.sdt_provider_new(b"pyapp")
+add_probe(provider, b"request", U64, STR, BYTES)
+path = ctypes.create_string_buffer(b"/index.html")
+body = b"<html>"
+body_buffer = ctypes.create_string_buffer(body, len(body))
+for round in range(1, rounds + 1):
+    if round > 1:
+        add_probe(provider, f"round{round}".encode(), I32)
+    check(sdt.sdt_provider_load(provider))
+    request = sdt.sdt_provider_probe(provider, b"request")
+    say(f"loaded {round} enabled={sdt.sdt_probe_enabled(request)}")
+    wait_until("a tracer", lambda: sdt.sdt_probe_enabled(request))
+    time.sleep(0.5)
+    for i in range(hits):
+        fire(request, 200 + i, ctypes.addressof(path), ctypes.addressof(body_buffer), len(body))
+    for later in range(2, round + 1):
+        probe = sdt.sdt_provider_probe(provider, f"round{later}".encode())
+        for i in range(hits):
+            fire(probe, -i)
+    say(f"fired {round}")
+    wait_until("the tracer to detach", lambda: not sdt.sdt_probe_enabled(request))
+    say(f"detached {round}")
+    check(sdt.sdt_provider_unload(provider))
+    with open("/proc/self/maps") as maps:
+        mapped = "sdt-pyapp" in maps.read()
+    say(f"unloaded {round} mapped={mapped}")
+sdt.sdt_provider_free(provider)

@@ -1,0 +1,213 @@
+//! libsdt.so from C and from Python's `ctypes`: the header compiles and
+//! the library defines, loads, fires and unloads probes, which sdt and
+//! bpftrace 0.17 trace exactly, before and after a rebuild.
+
+use std::io::{BufRead, BufReader, Lines};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+use sdt_testing::{built_by, have, require, require_root, sdt_binary};
+use serde_json::Value;
+
+fn libsdt() -> PathBuf {
+    built_by("sdt-capi", "libsdt.so")
+}
+
+fn output(command: &mut Command) -> std::process::Output {
+    command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {:?}: {e}", command.get_program()))
+}
+
+#[test]
+fn c_programs_build_against_the_header_and_library() {
+    if !require(have("cc"), "cc") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("sdt-capi-c-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = dir.join("use.c");
+    std::fs::write(
+        &source,
+        r#"
+#include <libsdt.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(void) {
+	if (sdt_provider_new("no good") != NULL || strstr(sdt_last_error(), "invalid provider name") == NULL)
+		return 1;
+	sdt_provider *p = sdt_provider_new("capp");
+	enum sdt_arg_type types[] = { SDT_ARG_U64, SDT_ARG_STR, SDT_ARG_BYTES };
+	if (sdt_provider_add_probe(p, "request", types, 3) != 0)
+		return 2;
+	if (sdt_provider_probe(p, "request") != NULL)
+		return 3; /* not loaded yet */
+	if (sdt_provider_load(p) != 0 || sdt_provider_add_probe(p, "late", types, 1) != -1)
+		return 4;
+	const sdt_probe *request = sdt_provider_probe(p, "request");
+	if (request == NULL || sdt_probe_enabled(request) != 0)
+		return 5;
+	uint64_t args[] = { 200, (uintptr_t)"/", (uintptr_t)"body", 4 };
+	if (sdt_probe_fire(request, args, 4) != 0)
+		return 6;
+	if (sdt_provider_unload(p) != 0 || sdt_provider_add_probe(p, "late", types, 1) != 0)
+		return 7;
+	if (sdt_provider_load(p) != 0 || sdt_provider_probe(p, "late") == NULL)
+		return 8;
+	sdt_provider_free(p);
+	puts("ok");
+	return 0;
+}
+"#,
+    )
+    .unwrap();
+    let lib = libsdt();
+    let lib_dir = lib.parent().unwrap();
+    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+    let program = dir.join("use");
+    let built = output(
+        Command::new("cc")
+            .args(["-Wall", "-Werror", "-o"])
+            .arg(&program)
+            .arg(&source)
+            .arg("-I")
+            .arg(&include)
+            .arg("-L")
+            .arg(lib_dir)
+            .arg("-lsdt"),
+    );
+    assert!(
+        built.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let ran = output(Command::new(&program).env("LD_LIBRARY_PATH", lib_dir));
+    assert_eq!(
+        (
+            ran.status.code(),
+            String::from_utf8_lossy(&ran.stdout).as_ref()
+        ),
+        (Some(0), "ok\n"),
+        "{ran:?}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// tests/probes.py, running, and its standard output line by line.
+struct Script {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Script {
+    fn expect(&mut self, expected: &str) {
+        let line = self.lines.next().and_then(Result::ok);
+        assert_eq!(line.as_deref(), Some(expected), "probes.py said");
+    }
+}
+
+impl Drop for Script {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The path `sdt list -p` prints for the object holding `pyapp:*`.
+fn listed(pid: &str) -> String {
+    let out = output(Command::new(sdt_binary()).args(["list", "--json", "-p", pid, "pyapp:*"]));
+    assert!(out.status.success(), "sdt list: {out:?}");
+    let probes: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let path = probes[0]["path"].as_str().unwrap().to_string();
+    assert!(path.starts_with(&format!("/proc/{pid}/fd/")), "{path}");
+    path
+}
+
+/// Prints `request`'s arguments and `last`'s, and exits once `last` has
+/// fired `hits` times.
+fn script(path: &str, last: &str, hits: u64) -> String {
+    let target = format!("usdt:{path}:pyapp");
+    let mut text = format!(
+        "{target}:request {{ printf(\"%d %s %s\\n\", arg0, str(arg1), str(arg2, arg3)); }}\n"
+    );
+    if last != "request" {
+        text.push_str(&format!(
+            "{target}:{last} {{ printf(\"{last} %d\\n\", arg0); }}\n"
+        ));
+    }
+    text.push_str(&format!(
+        "{target}:{last} {{ @n++; if (@n == {hits}) {{ exit(); }} }}\n"
+    ));
+    text
+}
+
+fn check(tracer: &str, out: &[u8], last: &str, hits: u64) {
+    let out = String::from_utf8_lossy(out);
+    let requests: Vec<&str> = out
+        .lines()
+        .filter(|l| l.ends_with(" /index.html <html>"))
+        .collect();
+    let expected: Vec<String> = (0..hits)
+        .map(|i| format!("{} /index.html <html>", 200 + i))
+        .collect();
+    assert_eq!(requests, expected, "{tracer}:\n{out}");
+    if last != "request" {
+        let got: Vec<&str> = out.lines().filter(|l| l.starts_with(last)).collect();
+        let expected: Vec<String> = (0..hits)
+            .map(|i| format!("{last} {}", -(i as i64)))
+            .collect();
+        assert_eq!(got, expected, "{tracer}:\n{out}");
+    }
+}
+
+#[test]
+fn python_defines_probes_that_sdt_and_bpftrace_trace() {
+    if !(require(have("python3"), "python3")
+        && require(have("bpftrace"), "bpftrace")
+        && require_root())
+    {
+        return;
+    }
+    const HITS: u64 = 100;
+    let mut child = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/probes.py"))
+        .arg(libsdt())
+        .args([&HITS.to_string(), "2"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start python3");
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut script_run = Script { child, lines };
+    let pid = script_run.child.id().to_string();
+
+    script_run.expect("loaded 1 enabled=0");
+    let path = listed(&pid);
+    let out = output(Command::new(sdt_binary()).args([
+        "run",
+        "-p",
+        &pid,
+        "-e",
+        &script(&path, "request", HITS),
+    ]));
+    assert!(out.status.success(), "sdt run: {out:?}");
+    check("sdt run", &out.stdout, "request", HITS);
+    script_run.expect("fired 1");
+    script_run.expect("detached 1");
+    script_run.expect("unloaded 1 mapped=False");
+
+    script_run.expect("loaded 2 enabled=0");
+    let path = listed(&pid);
+    let out = output(
+        Command::new("bpftrace")
+            .args(["-p", &pid, "-e", &script(&path, "round2", HITS)])
+            .stdin(Stdio::null()),
+    );
+    assert!(out.status.success(), "bpftrace: {out:?}");
+    check("bpftrace", &out.stdout, "round2", HITS);
+    script_run.expect("fired 2");
+    script_run.expect("detached 2");
+    script_run.expect("unloaded 2 mapped=False");
+    let status = script_run.child.wait().unwrap();
+    assert!(status.success(), "probes.py: {status}");
+}

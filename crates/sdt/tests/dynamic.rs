@@ -1,0 +1,381 @@
+//! Probes defined at run time (`sdt::dynamic`): the object they live in is
+//! one every reader reads, loading maps it and unloading unmaps it (also
+//! while a tracer is attached), and sdt and bpftrace trace them in a
+//! running process, exactly, before and after the provider is rebuilt
+//! with more probes; also when it is loaded from a temporary file because
+//! `memfd_create` is denied.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Lines};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+use common::{
+    fixture_crate, readelf_notes, readelf_sections, require_tool, require_tracing, run, stdout_of,
+    tempdir,
+};
+use sdt::dynamic::{Arg, ArgType, Backing, Provider};
+use sdt_testing::sdt_binary;
+use serde_json::Value;
+
+fn maps() -> String {
+    std::fs::read_to_string("/proc/self/maps").unwrap()
+}
+
+#[test]
+fn the_image_is_read_by_readelf_gdb_and_sdt_list() {
+    let provider = Provider::new("image")
+        .unwrap()
+        .probe(
+            "compiled",
+            &[ArgType::U64, ArgType::Str, ArgType::I32, ArgType::Bytes],
+        )
+        .unwrap()
+        .probe("many", &[ArgType::I8; 8])
+        .unwrap()
+        .probe("none", &[])
+        .unwrap();
+    let dir = tempdir("dynamic-image");
+    let path = dir.join("image.so");
+    std::fs::write(&path, provider.image().unwrap()).unwrap();
+
+    let notes = readelf_notes(&path);
+    let specs: Vec<(&str, &str)> = notes
+        .iter()
+        .map(|n| (n.name.as_str(), n.args.as_str()))
+        .collect();
+    assert_eq!(
+        specs,
+        [
+            ("compiled", "8@%rdi 8@%rsi -4@%edx 8@%rcx 8@%r8"),
+            (
+                "many",
+                "-1@%dil -1@%sil -1@%dl -1@%cl -1@%r8b -1@%r9b -1@8(%rsp) -1@16(%rsp)"
+            ),
+            ("none", ""),
+        ]
+    );
+    let sections = readelf_sections(&path);
+    let section = |name: &str| sections.iter().find(|s| s.name == name).unwrap().clone();
+    let (base, probes, text) = (
+        section(".stapsdt.base"),
+        section(".probes"),
+        section(".text"),
+    );
+    let mut semaphores = BTreeSet::new();
+    for note in &notes {
+        assert_eq!(note.provider, "image");
+        assert_eq!(note.base, base.addr);
+        assert!((text.addr..text.addr + text.size).contains(&note.pc));
+        assert!((probes.addr..probes.addr + probes.size).contains(&note.semaphore));
+        assert_eq!(note.semaphore % 2, 0);
+        semaphores.insert(note.semaphore);
+    }
+    assert_eq!(semaphores.len(), 3, "one semaphore per probe");
+
+    let listed = run(Command::new(sdt_binary())
+        .args(["list", "--json"])
+        .arg(&path));
+    assert!(listed.status.success(), "sdt list: {listed:?}");
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    for probe in listed.as_array().unwrap() {
+        let site = &probe["sites"][0];
+        assert_eq!(site["file_offset"], site["address"], "{probe}");
+        assert_eq!(
+            site["semaphore_offset"], site["semaphore_address"],
+            "{probe}"
+        );
+    }
+    assert_eq!(listed.as_array().unwrap().len(), 3);
+
+    if require_tool("gdb") {
+        let gdb = stdout_of(
+            "gdb",
+            &[
+                "-nx",
+                "-batch",
+                "-ex",
+                "info probes",
+                path.to_str().unwrap(),
+            ],
+        );
+        for name in ["compiled", "many", "none"] {
+            assert!(
+                gdb.lines()
+                    .any(|l| l.split_whitespace().take(3).eq(["stap", "image", name])),
+                "gdb lacks image:{name}:\n{gdb}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn loading_maps_the_object_and_unloading_unmaps_it() {
+    let definition = Provider::new("mapped")
+        .unwrap()
+        .probe("first", &[ArgType::U64])
+        .unwrap();
+    let loaded = definition.load().unwrap();
+    assert_eq!(loaded.backing(), Backing::Memfd);
+    assert!(maps().contains("/memfd:sdt-mapped (deleted)"));
+    let first = loaded.probe("first").unwrap();
+    assert!(!first.enabled(), "nobody traces it");
+    // Disabled: nothing happens, and the function is not even called.
+    first.fire(&[Arg::from(1u64)]);
+    assert!(loaded.probe("second").is_none());
+
+    // Two providers at once are two objects.
+    let other = Provider::new("mapped_too")
+        .unwrap()
+        .probe("p", &[])
+        .unwrap()
+        .load()
+        .unwrap();
+    let definition = loaded.unload();
+    let maps_now = maps();
+    assert!(
+        !maps_now.contains("/memfd:sdt-mapped (deleted)"),
+        "{maps_now}"
+    );
+    assert!(maps_now.contains("/memfd:sdt-mapped_too (deleted)"));
+    drop(other);
+    assert!(!maps().contains("sdt-mapped_too"));
+
+    // Rebuilt with one more probe.
+    let loaded = definition
+        .probe("second", &[ArgType::Str])
+        .unwrap()
+        .load()
+        .unwrap();
+    let names: Vec<&str> = loaded.probes().iter().map(|p| p.name()).collect();
+    assert_eq!(names, ["first", "second"]);
+    assert_eq!(loaded.probe("second").unwrap().slots(), 1);
+}
+
+/// The fixture, running, and its standard output line by line.
+struct Fixture {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Fixture {
+    fn start(args: &[&str]) -> Fixture {
+        let mut child = Command::new(fixture_crate("dynamic", "sdt-dynamic-fixture"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the fixture");
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Fixture { child, lines }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The next line, which must be `expected`.
+    fn expect(&mut self, expected: &str) {
+        let line = self.lines.next().and_then(Result::ok);
+        assert_eq!(line.as_deref(), Some(expected), "the fixture said");
+    }
+
+    fn finish(mut self) {
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "fixture: {status}");
+    }
+}
+
+impl Drop for Fixture {
+    /// A test that failed half-way ends the fixture it started.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The objects of process `pid` that `sdt list -p` lists with `jit:*`
+/// probes: (path, probe names).
+fn listed(pid: u32) -> (String, Vec<String>) {
+    let output =
+        run(Command::new(sdt_binary()).args(["list", "--json", "-p", &pid.to_string(), "jit:*"]));
+    assert!(output.status.success(), "sdt list -p: {output:?}");
+    let probes: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let probes = probes.as_array().unwrap();
+    let paths: BTreeSet<&str> = probes.iter().map(|p| p["path"].as_str().unwrap()).collect();
+    assert_eq!(paths.len(), 1, "one object: {paths:?}");
+    let names = probes
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    let path = paths.into_iter().next().unwrap().to_string();
+    (path, names)
+}
+
+/// The script both tracers run: print `compiled`'s arguments, count the
+/// last probe the fixture fires, and exit when it has fired `hits` times.
+fn script(path: &str, last: &str, hits: u64) -> String {
+    let target = format!("usdt:{path}:jit");
+    let mut text = format!(
+        "{target}:compiled {{ printf(\"%d %s %d %s %d\\n\", arg0, str(arg1), arg2, str(arg3, arg4), arg4); }}\n"
+    );
+    if last != "compiled" {
+        text.push_str(&format!(
+            "{target}:{last} {{ printf(\"{last} %d %d\\n\", arg0, arg1); }}\n"
+        ));
+    }
+    text.push_str(&format!(
+        "{target}:{last} {{ @n++; if (@n == {hits}) {{ exit(); }} }}\n"
+    ));
+    text
+}
+
+/// Checks the lines a tracer printed: `compiled` exactly `hits` times with
+/// i from 0 to hits - 1, and `last` (if not `compiled`) `hits` times.
+fn check_lines(tracer: &str, out: &str, last: &str, round: u64, hits: u64) {
+    let compiled: BTreeSet<u64> = out
+        .lines()
+        .filter_map(|l| l.strip_suffix(" hot_loop -7 bytes! 6"))
+        .map(|i| i.parse().unwrap())
+        .collect();
+    let hit_lines = out
+        .lines()
+        .filter(|l| l.ends_with(" hot_loop -7 bytes! 6"))
+        .count();
+    assert_eq!(hit_lines as u64, hits, "{tracer}: compiled hits:\n{out}");
+    assert_eq!(compiled, (0..hits).collect(), "{tracer}: compiled's arg0");
+    if last != "compiled" {
+        let expected: BTreeSet<String> = (0..hits)
+            .map(|i| format!("{last} {round} {}", -(i as i64)))
+            .collect();
+        let got: BTreeSet<String> = out
+            .lines()
+            .filter(|l| l.starts_with(&format!("{last} ")))
+            .map(str::to_string)
+            .collect();
+        let count = out
+            .lines()
+            .filter(|l| l.starts_with(&format!("{last} ")))
+            .count();
+        assert_eq!((count as u64, got), (hits, expected), "{tracer}:\n{out}");
+    }
+}
+
+#[test]
+fn sdt_and_bpftrace_count_every_hit_before_and_after_a_rebuild() {
+    if !require_tracing() {
+        return;
+    }
+    const HITS: u64 = 200;
+    let mut fixture = Fixture::start(&[&HITS.to_string(), "3", "--unload-traced"]);
+    let pid = fixture.pid().to_string();
+
+    // Round 1: `sdt run -p`, by the path `sdt list -p` prints.
+    fixture.expect("loaded 1 Memfd enabled=false");
+    let (path, names) = listed(fixture.pid());
+    assert!(
+        path.starts_with(&format!("/proc/{pid}/fd/")),
+        "a memfd the process holds is named by its descriptor: {path}"
+    );
+    assert_eq!(names, ["compiled"]);
+    let out = run(Command::new(sdt_binary()).args([
+        "run",
+        "-p",
+        &pid,
+        "-e",
+        &script(&path, "compiled", HITS),
+    ]));
+    assert!(out.status.success(), "sdt run: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    check_lines("sdt run", &text, "compiled", 1, HITS);
+    fixture.expect("fired 1");
+    // The tracer has exited: the kernel lowered the semaphore.
+    fixture.expect("detached 1");
+    fixture.expect("unloaded 1 mapped=false");
+
+    // Round 2, rebuilt with a probe more: bpftrace 0.17, by the same kind of path.
+    fixture.expect("loaded 2 Memfd enabled=false");
+    let (path, names) = listed(fixture.pid());
+    assert_eq!(names, ["compiled", "round2"]);
+    let out = run(Command::new("bpftrace")
+        .args(["-p", &pid, "-e", &script(&path, "round2", HITS)])
+        .stdin(Stdio::null()));
+    assert!(out.status.success(), "bpftrace: {out:?}");
+    check_lines(
+        "bpftrace",
+        &String::from_utf8_lossy(&out.stdout),
+        "round2",
+        2,
+        HITS,
+    );
+    fixture.expect("fired 2");
+    fixture.expect("detached 2");
+    fixture.expect("unloaded 2 mapped=false");
+
+    // Round 3: `sdt trace -p`, every object of the process, until Ctrl-C;
+    // the provider is unloaded while it is still attached.
+    fixture.expect("loaded 3 Memfd enabled=false");
+    let trace = Command::new(sdt_binary())
+        .args(["trace", "-p", &pid, "-s", "1", "-s", "3:4", "jit:compiled"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    fixture.expect("fired 3");
+    fixture.expect("unloaded 3 mapped=false");
+    // SAFETY: signals the process this test started.
+    unsafe { libc::kill(trace.id() as i32, libc::SIGINT) };
+    let out = trace.wait_with_output().unwrap();
+    assert!(out.status.success(), "sdt trace: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let events: Vec<&str> = text.lines().collect();
+    assert_eq!(events.len() as u64, HITS, "sdt trace:\n{text}");
+    for (i, event) in events.iter().enumerate() {
+        assert!(
+            event.ends_with(&format!(
+                " jit:compiled arg0={i} arg1=\"hot_loop\" arg2=-7 arg3=\"bytes!\" arg4=6"
+            )),
+            "{event}"
+        );
+    }
+    fixture.finish();
+}
+
+#[test]
+fn without_memfd_the_object_comes_from_a_deleted_temporary_file() {
+    if !require_tracing() {
+        return;
+    }
+    const HITS: u64 = 50;
+    let mut fixture = Fixture::start(&[&HITS.to_string(), "1", "--deny-memfd"]);
+    let pid = fixture.pid().to_string();
+    fixture.expect("loaded 1 TempFile enabled=false");
+    let (path, _) = listed(fixture.pid());
+    let file = path
+        .strip_suffix(" (deleted)")
+        .unwrap_or_else(|| panic!("a deleted file: {path}"));
+    assert!(file.contains("/sdt-jit-"), "{file}");
+    assert!(!Path::new(file).exists(), "{file} was not unlinked");
+    // bpftrace 0.17 cannot open a deleted file; sdt opens it through map_files.
+    let out = run(Command::new(sdt_binary()).args([
+        "run",
+        "-p",
+        &pid,
+        "-e",
+        &script("", "compiled", HITS),
+    ]));
+    assert!(out.status.success(), "sdt run: {out:?}");
+    check_lines(
+        "sdt run",
+        &String::from_utf8_lossy(&out.stdout),
+        "compiled",
+        1,
+        HITS,
+    );
+    fixture.expect("fired 1");
+    fixture.expect("detached 1");
+    fixture.expect("unloaded 1 mapped=false");
+    fixture.finish();
+}
