@@ -15,7 +15,7 @@ use super::{ArgAccess, Gen, Ids, CTX};
 use crate::layout;
 use sdt_lang::ast::{BinOp, UnOp};
 use sdt_lang::diag::{Diagnostic, Span};
-use sdt_lang::hir::{Builtin, ProbeKind, TExpr, TKind};
+use sdt_lang::hir::{HelperValue, Param, ProbeKind, TExpr, TKind};
 use sdt_lang::types::Ty;
 
 pub(super) type R<T> = Result<T, Diagnostic>;
@@ -73,7 +73,8 @@ impl Gen<'_> {
                     self.spill(Reg::R0)
                 }
             },
-            TKind::Builtin(b) => self.builtin(*b)?,
+            TKind::Helper(h) => self.helper_value(*h)?,
+            TKind::Param(p) => Op::Imm(self.param(*p)),
             TKind::Arg(n) => self.arg(*n)?,
             TKind::SArg(n) => {
                 let slot = self.frame.slot();
@@ -323,42 +324,45 @@ impl Gen<'_> {
         }
     }
 
-    fn builtin(&mut self, b: Builtin) -> R<Op> {
-        let call = |g: &mut Self, h: Helper| {
-            g.b.call(h);
-        };
-        match b {
-            Builtin::Pid | Builtin::Tid => {
-                call(self, Helper::GetCurrentPidTgid);
-                if b == Builtin::Pid {
-                    self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 32));
-                } else {
-                    self.b.push(Insn::mov32_reg(Reg::R0, Reg::R0));
-                }
+    /// A kernel helper's result, narrowed as the builtin says.
+    fn helper_value(&mut self, h: HelperValue) -> R<Op> {
+        let helper = self.helper(h.helper)?;
+        self.b.call(helper);
+        if h.shift > 0 {
+            self.b
+                .push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, i32::from(h.shift)));
+        }
+        match h.bits {
+            32 => {
+                self.b.push(Insn::mov32_reg(Reg::R0, Reg::R0));
             }
-            Builtin::Uid | Builtin::Gid => {
-                call(self, Helper::GetCurrentUidGid);
-                if b == Builtin::Gid {
-                    self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 32));
-                } else {
-                    self.b.push(Insn::mov32_reg(Reg::R0, Reg::R0));
-                }
+            bits if bits < 64 => {
+                self.b.load_imm(Reg::R1, (1i64 << bits) - 1);
+                self.b.push(Insn::alu64_reg(AluOp::And, Reg::R0, Reg::R1));
             }
-            Builtin::Nsecs => call(self, Helper::KtimeGetNs),
-            Builtin::Elapsed => {
-                call(self, Helper::KtimeGetNs);
-                self.b.load_imm(Reg::R1, self.options.start_ns as i64);
-                self.b.push(Insn::alu64_reg(AluOp::Sub, Reg::R0, Reg::R1));
-            }
-            Builtin::Cpu => call(self, Helper::GetSmpProcessorId),
-            Builtin::Cgroup => call(self, Helper::GetCurrentCgroupId),
-            Builtin::Rand => call(self, Helper::GetPrandomU32),
-            Builtin::NumaId => call(self, Helper::GetNumaNodeId),
-            Builtin::Cpid => return Ok(Op::Imm(i64::from(self.options.cpid))),
-            Builtin::CurTask => call(self, Helper::GetCurrentTask),
-            Builtin::Comm => unreachable!("comm is a string"),
+            _ => {}
         }
         Ok(self.spill(Reg::R0))
+    }
+
+    /// The helper the front end names by its kernel id.
+    pub(super) fn helper(&self, id: u32) -> R<Helper> {
+        i32::try_from(id)
+            .ok()
+            .and_then(Helper::from_id)
+            .ok_or_else(|| {
+                self.error(format!(
+                    "sdt-bpf does not name kernel helper {id} (a bug in sdt)"
+                ))
+            })
+    }
+
+    /// A value fixed when the programs are generated.
+    fn param(&self, p: Param) -> i64 {
+        match p {
+            Param::Cpid => i64::from(self.options.cpid),
+            Param::StartNs => self.options.start_ns as i64,
+        }
     }
 
     fn arg(&mut self, n: u8) -> R<Op> {
@@ -763,10 +767,11 @@ impl Gen<'_> {
         let padded = size.next_multiple_of(8).max(8);
         match &e.kind {
             TKind::Str(bytes) => self.store_bytes(dst, bytes, padded),
-            TKind::Builtin(Builtin::Comm) => {
+            TKind::HelperString { helper, size } => {
+                let helper = self.helper(*helper)?;
                 dst.address(&mut self.b, Reg::R1, 0);
-                self.b.push(Insn::mov64_imm(Reg::R2, 16));
-                self.b.call(Helper::GetCurrentComm);
+                self.b.push(Insn::mov64_imm(Reg::R2, *size as i32));
+                self.b.call(helper);
             }
             TKind::StrRead { ptr, len } => {
                 let p = self.scalar(ptr)?;

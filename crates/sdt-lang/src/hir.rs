@@ -261,22 +261,38 @@ pub struct TExpr {
     pub span: Span,
 }
 
-/// Builtins whose value comes from a helper or a constant.
+/// A value a kernel helper without arguments returns, narrowed to
+/// `bits` bits from bit `shift`: what most builtin variables are (`pid` is
+/// the upper half of `bpf_get_current_pid_tgid()`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Builtin {
-    Pid,
-    Tid,
-    Uid,
-    Gid,
-    Nsecs,
-    Elapsed,
-    Cpu,
-    Comm,
-    Cgroup,
-    Rand,
-    NumaId,
+pub struct HelperValue {
+    /// The kernel's helper id (see [`helper`]).
+    pub helper: u32,
+    pub shift: u8,
+    pub bits: u8,
+}
+
+/// The kernel's ids (`enum bpf_func_id`) of the helpers builtins lower to.
+/// The front end calls nothing; these are data for the code generator.
+pub mod helper {
+    pub const KTIME_GET_NS: u32 = 5;
+    pub const GET_PRANDOM_U32: u32 = 7;
+    pub const GET_SMP_PROCESSOR_ID: u32 = 8;
+    pub const GET_CURRENT_PID_TGID: u32 = 14;
+    pub const GET_CURRENT_UID_GID: u32 = 15;
+    pub const GET_CURRENT_COMM: u32 = 16;
+    pub const GET_CURRENT_TASK: u32 = 35;
+    pub const GET_NUMA_NODE_ID: u32 = 42;
+    pub const GET_CURRENT_CGROUP_ID: u32 = 80;
+}
+
+/// A value fixed when the programs are generated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Param {
+    /// The `-c` command's PID.
     Cpid,
-    CurTask,
+    /// `CLOCK_MONOTONIC` when the run started, in nanoseconds.
+    StartNs,
 }
 
 #[derive(Clone, Debug)]
@@ -303,7 +319,15 @@ pub enum TKind {
         delta: i64,
         prefix: bool,
     },
-    Builtin(Builtin),
+    /// A kernel helper's result (see [`HelperValue`]).
+    Helper(HelperValue),
+    /// A string a kernel helper writes into a buffer of `size` bytes
+    /// (`comm`).
+    HelperString {
+        helper: u32,
+        size: u32,
+    },
+    Param(Param),
     /// `argN` of a USDT probe (read as each site's note says) or of a
     /// uprobe (the calling convention's registers).
     Arg(u8),

@@ -3,16 +3,10 @@
 use super::{Checker, Scope, Stop, UsdtArg, R};
 use crate::ast::{BinOp, Expr, ExprKind, UnOp};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
-use crate::hir::{Builtin, ProbeKind, TExpr, TKind};
-use crate::types::{Ty, INT64, UINT32, UINT64};
+use crate::hir::{ProbeKind, TExpr, TKind};
+use crate::types::{Ty, INT64, UINT64};
 
-/// Builtin identifiers, for suggestions.
-pub(crate) const BUILTINS: &[&str] = &[
-    "pid", "tid", "uid", "gid", "nsecs", "elapsed", "cpu", "comm", "cgroup", "rand", "numaid",
-    "cpid", "curtask", "probe", "func", "retval", "args", "username", "ustack", "arg0", "arg1",
-    "arg2", "arg3", "arg4", "arg5", "arg6", "arg7", "arg8", "arg9", "arg10", "arg11", "sarg0",
-    "sarg1", "sarg2",
-];
+use super::builtins::{self, Checked, Role, Use};
 
 impl Checker<'_> {
     pub(crate) fn expr(&mut self, e: &Expr, scope: &mut Scope) -> R<TExpr> {
@@ -77,7 +71,7 @@ impl Checker<'_> {
             }
             ExprKind::Param(n) => self.param(*n, span)?,
             ExprKind::ParamCount => typed(TKind::Int(self.options.params.len() as i64), INT64),
-            ExprKind::Call { name, args, .. } => self.call_expr(name, args, span, scope)?,
+            ExprKind::Call { name, args, .. } => self.call_value(name, args, span, scope)?,
             ExprKind::Unary { op, expr } => self.unary(*op, expr, span, scope)?,
             ExprKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, span, scope)?,
             ExprKind::Ternary {
@@ -300,86 +294,16 @@ impl Checker<'_> {
 
     fn ident(&mut self, name: &str, span: Span, scope: &mut Scope) -> R<TExpr> {
         let typed = |kind, ty| Ok(TExpr { kind, ty, span });
-        let builtin = |b| {
-            Ok(TExpr {
-                kind: TKind::Builtin(b),
-                ty: UINT64,
+        if let Some(builtin) = builtins::find(name, self.options.internal) {
+            let use_ = Use {
+                name,
+                args: &[],
                 span,
-            })
-        };
-        match name {
-            "pid" => return typed(TKind::Builtin(Builtin::Pid), UINT32),
-            "tid" => return typed(TKind::Builtin(Builtin::Tid), UINT32),
-            "uid" => return typed(TKind::Builtin(Builtin::Uid), UINT32),
-            "gid" => return typed(TKind::Builtin(Builtin::Gid), UINT32),
-            "nsecs" => return builtin(Builtin::Nsecs),
-            "elapsed" => return builtin(Builtin::Elapsed),
-            "cpu" => return typed(TKind::Builtin(Builtin::Cpu), UINT32),
-            "comm" => return typed(TKind::Builtin(Builtin::Comm), Ty::Str { size: 16 }),
-            "cgroup" => return builtin(Builtin::Cgroup),
-            "rand" => return typed(TKind::Builtin(Builtin::Rand), UINT32),
-            "numaid" => return typed(TKind::Builtin(Builtin::NumaId), UINT32),
-            "cpid" => return typed(TKind::Builtin(Builtin::Cpid), UINT32),
-            "curtask" => return builtin(Builtin::CurTask),
-            "probe" => return typed(TKind::Probe, Ty::Probe),
-            "func" => {
-                if !matches!(
-                    scope.kind,
-                    ProbeKind::Uprobe | ProbeKind::Uretprobe | ProbeKind::Usdt
-                ) {
-                    return Err(self.error(Diagnostic::error(
-                        span,
-                        format!("`func` is not available in {} probes", scope.kind.name()),
-                    )));
-                }
-                return typed(TKind::Func, Ty::Func);
-            }
-            "username" => {
-                let uid = TExpr {
-                    kind: TKind::Builtin(Builtin::Uid),
-                    ty: UINT32,
-                    span,
-                };
-                return typed(TKind::Retype(Box::new(uid)), Ty::Username);
-            }
-            "retval" => {
-                if scope.kind != ProbeKind::Uretprobe {
-                    return Err(self.error(
-                        Diagnostic::error(
-                            span,
-                            format!(
-                                "`retval` is only available in uretprobe probes, not {}",
-                                scope.kind.name()
-                            ),
-                        )
-                        .hint("attach a uretprobe:PATH:FUNCTION to read the return value"),
-                    ));
-                }
-                return typed(TKind::Retval, UINT64);
-            }
-            "args" => return self.args_record(span, scope),
-            "ustack" => {
-                return typed(
-                    TKind::UStack,
-                    Ty::UStack {
-                        perf_mode: false,
-                        depth: 127,
-                    },
-                )
-            }
-            "kstack" | "ksym" | "kaddr" => {
-                return Err(self.error(Diagnostic::error(
-                    span,
-                    format!("`{name}` reads the kernel, and sdt traces user space"),
-                )))
-            }
-            "ctx" => {
-                return Err(self.error(Diagnostic::error(
-                    span,
-                    "`ctx` is not supported; use argN, args or reg()",
-                )))
-            }
-            _ => {}
+            };
+            return match self.builtin(builtin, &use_, false, scope)? {
+                Checked::Value(v) => Ok(v),
+                _ => Err(Stop),
+            };
         }
         if let Some(n) = name.strip_prefix("arg").and_then(|n| n.parse::<u8>().ok()) {
             return self.arg(n, span, scope);
@@ -406,7 +330,9 @@ impl Checker<'_> {
             return typed(TKind::Int(value), ty);
         }
         let mut d = Diagnostic::error(span, format!("unknown identifier `{name}`"));
-        if let Some(h) = did_you_mean(&suggest(name, BUILTINS.iter().copied())) {
+        let mut known: Vec<&str> = builtins::names(false).collect();
+        known.extend(["arg0", "arg1", "arg2", "arg3", "sarg0", "sarg1"]);
+        if let Some(h) = did_you_mean(&suggest(name, known)) {
             d = d.hint(h);
         } else {
             d = d.hint("variables start with `$` and maps with `@`");
@@ -457,7 +383,7 @@ impl Checker<'_> {
         })
     }
 
-    fn args_record(&mut self, span: Span, scope: &Scope) -> R<TExpr> {
+    pub(crate) fn args_record(&mut self, span: Span, scope: &Scope) -> R<TExpr> {
         match &scope.tracepoint {
             Some((id, _)) => Ok(TExpr {
                 kind: TKind::CtxRecord,
@@ -1190,6 +1116,45 @@ impl Checker<'_> {
                 Err(self.error(d))
             }
             Err(refusal) => Err(self.refused(span, refusal)),
+        }
+    }
+}
+
+impl Checker<'_> {
+    /// A call where a value is wanted.
+    pub(crate) fn call_value(
+        &mut self,
+        name: &str,
+        args: &[crate::ast::Expr],
+        span: Span,
+        scope: &mut Scope,
+    ) -> R<TExpr> {
+        let Some(builtin) = builtins::find(name, self.options.internal) else {
+            let mut d = Diagnostic::error(span, format!("unknown function `{name}`"));
+            if let Some(h) = did_you_mean(&suggest(name, builtins::names(true))) {
+                d = d.hint(h);
+            }
+            return Err(self.error(d));
+        };
+        match builtin.role {
+            Role::Value => {}
+            Role::Statement => {
+                return Err(self.error(
+                    Diagnostic::error(span, format!("{name}() returns no value"))
+                        .hint(format!("call {name}() as a statement of its own")),
+                ))
+            }
+            Role::Aggregation => {
+                return Err(self.error(
+                    Diagnostic::error(span, format!("{name}() must be assigned to a map"))
+                        .hint(format!("write @name = {name}(...)")),
+                ))
+            }
+        }
+        let use_ = Use { name, args, span };
+        match self.builtin(builtin, &use_, true, scope)? {
+            Checked::Value(v) => Ok(v),
+            _ => Err(Stop),
         }
     }
 }

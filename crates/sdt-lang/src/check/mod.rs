@@ -11,6 +11,7 @@
 //! tracepoint of a tracepoint glob, because `args` differs between
 //! tracepoints.
 
+mod builtins;
 mod calls;
 mod expr;
 mod objects;
@@ -567,8 +568,30 @@ impl<'o> Checker<'o> {
 
     fn expr_stmt(&mut self, e: &Expr, scope: &mut Scope) -> R<Option<TStmt>> {
         if let ExprKind::Call { name, args, .. } = &e.kind {
-            if let Some(stmt) = self.call_stmt(name, args, e.span, scope)? {
-                return Ok(Some(stmt));
+            if let Some(builtin) = builtins::find(name, self.options.internal) {
+                let use_ = builtins::Use {
+                    name,
+                    args,
+                    span: e.span,
+                };
+                match builtin.role {
+                    builtins::Role::Statement => {
+                        return match self.builtin(builtin, &use_, true, scope)? {
+                            builtins::Checked::Statement(stmt) => Ok(Some(stmt)),
+                            _ => Err(Stop),
+                        };
+                    }
+                    builtins::Role::Aggregation => {
+                        return Err(self.error(
+                            Diagnostic::error(
+                                e.span,
+                                format!("{name}() must be assigned to a map"),
+                            )
+                            .hint(format!("write @name = {name}(...)")),
+                        ))
+                    }
+                    builtins::Role::Value => {}
+                }
             }
         }
         let value = self.expr(e, scope)?;
@@ -594,8 +617,21 @@ impl<'o> Checker<'o> {
     ) -> R<TStmt> {
         let keys = self.map_keys(map, scope)?;
         if op.is_none() {
-            if let ExprKind::Call { name, args, .. } = &value.kind {
-                if let Some((agg, arg)) = self.aggregation(name, args, value.span, scope)? {
+            let aggregation = match &value.kind {
+                ExprKind::Call { name, args, .. } => builtins::find(name, self.options.internal)
+                    .filter(|b| b.role == builtins::Role::Aggregation)
+                    .map(|b| (b, name, args)),
+                _ => None,
+            };
+            if let Some((builtin, name, args)) = aggregation {
+                let use_ = builtins::Use {
+                    name,
+                    args,
+                    span: value.span,
+                };
+                if let builtins::Checked::Aggregation(agg, arg) =
+                    self.builtin(builtin, &use_, true, scope)?
+                {
                     let id = self.learn_map(map, &keys, Ty::Agg(agg), value.span)?;
                     return Ok(TStmt::Aggregate {
                         map: id,

@@ -1,0 +1,967 @@
+//! Every builtin of the language, in one table.
+//!
+//! A builtin is a variable (`pid`), a function (`str(p)`), or both
+//! (`ustack`, `ustack(5)`). Its [`Builtin`] entry holds everything about
+//! it: its name, how many arguments it takes, whether it computes a value,
+//! is a statement or is an aggregation, and the function that checks its
+//! arguments and gives its typed HIR. That HIR says how it is lowered, as
+//! data the code generator reads without knowing the builtin: most
+//! variables are a kernel helper's result narrowed ([`HelperValue`]) or a
+//! value fixed when the programs are generated ([`Param`]). How a value
+//! prints follows from its type ([`Ty`]). So a new builtin of these kinds
+//! is one entry here and its tests; one that needs a new shape of code
+//! (a read of traced memory, a record to user space) also adds that shape
+//! to the HIR and the code generator.
+//!
+//! Numbered families (`arg0`..`arg11`, `sarg0`..) are not entries: the
+//! checker reads them by their prefix.
+
+use super::{Checker, Scope, Stop, R};
+use crate::ast::{Expr, ExprKind};
+use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
+use crate::hir::{helper, HelperValue, Output, Param, ProbeKind, TExpr, TKind, TStmt};
+use crate::types::{Agg, Ty, INT64, UINT32, UINT64};
+
+/// One builtin.
+pub(crate) struct Builtin {
+    pub name: &'static str,
+    pub shape: Shape,
+    pub role: Role,
+    /// Checks a use of the builtin and gives its HIR.
+    pub check: fn(&mut Checker<'_>, &Use<'_>, &mut Scope) -> R<Checked>,
+}
+
+/// How a builtin is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// A name alone: `pid`.
+    Variable,
+    /// A call with `min..=max` arguments: `str(p)`.
+    Function { min: usize, max: usize },
+    /// Either: `ustack` and `ustack(perf, 5)`.
+    Both { min: usize, max: usize },
+}
+
+/// What a builtin is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// It computes a value.
+    Value,
+    /// It is a statement of its own (`printf`, `clear`).
+    Statement,
+    /// It is assigned to a map (`@m = count()`).
+    Aggregation,
+}
+
+/// A use of a builtin: its arguments (none for a variable) and where.
+pub(crate) struct Use<'a> {
+    pub name: &'a str,
+    pub args: &'a [Expr],
+    pub span: Span,
+}
+
+/// What a use of a builtin checks to.
+pub(crate) enum Checked {
+    Value(TExpr),
+    Statement(TStmt),
+    Aggregation(Agg, Option<TExpr>),
+}
+
+/// The builtins, by name.
+pub(crate) const BUILTINS: &[Builtin] = &[
+    // Variables of the current task and time.
+    variable("pid", |c, u, _| {
+        helper(c, u, helper::GET_CURRENT_PID_TGID, 32, 32, UINT32)
+    }),
+    variable("tid", |c, u, _| {
+        helper(c, u, helper::GET_CURRENT_PID_TGID, 0, 32, UINT32)
+    }),
+    variable("uid", |c, u, _| {
+        helper(c, u, helper::GET_CURRENT_UID_GID, 0, 32, UINT32)
+    }),
+    variable("gid", |c, u, _| {
+        helper(c, u, helper::GET_CURRENT_UID_GID, 32, 32, UINT32)
+    }),
+    variable("nsecs", |c, u, _| {
+        helper(c, u, helper::KTIME_GET_NS, 0, 64, UINT64)
+    }),
+    variable("elapsed", elapsed),
+    variable("cpu", |c, u, _| {
+        helper(c, u, helper::GET_SMP_PROCESSOR_ID, 0, 32, UINT32)
+    }),
+    variable("cgroup", |c, u, _| {
+        helper(c, u, helper::GET_CURRENT_CGROUP_ID, 0, 64, UINT64)
+    }),
+    variable("rand", |c, u, _| {
+        helper(c, u, helper::GET_PRANDOM_U32, 0, 32, UINT32)
+    }),
+    variable("numaid", |c, u, _| {
+        helper(c, u, helper::GET_NUMA_NODE_ID, 0, 32, UINT32)
+    }),
+    variable("curtask", |c, u, _| {
+        helper(c, u, helper::GET_CURRENT_TASK, 0, 64, UINT64)
+    }),
+    variable("cpid", |_, u, _| {
+        value(u, TKind::Param(Param::Cpid), UINT32)
+    }),
+    variable("comm", comm),
+    variable("username", username),
+    variable("probe", |_, u, _| value(u, TKind::Probe, Ty::Probe)),
+    variable("func", func),
+    variable("retval", retval),
+    variable("args", |c, u, scope| {
+        Ok(Checked::Value(c.args_record(u.span, scope)?))
+    }),
+    variable("kstack", kernel_only),
+    variable("ksym", kernel_only),
+    variable("kaddr", kernel_only),
+    variable("ctx", |c, u, _| {
+        Err(c.error(Diagnostic::error(
+            u.span,
+            "`ctx` is not supported; use argN, args or reg()",
+        )))
+    }),
+    // Functions that compute values.
+    Builtin {
+        name: "ustack",
+        shape: Shape::Both { min: 0, max: 2 },
+        role: Role::Value,
+        check: ustack,
+    },
+    function("str", 1, 2, str),
+    function("buf", 1, 3, buf),
+    function("usym", 1, 1, usym),
+    function("uaddr", 1, 1, uaddr),
+    function("uptr", 1, 1, pointer),
+    function("kptr", 1, 1, pointer),
+    function("reg", 1, 1, reg),
+    function("strncmp", 3, 3, strncmp),
+    function("strcontains", 2, 2, strcontains),
+    function("ntop", 1, 2, ntop),
+    function("strerror", 1, 1, strerror),
+    function("strftime", 2, 2, strftime),
+    function("bswap", 1, 1, bswap),
+    function("cgroupid", 1, 1, |c, u, _| {
+        Err(c.error(Diagnostic::error(u.span, "cgroupid() is not supported yet")))
+    }),
+    // Statements.
+    statement("printf", 0, usize::MAX, formatted),
+    statement("system", 0, usize::MAX, formatted),
+    statement("cat", 0, usize::MAX, formatted),
+    statement("print", 1, 3, print),
+    statement("clear", 1, 1, clear_or_zero),
+    statement("zero", 1, 1, clear_or_zero),
+    statement("delete", 1, 2, delete),
+    statement("exit", 0, 1, exit),
+    statement("time", 0, 1, time),
+    statement("join", 1, 2, join),
+    statement("signal", 0, usize::MAX, |c, u, _| {
+        Err(c.error(
+            Diagnostic::error(
+                u.span,
+                "signal() is not supported: sdt never changes the traced program",
+            )
+            .hint("the traced program comes first; stop it from outside if you must"),
+        ))
+    }),
+    statement("__sdt_event", 0, usize::MAX, sdt_event),
+    // Aggregations.
+    aggregation("count", 0, 0, count),
+    aggregation("sum", 1, 1, sum_like),
+    aggregation("avg", 1, 1, sum_like),
+    aggregation("min", 1, 1, sum_like),
+    aggregation("max", 1, 1, sum_like),
+    aggregation("stats", 1, 1, sum_like),
+    aggregation("hist", 1, 2, hist),
+    aggregation("lhist", 4, 4, lhist),
+];
+
+type CheckFn = fn(&mut Checker<'_>, &Use<'_>, &mut Scope) -> R<Checked>;
+
+const fn variable(name: &'static str, check: CheckFn) -> Builtin {
+    Builtin {
+        name,
+        shape: Shape::Variable,
+        role: Role::Value,
+        check,
+    }
+}
+
+const fn function(name: &'static str, min: usize, max: usize, check: CheckFn) -> Builtin {
+    Builtin {
+        name,
+        shape: Shape::Function { min, max },
+        role: Role::Value,
+        check,
+    }
+}
+
+const fn statement(name: &'static str, min: usize, max: usize, check: CheckFn) -> Builtin {
+    Builtin {
+        name,
+        shape: Shape::Function { min, max },
+        role: Role::Statement,
+        check,
+    }
+}
+
+const fn aggregation(name: &'static str, min: usize, max: usize, check: CheckFn) -> Builtin {
+    Builtin {
+        name,
+        shape: Shape::Function { min, max },
+        role: Role::Aggregation,
+        check,
+    }
+}
+
+/// The builtin named `name`, as `internal` scripts may see it.
+pub(crate) fn find(name: &str, internal: bool) -> Option<&'static Builtin> {
+    BUILTINS
+        .iter()
+        .find(|b| b.name == name && (internal || !b.name.starts_with("__")))
+}
+
+/// Names a script may use in the shape asked, for suggestions.
+pub(crate) fn names(call: bool) -> impl Iterator<Item = &'static str> {
+    BUILTINS
+        .iter()
+        .filter(move |b| {
+            !b.name.starts_with("__")
+                && match b.shape {
+                    Shape::Variable => !call,
+                    Shape::Function { .. } => call,
+                    Shape::Both { .. } => true,
+                }
+        })
+        .map(|b| b.name)
+}
+
+impl Checker<'_> {
+    /// Checks `use_` of `builtin`, written as a call or not.
+    pub(crate) fn builtin(
+        &mut self,
+        builtin: &Builtin,
+        use_: &Use<'_>,
+        call: bool,
+        scope: &mut Scope,
+    ) -> R<Checked> {
+        let arity = match (builtin.shape, call) {
+            (Shape::Variable, false) => None,
+            (Shape::Both { .. }, false) => None,
+            (Shape::Variable, true) => {
+                return Err(self.error(
+                    Diagnostic::error(use_.span, format!("`{}` is not a function", use_.name))
+                        .hint(format!("write `{}` without parentheses", use_.name)),
+                ))
+            }
+            (Shape::Function { .. }, false) => {
+                return Err(self.error(
+                    Diagnostic::error(use_.span, format!("`{}` is a function", use_.name))
+                        .hint(format!("call it: {}(...)", use_.name)),
+                ))
+            }
+            (Shape::Function { min, max } | Shape::Both { min, max }, true) => Some((min, max)),
+        };
+        if let Some((min, max)) = arity {
+            self.arity(use_.name, use_.args, min, max, use_.span)?;
+        }
+        (builtin.check)(self, use_, scope)
+    }
+}
+
+fn value(use_: &Use<'_>, kind: TKind, ty: Ty) -> R<Checked> {
+    Ok(Checked::Value(TExpr {
+        kind,
+        ty,
+        span: use_.span,
+    }))
+}
+
+fn helper(
+    _: &mut Checker<'_>,
+    use_: &Use<'_>,
+    helper: u32,
+    shift: u8,
+    bits: u8,
+    ty: Ty,
+) -> R<Checked> {
+    value(
+        use_,
+        TKind::Helper(HelperValue {
+            helper,
+            shift,
+            bits,
+        }),
+        ty,
+    )
+}
+
+fn elapsed(_: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    let now = TExpr {
+        kind: TKind::Helper(HelperValue {
+            helper: helper::KTIME_GET_NS,
+            shift: 0,
+            bits: 64,
+        }),
+        ty: UINT64,
+        span: use_.span,
+    };
+    let start = TExpr {
+        kind: TKind::Param(Param::StartNs),
+        ty: UINT64,
+        span: use_.span,
+    };
+    value(
+        use_,
+        TKind::Binary {
+            op: crate::ast::BinOp::Sub,
+            lhs: Box::new(now),
+            rhs: Box::new(start),
+        },
+        UINT64,
+    )
+}
+
+fn comm(_: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    value(
+        use_,
+        TKind::HelperString {
+            helper: helper::GET_CURRENT_COMM,
+            size: 16,
+        },
+        Ty::Str { size: 16 },
+    )
+}
+
+fn username(_: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    let uid = TExpr {
+        kind: TKind::Helper(HelperValue {
+            helper: helper::GET_CURRENT_UID_GID,
+            shift: 0,
+            bits: 32,
+        }),
+        ty: UINT32,
+        span: use_.span,
+    };
+    value(use_, TKind::Retype(Box::new(uid)), Ty::Username)
+}
+
+fn func(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    if !matches!(
+        scope.kind,
+        ProbeKind::Uprobe | ProbeKind::Uretprobe | ProbeKind::Usdt
+    ) {
+        return Err(c.error(Diagnostic::error(
+            use_.span,
+            format!("`func` is not available in {} probes", scope.kind.name()),
+        )));
+    }
+    value(use_, TKind::Func, Ty::Func)
+}
+
+fn retval(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    if scope.kind != ProbeKind::Uretprobe {
+        return Err(c.error(
+            Diagnostic::error(
+                use_.span,
+                format!(
+                    "`retval` is only available in uretprobe probes, not {}",
+                    scope.kind.name()
+                ),
+            )
+            .hint("attach a uretprobe:PATH:FUNCTION to read the return value"),
+        ));
+    }
+    value(use_, TKind::Retval, UINT64)
+}
+
+fn kernel_only(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    Err(c.error(Diagnostic::error(
+        use_.span,
+        format!(
+            "`{}` reads the kernel, and sdt traces user space",
+            use_.name
+        ),
+    )))
+}
+
+fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let mut perf_mode = false;
+    let mut depth = 127u32;
+    for a in use_.args {
+        match &a.kind {
+            ExprKind::Ident(mode) if mode == "perf" => perf_mode = true,
+            ExprKind::Ident(mode) if mode == "bpftrace" => perf_mode = false,
+            _ => {
+                let n = c.literal_int(a, scope, "ustack()'s depth")?;
+                if !(1..=127).contains(&n) {
+                    return Err(c.error(Diagnostic::error(
+                        a.span,
+                        "ustack()'s depth must be between 1 and 127",
+                    )));
+                }
+                depth = n as u32;
+            }
+        }
+    }
+    value(use_, TKind::UStack, Ty::UStack { perf_mode, depth })
+}
+
+fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let args = use_.args;
+    // `str($1)` is the parameter's text, also when it is a number
+    // (`str($1)` of 42 is "42", not a read at address 42).
+    if let (ExprKind::Param(n), None) = (&args[0].kind, args.get(1)) {
+        let text = c.positional(*n).unwrap_or_default().as_bytes().to_vec();
+        let size = text.len() as u32 + 1;
+        return value(use_, TKind::Str(text), Ty::Str { size });
+    }
+    let ptr = c.expr(&args[0], scope)?;
+    if ptr.ty.is_string() && args.len() == 1 {
+        return Ok(Checked::Value(ptr));
+    }
+    if ptr.is_place() {
+        return Ok(Checked::Value(c.value(ptr)?));
+    }
+    let ptr = c.value(ptr)?;
+    if !matches!(ptr.ty, Ty::Int { .. } | Ty::Ptr(_)) {
+        return Err(c.error(Diagnostic::error(
+            args[0].span,
+            format!(
+                "str() reads a string from an address, and this is {}",
+                ptr.ty.display(&c.registry)
+            ),
+        )));
+    }
+    let len = match args.get(1) {
+        Some(e) => {
+            let v = c.expr(e, scope)?;
+            let v = c.value(v)?;
+            if !v.ty.is_integer() {
+                return Err(c.error(Diagnostic::error(
+                    e.span,
+                    "str()'s length must be an integer",
+                )));
+            }
+            Some(Box::new(v))
+        }
+        None => None,
+    };
+    let size = c.options.strlen;
+    value(
+        use_,
+        TKind::StrRead {
+            ptr: Box::new(ptr),
+            len,
+        },
+        Ty::Str { size },
+    )
+}
+
+fn buf(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let (args, span) = (use_.args, use_.span);
+    let ptr = c.expr(&args[0], scope)?;
+    let (ptr, len, size) = if ptr.is_place() {
+        if args.len() > 1 {
+            return Err(c.error(Diagnostic::error(span, "buf() of an array takes no length")));
+        }
+        let size = c.registry.c_size(&ptr.ty).min(u64::from(super::MAX_STRLEN)) as u32;
+        let addr = TExpr {
+            kind: TKind::AddrOf(Box::new(ptr)),
+            ty: UINT64,
+            span,
+        };
+        (addr, TExpr::int(i64::from(size), UINT64, span), size)
+    } else {
+        let ptr = c.value(ptr)?;
+        let Some(len) = args.get(1) else {
+            return Err(c.error(Diagnostic::error(
+                span,
+                "buf() of an address needs a length: buf(ptr, len)",
+            )));
+        };
+        let len = c.expr(len, scope)?;
+        let len = c.value(len)?;
+        let size = match (args.get(2), &len.kind) {
+            (Some(e), _) => c.literal_int(e, scope, "buf()'s maximum length")? as u32,
+            (None, TKind::Int(v)) => *v as u32,
+            (None, _) => c.options.strlen,
+        };
+        (ptr, len, size.clamp(1, super::MAX_STRLEN))
+    };
+    if matches!(ptr.kind, TKind::AddrOf(ref p) if super::expr_is_ctx(p)) {
+        return Err(c.error(Diagnostic::error(
+            span,
+            "buf() of a tracepoint field is not supported",
+        )));
+    }
+    value(
+        use_,
+        TKind::BufRead {
+            ptr: Box::new(ptr),
+            len: Box::new(len),
+        },
+        Ty::Buf { size },
+    )
+}
+
+fn usym(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let v = c.expr(&use_.args[0], scope)?;
+    let v = c.value(v)?;
+    if !matches!(v.ty, Ty::Int { .. } | Ty::Ptr(_)) {
+        return Err(c.error(Diagnostic::error(
+            use_.args[0].span,
+            "usym() takes an address",
+        )));
+    }
+    value(use_, TKind::USym(Box::new(v)), Ty::USym)
+}
+
+fn uaddr(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let symbol = c.literal_string(&use_.args[0], "uaddr()'s symbol name")?;
+    let symbol = String::from_utf8_lossy(&symbol).into_owned();
+    Ok(Checked::Value(c.uaddr(
+        &symbol,
+        scope.kind,
+        use_.args[0].span,
+        use_.span,
+    )?))
+}
+
+fn pointer(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let v = c.expr(&use_.args[0], scope)?;
+    Ok(Checked::Value(c.value(v)?))
+}
+
+/// Registers by the names `reg()` takes, at their `pt_regs` offsets.
+const REGISTERS: &[(&str, i16)] = &[
+    ("r15", 0),
+    ("r14", 8),
+    ("r13", 16),
+    ("r12", 24),
+    ("bp", 32),
+    ("rbp", 32),
+    ("bx", 40),
+    ("rbx", 40),
+    ("r11", 48),
+    ("r10", 56),
+    ("r9", 64),
+    ("r8", 72),
+    ("ax", 80),
+    ("rax", 80),
+    ("cx", 88),
+    ("rcx", 88),
+    ("dx", 96),
+    ("rdx", 96),
+    ("si", 104),
+    ("rsi", 104),
+    ("di", 112),
+    ("rdi", 112),
+    ("orig_ax", 120),
+    ("orig_rax", 120),
+    ("ip", 128),
+    ("rip", 128),
+    ("cs", 136),
+    ("flags", 144),
+    ("eflags", 144),
+    ("sp", 152),
+    ("rsp", 152),
+    ("ss", 160),
+];
+
+fn reg(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    if !scope.kind.is_uprobe() {
+        return Err(c.error(Diagnostic::error(
+            use_.span,
+            format!("reg() is not available in {} probes", scope.kind.name()),
+        )));
+    }
+    let reg = c.literal_string(&use_.args[0], "reg()'s register name")?;
+    let reg = String::from_utf8_lossy(&reg).into_owned();
+    match REGISTERS.iter().find(|(n, _)| *n == reg) {
+        Some((_, offset)) => value(use_, TKind::Reg(*offset), UINT64),
+        None => {
+            let mut d = Diagnostic::error(
+                use_.args[0].span,
+                format!("`{reg}` is not an x86-64 register in pt_regs"),
+            );
+            if let Some(h) = did_you_mean(&suggest(&reg, REGISTERS.iter().map(|r| r.0))) {
+                d = d.hint(h);
+            }
+            Err(c.error(d))
+        }
+    }
+}
+
+/// Two checked string values.
+fn two_strings(c: &mut Checker<'_>, args: &[Expr], scope: &mut Scope, what: &str) -> R<[TExpr; 2]> {
+    let values = c.values(args, scope)?;
+    let pair = <[TExpr; 2]>::try_from(values).map_err(|_| Stop)?;
+    for side in &pair {
+        if !side.ty.is_string() {
+            return Err(c.error(Diagnostic::error(
+                side.span,
+                format!("{what}, and this is {}", side.ty.display(&c.registry)),
+            )));
+        }
+    }
+    Ok(pair)
+}
+
+fn strncmp(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let [lhs, rhs] = two_strings(c, &use_.args[..2], scope, "strncmp() compares strings")?;
+    let n = c.literal_int(&use_.args[2], scope, "strncmp()'s length")?;
+    value(
+        use_,
+        TKind::StrNCmp {
+            lhs: Box::new(lhs),
+            rhs: Box::new(rhs),
+            n: n.clamp(0, i64::from(super::MAX_STRLEN)) as u32,
+        },
+        INT64,
+    )
+}
+
+fn strcontains(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let [haystack, needle] = two_strings(c, use_.args, scope, "strcontains() takes two strings")?;
+    value(
+        use_,
+        TKind::StrContains {
+            haystack: Box::new(haystack),
+            needle: Box::new(needle),
+        },
+        INT64,
+    )
+}
+
+fn ntop(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    const AF_INET: i64 = 2;
+    const AF_INET6: i64 = 10;
+    let args = use_.args;
+    let family = match args.len() {
+        2 => Some(c.literal_int(&args[0], scope, "the address family")?),
+        _ => None,
+    };
+    let addr = &args[args.len() - 1];
+    let v = c.expr(addr, scope)?;
+    let v = c.value(v)?;
+    let sixteen_bytes = matches!(
+        &v.ty,
+        Ty::Array { elem, len: 16 } if matches!(**elem, Ty::Int { bytes: 1, .. })
+    );
+    let v6 = match family {
+        None | Some(AF_INET) if v.ty.is_integer() => false,
+        None | Some(AF_INET6) if sixteen_bytes => true,
+        _ => {
+            return Err(c.error(
+                Diagnostic::error(
+                    addr.span,
+                    format!(
+                        "ntop() cannot read an address from {}",
+                        v.ty.display(&c.registry)
+                    ),
+                )
+                .hint(
+                    "ntop() takes an IPv4 address as an integer (AF_INET, 2) \
+                     or an IPv6 address as 16 bytes, such as a uint8[16] member (AF_INET6, 10)",
+                ),
+            ))
+        }
+    };
+    value(use_, TKind::Retype(Box::new(v)), Ty::Inet { v6 })
+}
+
+/// The one argument, which must be an integer.
+fn integer(c: &mut Checker<'_>, e: &Expr, scope: &mut Scope, message: &str) -> R<TExpr> {
+    let v = c.expr(e, scope)?;
+    let v = c.value(v)?;
+    if !v.ty.is_integer() {
+        return Err(c.error(Diagnostic::error(e.span, message.to_string())));
+    }
+    Ok(v)
+}
+
+fn strerror(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let v = integer(c, &use_.args[0], scope, "strerror() takes an errno value")?;
+    value(use_, TKind::Retype(Box::new(v)), Ty::Strerror)
+}
+
+fn strftime(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let format = c.literal_string(&use_.args[0], "strftime()'s format")?;
+    let format = String::from_utf8_lossy(&format).into_owned();
+    let v = integer(
+        c,
+        &use_.args[1],
+        scope,
+        "strftime() takes a time in nanoseconds, such as nsecs",
+    )?;
+    c.time_formats.push(format);
+    let format = c.time_formats.len() as u32 - 1;
+    value(use_, TKind::Strftime(Box::new(v)), Ty::Timestamp { format })
+}
+
+fn bswap(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let v = integer(c, &use_.args[0], scope, "bswap() takes an integer")?;
+    let ty = v.ty.clone();
+    value(use_, TKind::Bswap(Box::new(v)), ty)
+}
+
+fn statement_of(output: Output) -> R<Checked> {
+    Ok(Checked::Statement(TStmt::Output(output)))
+}
+
+/// `printf`, `system` and `cat`: a format and its values.
+fn formatted(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let (name, args, span) = (use_.name, use_.args, use_.span);
+    if args.is_empty() {
+        return Err(c.error(Diagnostic::error(
+            span,
+            format!("{name}() needs a format string"),
+        )));
+    }
+    if name == "system" && !c.options.allow_unsafe {
+        return Err(c.error(
+            Diagnostic::error(span, "system() runs commands, which is unsafe")
+                .hint("allow it with --unsafe"),
+        ));
+    }
+    let values = c.values(&args[1..], scope)?;
+    let format = c.format_of(&args[0], &values, name)?;
+    statement_of(match name {
+        "printf" => Output::Printf {
+            format,
+            args: values,
+        },
+        "system" => Output::System {
+            format,
+            args: values,
+        },
+        _ => Output::Cat {
+            format,
+            args: values,
+        },
+    })
+}
+
+fn print(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let (args, span) = (use_.args, use_.span);
+    if let ExprKind::Map(map) = &args[0].kind {
+        if map.keys.is_empty() {
+            let id = c.known_map(&map.name, map.span)?;
+            let top = match args.get(1) {
+                Some(e) => c
+                    .literal_int(e, scope, "the number of entries to print")?
+                    .max(0) as u64,
+                None => 0,
+            };
+            let div = match args.get(2) {
+                Some(e) => c.literal_int(e, scope, "the divisor")?.max(1) as u64,
+                None => 1,
+            };
+            return statement_of(Output::PrintMap { map: id, top, div });
+        }
+    }
+    if args.len() > 1 {
+        return Err(c.error(Diagnostic::error(
+            span,
+            "print() of a value takes no other arguments",
+        )));
+    }
+    let v = c.expr(&args[0], scope)?;
+    let v = c.value(v)?;
+    c.not_void(&v)?;
+    if let Ty::Agg(_) = v.ty {
+        return Err(c.error(Diagnostic::error(
+            span,
+            "print() of an aggregation needs its map: print(@name)",
+        )));
+    }
+    statement_of(Output::PrintValue(v))
+}
+
+fn clear_or_zero(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    let (id, keys) = c.map_arg(&use_.args[0], use_.name)?;
+    if !keys.is_empty() {
+        return Err(c.error(Diagnostic::error(
+            use_.args[0].span,
+            format!("{}() takes a whole map, without a key", use_.name),
+        )));
+    }
+    statement_of(if use_.name == "clear" {
+        Output::Clear(id)
+    } else {
+        Output::Zero(id)
+    })
+}
+
+fn delete(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let args = use_.args;
+    let ExprKind::Map(map) = &args[0].kind else {
+        return Err(c.error(Diagnostic::error(
+            args[0].span,
+            "delete() takes a map element: delete(@m[key])",
+        )));
+    };
+    let mut map = map.clone();
+    if let Some(key) = args.get(1) {
+        map.keys.push(key.clone());
+    }
+    let id = c.known_map(&map.name, map.span)?;
+    let keys = c.map_keys(&map, scope)?;
+    let expected = c.maps[id].keys.len();
+    if keys.len() != expected {
+        return Err(c.error(
+            Diagnostic::error(
+                map.span,
+                format!(
+                    "@{} has {expected} key{}",
+                    map.name,
+                    super::plural(expected)
+                ),
+            )
+            .hint("to empty the whole map, use clear(@map)"),
+        ));
+    }
+    Ok(Checked::Statement(TStmt::Delete { map: id, keys }))
+}
+
+fn exit(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let code = match use_.args.first() {
+        Some(e) => Some(integer(c, e, scope, "the exit code must be an integer")?),
+        None => None,
+    };
+    statement_of(Output::Exit(code))
+}
+
+fn time(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    let format = match use_.args.first() {
+        Some(e) => String::from_utf8_lossy(&c.literal_string(e, "the time format")?).into_owned(),
+        None => "%H:%M:%S\n".to_string(),
+    };
+    c.time_formats.push(format);
+    statement_of(Output::Time(c.time_formats.len() as u32 - 1))
+}
+
+fn join(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let args = use_.args;
+    let array = c.expr(&args[0], scope)?;
+    let array = c.value(array)?;
+    if !matches!(array.ty, Ty::Ptr(_) | Ty::Int { .. }) {
+        return Err(c.error(Diagnostic::error(
+            args[0].span,
+            "join() takes a pointer to an array of string pointers (char **)",
+        )));
+    }
+    let separator = match args.get(1) {
+        Some(e) => String::from_utf8_lossy(&c.literal_string(e, "the separator")?).into_owned(),
+        None => " ".to_string(),
+    };
+    c.join_separators.push(separator);
+    statement_of(Output::Join {
+        array,
+        separator: c.join_separators.len() as u32 - 1,
+    })
+}
+
+/// `sdt trace`'s statement: one hit with every argument of its site, and
+/// pairs of (argument read as a string, argument holding its length or
+/// -1). Only sdt's own scripts may use it.
+fn sdt_event(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let mut strings = Vec::new();
+    for pair in use_.args.chunks(2) {
+        let arg = c.literal_int(&pair[0], scope, "a string argument")?;
+        let len = match pair.get(1) {
+            Some(e) => c.literal_int(e, scope, "a length argument")?,
+            None => -1,
+        };
+        strings.push(crate::hir::StringArg {
+            arg: arg.max(0) as usize,
+            len_arg: usize::try_from(len).ok(),
+        });
+    }
+    statement_of(Output::Event { strings })
+}
+
+fn count(_: &mut Checker<'_>, _: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    Ok(Checked::Aggregation(Agg::Count, None))
+}
+
+/// `sum`, `avg`, `min`, `max` and `stats` of one integer.
+fn sum_like(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let v = c.integer_arg(use_.name, &use_.args[0], scope)?;
+    // Only sum() follows its value's sign. bpftrace compares, averages
+    // and totals every other one as an int64, so that a usdt argument (a
+    // uint64) of -5 is -5 there, not 2^64-5.
+    let signed = v.ty.is_signed();
+    let agg = match use_.name {
+        "sum" => Agg::Sum { signed },
+        "avg" => Agg::Avg { signed: true },
+        "min" => Agg::Min { signed: true },
+        "max" => Agg::Max { signed: true },
+        _ => Agg::Stats { signed: true },
+    };
+    Ok(Checked::Aggregation(agg, Some(v)))
+}
+
+fn hist(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let args = use_.args;
+    let v = c.integer_arg(use_.name, &args[0], scope)?;
+    let bits = match args.get(1) {
+        Some(e) => c.literal_int(e, scope, "hist()'s second argument")?,
+        None => 0,
+    };
+    if !(0..=5).contains(&bits) {
+        return Err(c.error(Diagnostic::error(
+            args[1].span,
+            "hist()'s second argument must be between 0 and 5",
+        )));
+    }
+    Ok(Checked::Aggregation(
+        Agg::Hist { bits: bits as u8 },
+        Some(v),
+    ))
+}
+
+fn lhist(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let (args, span) = (use_.args, use_.span);
+    let v = c.integer_arg(use_.name, &args[0], scope)?;
+    let min = c.literal_int(&args[1], scope, "lhist()'s minimum")?;
+    let max = c.literal_int(&args[2], scope, "lhist()'s maximum")?;
+    let step = c.literal_int(&args[3], scope, "lhist()'s step")?;
+    if step <= 0 || max <= min {
+        return Err(c.error(
+            Diagnostic::error(span, "lhist() needs min < max and a step above 0")
+                .hint("lhist(value, min, max, step), for example lhist($ms, 0, 100, 10)"),
+        ));
+    }
+    if (max - min) / step > 1000 {
+        return Err(c.error(
+            Diagnostic::error(span, "lhist() would have more than 1000 buckets")
+                .hint("use a larger step"),
+        ));
+    }
+    Ok(Checked::Aggregation(Agg::Lhist { min, max, step }, Some(v)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_shapes_sane() {
+        for (i, b) in BUILTINS.iter().enumerate() {
+            assert!(
+                BUILTINS[i + 1..].iter().all(|o| o.name != b.name),
+                "{} twice",
+                b.name
+            );
+            if let Shape::Function { min, max } | Shape::Both { min, max } = b.shape {
+                assert!(min <= max, "{}", b.name);
+            }
+        }
+        assert!(find("__sdt_event", false).is_none());
+        assert!(find("__sdt_event", true).is_some());
+        assert!(names(true).any(|n| n == "str"));
+        assert!(names(false).all(|n| n != "str"));
+    }
+}
