@@ -62,8 +62,11 @@ use crate::traced::Traced;
 /// Options every language tool takes.
 #[derive(Args, Debug)]
 pub struct Common {
-    /// The language: java, python, ruby or php (found from -p or -c when
-    /// not given).
+    /// The language: java, python, ruby or php. Found from -p or -c when
+    /// not given (through env, a script's #! line, PATH and the libraries
+    /// the program links); given, every installed copy of that runtime is
+    /// traced wherever it runs in the traced process tree (a wrapper
+    /// script that execs it, a child process).
     #[arg(short = 'l', value_name = "LANG")]
     pub lang: Option<String>,
 
