@@ -47,9 +47,9 @@ pub struct DbslowerArgs {
     )]
     threshold_ms: u64,
 
-    /// The server program (default: the -p process's, the -c command's,
-    /// or the newest /usr/lib/postgresql/*/bin/postgres; for MySQL, mysqld
-    /// or mariadbd in PATH).
+    /// The server program (default: the -p process's, the one the -c
+    /// command runs, or the newest /usr/lib/postgresql/*/bin/postgres;
+    /// for MySQL, mariadbd or mysqld in PATH).
     #[arg(short = 'x', long = "exe", value_name = "PATH")]
     exe: Option<PathBuf>,
 }
@@ -156,8 +156,12 @@ fn server(args: &DbslowerArgs, engine: Option<Engine>) -> anyhow::Result<PathBuf
             .join(exe.to_string_lossy().trim_start_matches('/')));
     }
     if let Some(command) = &args.target.command {
-        let argv = shlex::split(command).unwrap_or_default();
-        return Ok(sdt_elf::resolve(argv.first().map_or("", String::as_str))?);
+        // The program the command runs, past `env` and scripts.
+        return super::launch::read(command)?.program.ok_or_else(|| {
+            anyhow::anyhow!(
+                "cannot tell which program `{command}` runs: name the server with -x PATH"
+            )
+        });
     }
     if engine == Some(Engine::Mysql) {
         let path = std::env::var_os("PATH").unwrap_or_default();

@@ -405,14 +405,7 @@ fn by_name(program: &Path) -> Option<(&'static Language, PathBuf)> {
 
 /// The language a program name (`python3`, `php-fpm8.2`) stands for.
 fn name_language(name: &str) -> Option<&'static Language> {
-    let language = ["java", "python", "ruby", "php"]
-        .into_iter()
-        .find(|prefix| name.starts_with(prefix))?;
-    language_named(language)
-}
-
-fn language_named(name: &str) -> Option<&'static Language> {
-    LANGUAGES.iter().find(|l| l.name == name)
+    LANGUAGES.iter().find(|l| name.starts_with(l.name))
 }
 
 /// The runtime of a running process: the first mapped object with a
