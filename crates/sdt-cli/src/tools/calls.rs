@@ -150,36 +150,20 @@ fn calls(
 /// and for Java the lengths of its names.
 fn frame_values(frame: &Frame) -> Vec<(&'static str, String)> {
     let [a, b] = frame.ids;
-    let lengths = |statement: &str, indent: usize| match frame.lengths {
-        Some(_) => format!("{}{statement}\n", " ".repeat(indent)),
-        None => String::new(),
-    };
     vec![
         ("ID_A", a.to_string()),
         ("ID_B", b.to_string()),
         (
-            "KEEP_LENGTHS",
-            lengths(
-                &format!(
-                    "@frame_lengths[tid, $depth] = {};",
-                    frame.lengths.unwrap_or_default()
-                ),
-                2,
-            ),
+            "LENGTHS",
+            frame.lengths.map_or(String::new(), |l| format!(", {l}")),
         ),
         (
             "READ_LENGTHS",
-            lengths("$lengths = @frame_lengths[tid, $depth];", 6),
+            match frame.lengths {
+                Some(_) => "      $lengths = $f.3;\n".to_string(),
+                None => String::new(),
+            },
         ),
-        (
-            "DROP_LENGTHS",
-            lengths("delete(@frame_lengths[tid, $depth]);", 6),
-        ),
-        (
-            "DROP_MATCH_LENGTHS",
-            lengths("delete(@frame_lengths[tid, $match]);", 4),
-        ),
-        ("CLEAR_LENGTHS", lengths("clear(@frame_lengths);", 2)),
         ("POPPED_CLASS", frame.class.to_string()),
         ("POPPED_METHOD", frame.method.to_string()),
     ]
