@@ -10,7 +10,9 @@
 #     Ruby), so that the slowdown shown is the tracing's, not the hook's;
 #   - under `sdt run` with the program `sdt calls --print-program` prints,
 #     keeping 128 bytes of each string as the tool does;
-#   - under `sdt calls`.
+#   - under `sdt calls`;
+#   - under `sdt calls -L`, which also pairs each return with its entry
+#     in the kernel (a stack of open calls per thread) to time it.
 # Slowdown = traced / alone. Knobs: N (25), RUNS (5). Needs root and
 # hyperfine, python3.11, ruby (scripts/install-deps installs them).
 set -euo pipefail
@@ -40,16 +42,17 @@ declare -A hook=(
   [ruby]="RUBYOPT=-r$work/tp.rb"
 )
 
-printf '%-8s %12s %12s %12s %10s %10s\n' language alone_s "sdt run_s" "sdt calls_s" run_x calls_x
+printf '%-8s %12s %12s %12s %14s %10s %10s %12s\n' language alone_s "sdt run_s" "sdt calls_s" "sdt calls -L_s" run_x calls_x "calls -L_x"
 for lang in python ruby; do
   "$sdt" calls -l "$lang" --print-program >"$work/$lang.bt"
   hyperfine -N --runs "$RUNS" --export-json "$work/$lang.json" \
     "env ${hook[$lang]} ${cmd[$lang]}" \
     "env ${hook[$lang]} BPFTRACE_STRLEN=128 $sdt run -q -c '${cmd[$lang]}' $work/$lang.bt" \
-    "$sdt calls -c '${cmd[$lang]}'" >/dev/null 2>&1
+    "$sdt calls -c '${cmd[$lang]}'" \
+    "$sdt calls -L -c '${cmd[$lang]}'" >/dev/null 2>&1
   python3 - "$work/$lang.json" "$lang" <<'PY'
 import json, sys
 r = [x["median"] for x in json.load(open(sys.argv[1]))["results"]]
-print(f"{sys.argv[2]:<8} {r[0]:12.3f} {r[1]:12.3f} {r[2]:12.3f} {r[1]/r[0]:10.2f} {r[2]/r[0]:10.2f}")
+print(f"{sys.argv[2]:<8} {r[0]:12.3f} {r[1]:12.3f} {r[2]:12.3f} {r[3]:14.3f} {r[1]/r[0]:10.2f} {r[2]/r[0]:10.2f} {r[3]/r[0]:12.2f}")
 PY
 done

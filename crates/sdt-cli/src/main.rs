@@ -7,7 +7,9 @@
 //! process control).
 //!
 //! Installed (or linked) under the name `bpftrace`, the binary takes
-//! bpftrace's command line, so that wrappers written for bpftrace run it.
+//! bpftrace's command line, so that wrappers written for bpftrace run it;
+//! under the name of one of BCC's tools (`ucalls`, `dbslower`, ...), that
+//! tool's command line (`tools::bcc`).
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -90,6 +92,9 @@ fn main() -> ExitCode {
         bpftrace(argv)
     } else if invoked_as == "dtrace" {
         dtrace::run_args(&argv[1..])
+    } else if let Some(tool) = tools::bcc::tool_named(&invoked_as) {
+        argv.remove(0);
+        tools::bcc::run(tool, argv)
     } else {
         match Cli::parse().command {
             Command::List(args) => list::run(args),

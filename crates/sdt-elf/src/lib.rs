@@ -20,7 +20,8 @@
 //! * [`mapped_objects`] lists the ELF objects of a running process, each
 //!   opened as the very file the process maps (never by a name the process
 //!   could have changed), and [`resolve`] finds a program or library by
-//!   name.
+//!   name; [`needed_libraries`] finds the libraries a program links, as
+//!   the dynamic loader would.
 //! * [`ProbePattern`] selects probes with a `provider:name` glob.
 //! * [`functions`] lists function symbols for uprobes, demangled, and
 //!   [`is_instruction_boundary`] checks an offset into one.
@@ -47,6 +48,7 @@ mod args;
 mod error;
 mod file;
 mod insn;
+mod needed;
 mod pattern;
 mod probes;
 mod process;
@@ -60,8 +62,9 @@ pub use args::{
 pub use error::{ElfError, Error, SymbolError};
 pub use file::{ElfFile, FileId};
 pub use insn::{classify, site_code, SiteInstruction, MAX_INSTRUCTION_LEN};
+pub use needed::{dependencies, needed_libraries, Dependencies};
 pub use pattern::ProbePattern;
 pub use probes::{parse, NoteAddresses, Probe, Probes, Semaphore, Site, SkippedNote};
 pub use process::{mapped_objects, MappedObject};
-pub use resolve::{find_in_path, find_library, resolve, LD_SO_CACHE};
+pub use resolve::{find_in_path, find_library, find_soname, library_dirs, resolve, LD_SO_CACHE};
 pub use symbols::{data_symbols, demangle, functions, is_instruction_boundary, Function};

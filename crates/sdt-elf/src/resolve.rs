@@ -72,7 +72,7 @@ pub fn find_library(name: &str) -> Option<PathBuf> {
             }
         }
     }
-    standard_dirs().into_iter().find_map(|dir| {
+    library_dirs().into_iter().find_map(|dir| {
         let mut names: Vec<_> = std::fs::read_dir(&dir)
             .ok()?
             .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
@@ -85,6 +85,28 @@ pub fn find_library(name: &str) -> Option<PathBuf> {
             .map(|file| dir.join(file))
             .find(|path| is_elf(path))
     })
+}
+
+/// Finds the library file a `DT_NEEDED` entry names (`libruby-3.1.so.3.1`),
+/// exactly that name, as the loader does once the program's own paths are
+/// searched: in the loader cache, then in the standard directories.
+pub fn find_soname(soname: &str) -> Option<PathBuf> {
+    if let Ok(cache) = std::fs::read(LD_SO_CACHE) {
+        let found = parse_ld_cache(&cache).and_then(|entries| {
+            entries
+                .into_iter()
+                .filter(|e| HOST.is_none_or(|(_, flags)| e.flags & 0xffff == flags))
+                .find(|e| e.soname == soname)
+                .map(|e| PathBuf::from(e.path))
+        });
+        if found.is_some() {
+            return found;
+        }
+    }
+    library_dirs()
+        .into_iter()
+        .map(|dir| dir.join(soname))
+        .find(|path| is_elf(path))
 }
 
 /// This machine's Debian multiarch tuple and the loader-cache flags of its
@@ -108,7 +130,7 @@ const HOST: Option<(&str, i32)> = if cfg!(target_arch = "x86_64") {
 
 /// Library directories searched after the cache: this machine's multiarch
 /// directories first, then the traditional ones.
-fn standard_dirs() -> Vec<PathBuf> {
+pub fn library_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some((multiarch, _)) = HOST {
         dirs.push(Path::new("/lib").join(multiarch));

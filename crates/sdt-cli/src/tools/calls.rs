@@ -1,5 +1,11 @@
 //! `sdt calls`: method calls counted, or timed with `-L`, by class and
 //! method, like BCC's `ucalls`.
+//!
+//! Counting needs only the entries. Timing pairs each return with its
+//! entry, in the kernel, by what identifies the function rather than by
+//! depth alone (see `calls_latency.bt` and [`Frame`]): a return without an
+//! entry, or an entry without a return, is counted on its own and shown
+//! under the table, and the calls around it are still timed exactly.
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -7,9 +13,10 @@ use std::process::ExitCode;
 use clap::Args;
 use sdt_runtime::{Datum, MapRow, Receiver};
 
-use super::runtimes::Needs;
+use super::runtimes::{Frame, Needs};
 use super::{
-    execute, fill, interval_block, prepare, probe_prefix, Common, Prepared, Reports, NAME_LEN,
+    attach_points, execute, fill, interval_block, method_name, prepare, Common, PositionalPid,
+    Prepared, Reports, Unpaired, NAME_LEN,
 };
 
 const COUNTS: &str = include_str!("calls.bt");
@@ -21,11 +28,45 @@ const LATENCY: &str = include_str!("calls_latency.bt");
 #[command(after_help = "EXAMPLES:\n  \
     sdt calls -c 'python3 app.py'           calls of every function, by count\n  \
     sdt calls -L -T 10 -p 1234              the 10 slowest methods, by total time\n  \
-    sdt calls -l java 5 3                    every JVM: three 5-second reports")]
+    sdt calls -l java 5 3                    every JVM: three 5-second reports\n\n\
+    With -L, returns without an entry and entries without a return are not\n\
+    timed: they are counted and shown under the table.")]
 pub struct CallsArgs {
     #[command(flatten)]
     common: Common,
 
+    #[command(flatten)]
+    options: CallsOptions,
+
+    /// Print a report every INTERVAL seconds (default: once, at the end).
+    #[arg(value_name = "INTERVAL", value_parser = clap::value_parser!(u64).range(1..))]
+    interval: Option<u64>,
+
+    /// Stop after COUNT reports.
+    #[arg(value_name = "COUNT", requires = "interval")]
+    count: Option<u64>,
+}
+
+/// BCC's `ucalls [-l LANG] [-L] [-T TOP] [-m] PID [INTERVAL]`.
+#[derive(Args, Debug)]
+pub struct UcallsArgs {
+    #[command(flatten)]
+    common: Common,
+
+    #[command(flatten)]
+    options: CallsOptions,
+
+    #[command(flatten)]
+    pid: PositionalPid,
+
+    /// Print a report every INTERVAL seconds (default: once, at the end).
+    #[arg(value_name = "INTERVAL", value_parser = clap::value_parser!(u64).range(1..))]
+    interval: Option<u64>,
+}
+
+/// The options `calls` and `ucalls` share.
+#[derive(Args, Debug)]
+pub struct CallsOptions {
     /// Also time each call; sort by total time.
     #[arg(short = 'L', long)]
     latency: bool,
@@ -37,50 +78,63 @@ pub struct CallsArgs {
     /// Times in milliseconds instead of microseconds.
     #[arg(short = 'm', long)]
     milliseconds: bool,
-
-    /// Print a report every INTERVAL seconds (default: once, at the end).
-    #[arg(value_name = "INTERVAL", value_parser = clap::value_parser!(u64).range(1..))]
-    interval: Option<u64>,
-
-    /// Stop after COUNT reports.
-    #[arg(value_name = "COUNT", requires = "interval")]
-    count: Option<u64>,
 }
 
 pub fn run(args: CallsArgs) -> anyhow::Result<ExitCode> {
-    let detected = prepare(&args.common)?;
+    calls(args.common, args.options, args.interval, args.count)
+}
+
+/// `ucalls`: BCC's positional PID, then its INTERVAL.
+pub fn ucalls(args: UcallsArgs) -> anyhow::Result<ExitCode> {
+    calls(
+        args.common.with_pid(args.pid),
+        args.options,
+        args.interval,
+        None,
+    )
+}
+
+fn calls(
+    common: Common,
+    options: CallsOptions,
+    interval: Option<u64>,
+    count: Option<u64>,
+) -> anyhow::Result<ExitCode> {
+    let detected = prepare(&common)?;
     let language = detected.language;
     let Some(calls) = &language.calls else {
         anyhow::bail!("{} has no method probes", language.name);
     };
-    let report = if args.latency {
-        "  print(@nsecs);\n  print(@calls);\n  clear(@nsecs);\n  clear(@calls);\n"
+    let report = if options.latency {
+        "  print(@returns_without_entry);\n  print(@entries_without_return);\n  print(@nsecs);\n  print(@calls);\n  clear(@returns_without_entry);\n  clear(@entries_without_return);\n  clear(@nsecs);\n  clear(@calls);\n"
     } else {
         "  print(@calls);\n  clear(@calls);\n"
     };
-    let program = fill(
-        if args.latency { LATENCY } else { COUNTS },
-        &[
-            ("PROBE", probe_prefix(&detected)),
-            ("ENTRY", calls.entry.to_string()),
-            ("RETURN", calls.ret.to_string()),
-            ("CLASS", calls.class.to_string()),
-            ("METHOD", calls.method.to_string()),
-            ("INTERVAL", interval_block(args.interval, report)),
-        ],
-    );
-    let reports = Reports::new(args.count);
+    let mut values = vec![
+        ("ENTRY", attach_points(&detected, calls.entry)),
+        ("RETURN", attach_points(&detected, calls.ret)),
+        ("CLASS", calls.class.to_string()),
+        ("METHOD", calls.method.to_string()),
+        ("INTERVAL", interval_block(interval, report)),
+        ("REPORT", report.to_string()),
+    ];
+    if options.latency {
+        values.extend(frame_values(&calls.frame));
+    }
+    let program = fill(if options.latency { LATENCY } else { COUNTS }, &values);
+    let reports = Reports::new(count);
     let table = Table {
-        latency: args.latency,
-        top: args.top,
-        milliseconds: args.milliseconds,
-        json: args.common.target.json,
+        latency: options.latency,
+        top: options.top,
+        milliseconds: options.milliseconds,
+        json: common.target.json,
         nsecs: Vec::new(),
+        unpaired: Unpaired::default(),
         reports: reports.clone(),
     };
     let stop = Some(reports);
     execute(
-        &args.common.target,
+        &common.target,
         Prepared::Runtime {
             detected,
             needs: Needs::MethodProbes,
@@ -92,7 +146,32 @@ pub fn run(args: CallsArgs) -> anyhow::Result<ExitCode> {
     )
 }
 
-/// Builds the report from `@nsecs` and `@calls`.
+/// The placeholders of `calls_latency.bt` that keep a frame's identity,
+/// and for Java the lengths of its names.
+fn frame_values(frame: &Frame) -> Vec<(&'static str, String)> {
+    let [a, b] = frame.ids;
+    vec![
+        ("ID_A", a.to_string()),
+        ("ID_B", b.to_string()),
+        (
+            "LENGTHS",
+            frame.lengths.map_or(String::new(), |l| format!(", {l}")),
+        ),
+        (
+            "READ_LENGTHS",
+            match frame.lengths {
+                Some(_) => "      $lengths = $f.3;\n".to_string(),
+                None => String::new(),
+            },
+        ),
+        ("POPPED_CLASS", frame.class.to_string()),
+        ("POPPED_METHOD", frame.method.to_string()),
+    ]
+}
+
+/// Builds the report from the maps, which arrive in this order: `@depth`
+/// (the calls still open, at the end only), the unpaired events,
+/// `@nsecs`, then `@calls`, which closes the report.
 struct Table {
     latency: bool,
     top: Option<usize>,
@@ -100,6 +179,8 @@ struct Table {
     json: bool,
     /// `@nsecs` of the report being built.
     nsecs: Vec<MapRow>,
+    /// What could not be paired, for the report being built.
+    unpaired: Unpaired,
     reports: Reports,
 }
 
@@ -118,11 +199,31 @@ impl Receiver for Table {
         if self.reports.full() {
             return;
         }
+        let by_method = |rows: Vec<MapRow>| {
+            rows.into_iter()
+                .map(|row| {
+                    let mut keys = row.keys.into_iter().map(|k| k.text());
+                    let class = keys.next().unwrap_or_default();
+                    let method = keys.next().unwrap_or_default();
+                    ((class, method), row.value.int().max(0) as u64)
+                })
+                .collect()
+        };
         match name {
+            "@depth" => {
+                for row in rows {
+                    let tid = row.keys.first().map_or(0, Datum::int);
+                    self.unpaired
+                        .open_at_end(tid, row.value.int().max(0) as u64);
+                }
+            }
+            "@returns_without_entry" => self.unpaired.returns_without_entry = by_method(rows),
+            "@entries_without_return" => self.unpaired.entries_without_return = by_method(rows),
             "@nsecs" => self.nsecs = rows,
             "@calls" => {
                 let nsecs = std::mem::take(&mut self.nsecs);
-                self.print(rows, &nsecs);
+                let unpaired = std::mem::take(&mut self.unpaired);
+                self.print(rows, &nsecs, &unpaired);
                 self.reports.add();
             }
             _ => {}
@@ -131,7 +232,7 @@ impl Receiver for Table {
 }
 
 impl Table {
-    fn print(&self, calls: Vec<MapRow>, nsecs: &[MapRow]) {
+    fn print(&self, calls: Vec<MapRow>, nsecs: &[MapRow], unpaired: &Unpaired) {
         let mut lines: Vec<Line> = calls
             .into_iter()
             .map(|row| {
@@ -171,7 +272,11 @@ impl Table {
                     row
                 })
                 .collect();
-            let _ = writeln!(out, "{}", serde_json::json!({ "methods": rows }));
+            let mut report = serde_json::json!({ "methods": rows });
+            if self.latency {
+                report["unpaired"] = unpaired.json();
+            }
+            let _ = writeln!(out, "{report}");
             return;
         }
         let unit = if self.milliseconds { "ms" } else { "us" };
@@ -192,16 +297,18 @@ impl Table {
             let _ = writeln!(out, "{:<50} {:>8}", "METHOD", "# CALLS");
         }
         for l in &lines {
-            let name = if l.class.is_empty() {
-                l.method.clone()
-            } else {
-                format!("{}.{}", l.class, l.method)
-            };
+            let name = method_name(&l.class, &l.method);
             if self.latency {
                 let time = l.nsecs as f64 / divisor;
                 let _ = writeln!(out, "{name:<50} {:>8} {time:>16.2}", l.calls);
             } else {
                 let _ = writeln!(out, "{name:<50} {:>8}", l.calls);
+            }
+        }
+        if !unpaired.is_empty() {
+            let _ = writeln!(out, "\nNot paired, so not in the table:");
+            for line in unpaired.lines() {
+                let _ = writeln!(out, "  {line}");
             }
         }
         let _ = writeln!(out);

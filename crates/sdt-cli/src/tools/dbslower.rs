@@ -1,5 +1,11 @@
-//! `sdt dbslower`: PostgreSQL queries slower than a threshold, with their
-//! duration and text, like BCC's `dbslower`.
+//! `sdt dbslower`: PostgreSQL or MySQL/MariaDB queries slower than a
+//! threshold, with their duration and text, like BCC's `dbslower`.
+//!
+//! Both servers have `query__start` (the query's text first) and
+//! `query__done` probes, under the providers `postgresql` and `mysql`.
+//! Distributions often build MySQL and MariaDB without them (Debian's
+//! MariaDB has none; MySQL 8 removed them): sdt then says so in one line,
+//! with the command that shows it.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -9,19 +15,26 @@ use anyhow::Context;
 use clap::Args;
 use sdt_runtime::{Datum, MapRow, Receiver};
 
-use super::{execute, fill, Prepared, Target, TEXT_LEN};
+use super::{execute, fill, Prepared, Target, UnpairedSpans, TEXT_LEN};
 
 const DBSLOWER: &str = include_str!("dbslower.bt");
 
-/// Show PostgreSQL queries slower than a threshold, with their duration
-/// and text.
+/// Show PostgreSQL or MySQL/MariaDB queries slower than a threshold,
+/// with their duration and text.
 #[derive(Args, Debug)]
 #[command(after_help = "EXAMPLES:\n  \
-    sdt dbslower                          queries of 1 ms or more, every server\n  \
-    sdt dbslower -m 100 -p \"$(pgrep -o postgres)\"   one server and its backends\n\n\
-    A query is timed from query__start to query__done in the backend that\n\
-    runs it. The query text is cut at 256 bytes.")]
+    sdt dbslower                          PostgreSQL queries of 1 ms or more, every server\n  \
+    sdt dbslower postgres -m 100 -p \"$(pgrep -o postgres)\"   one server and its backends\n  \
+    sdt dbslower mysql -m 1000            MySQL or MariaDB, as BCC's dbslower takes it\n\n\
+    A query is timed from query__start to query__done in the thread that\n\
+    runs it. The query text is cut at 256 bytes. A query without a done\n\
+    (PostgreSQL reports none for a query that fails) is counted, not timed.")]
 pub struct DbslowerArgs {
+    /// The server: postgres (or postgresql), mysql or mariadb (default:
+    /// postgres, or what -x, -p or -c runs).
+    #[arg(value_name = "ENGINE", value_parser = ["postgres", "postgresql", "mysql", "mariadb"])]
+    engine: Option<String>,
+
     #[command(flatten)]
     target: Target,
 
@@ -34,47 +47,105 @@ pub struct DbslowerArgs {
     )]
     threshold_ms: u64,
 
-    /// The PostgreSQL server program (default: the -p process's, the -c
-    /// command's, or the newest /usr/lib/postgresql/*/bin/postgres).
+    /// The server program (default: the -p process's, the one the -c
+    /// command runs, or the newest /usr/lib/postgresql/*/bin/postgres;
+    /// for MySQL, mariadbd or mysqld in PATH).
     #[arg(short = 'x', long = "exe", value_name = "PATH")]
     exe: Option<PathBuf>,
 }
 
+/// A database server's probes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    Postgres,
+    Mysql,
+}
+
+impl Engine {
+    fn provider(self) -> &'static str {
+        match self {
+            Engine::Postgres => "postgresql",
+            Engine::Mysql => "mysql",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Engine::Postgres => "PostgreSQL",
+            Engine::Mysql => "MySQL/MariaDB",
+        }
+    }
+}
+
 pub fn run(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
-    let postgres = server(&args)?;
-    let file = sdt_elf::ElfFile::open(&postgres)
-        .with_context(|| format!("cannot open {}", postgres.display()))?;
-    if !file.probes()?.iter().any(|p| p.provider == "postgresql") {
+    let named = args.engine.as_deref().map(|e| match e {
+        "mysql" | "mariadb" => Engine::Mysql,
+        _ => Engine::Postgres,
+    });
+    let server = server(&args, named)?;
+    let file = sdt_elf::ElfFile::open(&server)
+        .with_context(|| format!("cannot open {}", server.display()))?;
+    let probes = file.probes()?;
+    let has = |engine: Engine| probes.iter().any(|p| p.provider == engine.provider());
+    // Without ENGINE, the server's probes say which it is.
+    let engine = named.unwrap_or(if has(Engine::Mysql) {
+        Engine::Mysql
+    } else {
+        Engine::Postgres
+    });
+    if !has(engine) {
         anyhow::bail!(
-            "{} has no postgresql probes: this PostgreSQL was built without --enable-dtrace",
-            postgres.display()
+            "{} has no {} probes: this {} was built without them ({}); `sdt list {} '{}:*'` shows the probes it has",
+            server.display(),
+            engine.provider(),
+            engine.name(),
+            match engine {
+                Engine::Postgres => "configure --enable-dtrace",
+                Engine::Mysql => "cmake -DENABLE_DTRACE=ON; Debian's MariaDB and MySQL 8 have none",
+            },
+            server.display(),
+            engine.provider()
         );
     }
+    let attach = |probe: &str| format!("usdt:{}:{}:{probe}", server.display(), engine.provider());
     let program = fill(
         DBSLOWER,
         &[
-            ("POSTGRES", postgres.display().to_string()),
+            ("ENGINE", engine.name().to_string()),
+            ("START", attach("query__start")),
+            ("DONE", attach("query__done")),
             ("THRESHOLD_MS", args.threshold_ms.to_string()),
             ("THRESHOLD_NS", (args.threshold_ms * 1_000_000).to_string()),
         ],
     );
-    let table = Queries {
-        json: args.target.json,
+    let json = args.target.json;
+    let mut table = Queries {
+        json,
         first_ns: None,
         header: false,
+        unpaired: UnpairedSpans::new(
+            "@started",
+            ("query", "queries"),
+            (
+                "the query failed (PostgreSQL reports no done then) or its backend ended",
+                "queries that began before tracing did",
+            ),
+        ),
     };
-    execute(
+    let status = execute(
         &args.target,
-        Prepared::Program(postgres),
+        Prepared::Programs(vec![server]),
         &program,
-        Box::new(table),
+        Box::new(&mut table),
         None,
         TEXT_LEN,
-    )
+    )?;
+    table.unpaired.report(json);
+    Ok(status)
 }
 
 /// The server program to trace.
-fn server(args: &DbslowerArgs) -> anyhow::Result<PathBuf> {
+fn server(args: &DbslowerArgs, engine: Option<Engine>) -> anyhow::Result<PathBuf> {
     if let Some(exe) = &args.exe {
         return Ok(exe.clone());
     }
@@ -85,8 +156,25 @@ fn server(args: &DbslowerArgs) -> anyhow::Result<PathBuf> {
             .join(exe.to_string_lossy().trim_start_matches('/')));
     }
     if let Some(command) = &args.target.command {
-        let argv = shlex::split(command).unwrap_or_default();
-        return Ok(sdt_elf::resolve(argv.first().map_or("", String::as_str))?);
+        // The program the command runs, past `env` and scripts.
+        return super::launch::read(command)?.program.ok_or_else(|| {
+            anyhow::anyhow!(
+                "cannot tell which program `{command}` runs: name the server with -x PATH"
+            )
+        });
+    }
+    if engine == Some(Engine::Mysql) {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut dirs = path;
+        dirs.push(":/usr/sbin:/usr/libexec:/usr/local/mysql/bin");
+        return ["mariadbd", "mysqld"]
+            .into_iter()
+            .find_map(|name| sdt_elf::find_in_path(name, &dirs))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "no MySQL or MariaDB server here (mariadbd or mysqld in PATH, /usr/sbin or /usr/libexec): name it with -x PATH"
+                )
+            });
     }
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
@@ -108,9 +196,10 @@ struct Queries {
     json: bool,
     first_ns: Option<i128>,
     header: bool,
+    unpaired: UnpairedSpans,
 }
 
-impl Receiver for Queries {
+impl Receiver for &mut Queries {
     fn printf(&mut self, _: u32, args: Vec<Datum>) {
         let [pid, start, took, query] = args.as_slice() else {
             return;
@@ -140,5 +229,7 @@ impl Receiver for Queries {
         );
     }
 
-    fn map(&mut self, _: &str, _: Vec<MapRow>) {}
+    fn map(&mut self, name: &str, rows: Vec<MapRow>) {
+        self.unpaired.map(name, &rows);
+    }
 }

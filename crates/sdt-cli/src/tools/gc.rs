@@ -7,7 +7,9 @@ use clap::Args;
 use sdt_runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
-use super::{execute, fill, prepare, probe_prefix, Common, Prepared, NAME_LEN};
+use super::{
+    attach_points, execute, fill, prepare, Common, PositionalPid, Prepared, UnpairedSpans, NAME_LEN,
+};
 
 const GC: &str = include_str!("gc.bt");
 
@@ -26,10 +28,44 @@ pub struct GcArgs {
     /// Show only collections that took at least MIN milliseconds.
     #[arg(short = 'm', long = "min", value_name = "MIN")]
     min_ms: Option<u64>,
+
+    #[command(flatten)]
+    pid: PositionalPid,
+}
+
+/// BCC's `ugc [-l LANG] [-m] [-M MIN] PID`.
+#[derive(Args, Debug)]
+pub struct UgcArgs {
+    #[command(flatten)]
+    common: Common,
+
+    /// Times in milliseconds instead of microseconds.
+    #[arg(short = 'm', long)]
+    milliseconds: bool,
+
+    /// Show only collections that took at least MIN milliseconds.
+    #[arg(short = 'M', long = "minimum", value_name = "MIN")]
+    min_ms: Option<u64>,
+
+    #[command(flatten)]
+    pid: PositionalPid,
 }
 
 pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
-    let detected = prepare(&args.common)?;
+    gc(args.common.with_pid(args.pid), args.min_ms, false)
+}
+
+/// `ugc`: BCC's options (`-m` is the unit there, `-M` the minimum).
+pub fn ugc(args: UgcArgs) -> anyhow::Result<ExitCode> {
+    gc(
+        args.common.with_pid(args.pid),
+        args.min_ms,
+        args.milliseconds,
+    )
+}
+
+fn gc(common: Common, min_ms: Option<u64>, milliseconds: bool) -> anyhow::Result<ExitCode> {
+    let detected = prepare(&common)?;
     let language = detected.language;
     let Some(gc) = &language.gc else {
         anyhow::bail!("{} has no garbage-collection probes", language.name);
@@ -37,38 +73,51 @@ pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
     let program = fill(
         GC,
         &[
-            ("PROBE", probe_prefix(&detected)),
-            ("BEGIN", gc.begin.to_string()),
-            ("END", gc.end.to_string()),
+            ("BEGIN", attach_points(&detected, gc.begin)),
+            ("END", attach_points(&detected, gc.end)),
         ],
     );
-    let table = Collections {
-        min_ns: args.min_ms.map_or(0, |ms| i128::from(ms) * 1_000_000),
-        json: args.common.target.json,
+    let json = common.target.json;
+    let mut table = Collections {
+        min_ns: min_ms.map_or(0, |ms| i128::from(ms) * 1_000_000),
+        milliseconds,
+        json,
         first_ns: None,
         header: false,
+        unpaired: UnpairedSpans::new(
+            "@collecting",
+            ("collection", "collections"),
+            (
+                "the runtime reported no end before the next begin, or the thread ended",
+                "collections that began before tracing did",
+            ),
+        ),
     };
-    execute(
-        &args.common.target,
+    let status = execute(
+        &common.target,
         Prepared::Runtime {
             detected,
             needs: Needs::Plain,
         },
         &program,
-        Box::new(table),
+        Box::new(&mut table),
         None,
         NAME_LEN,
-    )
+    )?;
+    table.unpaired.report(json);
+    Ok(status)
 }
 
 struct Collections {
     min_ns: i128,
+    milliseconds: bool,
     json: bool,
     first_ns: Option<i128>,
     header: bool,
+    unpaired: UnpairedSpans,
 }
 
-impl Receiver for Collections {
+impl Receiver for &mut Collections {
     fn printf(&mut self, _: u32, args: Vec<Datum>) {
         let [pid, tid, start, took] = args.as_slice() else {
             return;
@@ -89,21 +138,29 @@ impl Receiver for Collections {
         }
         if !self.header {
             self.header = true;
+            let unit = if self.milliseconds {
+                "TIME(ms)"
+            } else {
+                "TIME(us)"
+            };
             let _ = writeln!(
                 out,
                 "{:<7} {:<7} {:<12} {:>12}",
-                "PID", "TID", "START(s)", "TIME(us)"
+                "PID", "TID", "START(s)", unit
             );
         }
+        let divisor = if self.milliseconds { 1e6 } else { 1e3 };
         let _ = writeln!(
             out,
             "{:<7} {:<7} {:<12.6} {:>12.2}",
             pid.int(),
             tid.int(),
             (start - first) as f64 / 1e9,
-            took as f64 / 1000.0
+            took as f64 / divisor
         );
     }
 
-    fn map(&mut self, _: &str, _: Vec<MapRow>) {}
+    fn map(&mut self, name: &str, rows: Vec<MapRow>) {
+        self.unpaired.map(name, &rows);
+    }
 }

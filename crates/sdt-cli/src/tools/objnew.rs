@@ -13,7 +13,8 @@ use sdt_runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
 use super::{
-    execute, fill, interval_block, prepare, probe_prefix, Common, Prepared, Reports, NAME_LEN,
+    attach_points, execute, fill, interval_block, prepare, Common, PositionalPid, Prepared,
+    Reports, NAME_LEN,
 };
 
 const OBJNEW: &str = include_str!("objnew.bt");
@@ -44,8 +45,45 @@ pub struct ObjnewArgs {
     count: Option<u64>,
 }
 
+/// BCC's `uobjnew [-l LANG] [-C N] PID [INTERVAL]`.
+#[derive(Args, Debug)]
+pub struct UobjnewArgs {
+    #[command(flatten)]
+    common: Common,
+
+    /// Show the N classes allocated most often.
+    #[arg(short = 'C', long = "top-count", value_name = "N")]
+    top_count: Option<usize>,
+
+    #[command(flatten)]
+    pid: PositionalPid,
+
+    /// Print a report every INTERVAL seconds (default: once, at the end).
+    #[arg(value_name = "INTERVAL", value_parser = clap::value_parser!(u64).range(1..))]
+    interval: Option<u64>,
+}
+
 pub fn run(args: ObjnewArgs) -> anyhow::Result<ExitCode> {
-    let detected = prepare(&args.common)?;
+    objnew(args.common, args.top_count, args.interval, args.count)
+}
+
+/// `uobjnew`: BCC's positional PID, then its INTERVAL.
+pub fn uobjnew(args: UobjnewArgs) -> anyhow::Result<ExitCode> {
+    objnew(
+        args.common.with_pid(args.pid),
+        args.top_count,
+        args.interval,
+        None,
+    )
+}
+
+fn objnew(
+    common: Common,
+    top_count: Option<usize>,
+    interval: Option<u64>,
+    count: Option<u64>,
+) -> anyhow::Result<ExitCode> {
+    let detected = prepare(&common)?;
     let language = detected.language;
     let Some(alloc) = &language.alloc else {
         anyhow::bail!("{} has no allocation probes", language.name);
@@ -53,24 +91,23 @@ pub fn run(args: ObjnewArgs) -> anyhow::Result<ExitCode> {
     let program = fill(
         OBJNEW,
         &[
-            ("PROBE", probe_prefix(&detected)),
-            ("ALLOC", alloc.probe.to_string()),
+            ("ALLOC", attach_points(&detected, alloc.probe)),
             ("CLASS", alloc.class.to_string()),
             (
                 "INTERVAL",
-                interval_block(args.interval, "  print(@objects);\n  clear(@objects);\n"),
+                interval_block(interval, "  print(@objects);\n  clear(@objects);\n"),
             ),
         ],
     );
-    let reports = Reports::new(args.count);
+    let reports = Reports::new(count);
     let table = Table {
-        top: args.top_count,
-        json: args.common.target.json,
+        top: top_count,
+        json: common.target.json,
         reports: reports.clone(),
     };
     let stop = Some(reports);
     execute(
-        &args.common.target,
+        &common.target,
         Prepared::Runtime {
             detected,
             needs: Needs::Allocations,

@@ -22,8 +22,16 @@ pub struct ReadlineArgs {
     #[command(flatten)]
     target: Target,
 
-    /// The bash program (default: bash in PATH).
-    #[arg(short = 'x', long = "exe", value_name = "PATH")]
+    /// The file whose `readline` is probed: bash (default: bash in
+    /// PATH), or the libreadline.so a bash built with the system's
+    /// readline loads (`-s` as in BCC's bashreadline).
+    #[arg(
+        short = 'x',
+        long = "exe",
+        short_alias = 's',
+        alias = "shared",
+        value_name = "PATH"
+    )]
     exe: Option<PathBuf>,
 }
 
@@ -40,7 +48,7 @@ pub fn run(args: ReadlineArgs) -> anyhow::Result<ExitCode> {
     };
     execute(
         &args.target,
-        Prepared::Program(bash),
+        Prepared::Programs(vec![bash]),
         &program,
         Box::new(table),
         None,

@@ -5,10 +5,41 @@
 //! One table drives every tool: a tool's program names probes and
 //! arguments through placeholders (`{{ENTRY}}`, `{{CLASS}}`, ...) that the
 //! row of the traced language fills in.
+//!
+//! **Which files are traced.** The probes are attached by file, for every
+//! process that maps it, and the kernel keeps to the `-p`/`-c` process
+//! tree (see `sdt_trace::follow`); so what matters is which files hold
+//! the runtime's probes, wherever in the tree the runtime runs:
+//!
+//! 1. With `-p`, the process's mapped objects (read through
+//!    `sdt_elf::mapped_objects`): the first whose probes are a runtime's
+//!    (its provider: `python`, `ruby`, `php`, `hotspot`), so a program
+//!    that embeds `libpython` is found as Python.
+//! 2. With `-c`, the command is read without running it ([`super::launch`]:
+//!    `env`, shebangs, `PATH`) down to the ELF program it executes; then
+//!    that program's own probes, then those of the libraries it links
+//!    (`DT_NEEDED`: `libruby`, an embedded `libpython`), then its name
+//!    (`java` → its JDK's `libjvm.so`; a `python*` without probes is
+//!    refused as built without them).
+//! 3. With `-l LANG`, the user is trusted: every installed object of that
+//!    runtime with probes is traced ([`installed`]: programs in `PATH`,
+//!    libraries in the library directories, each JDK's `libjvm.so`), plus
+//!    what 1 or 2 found, so that a wrapper script that `exec`s the runtime,
+//!    or a child process, is traced too.
+//! 4. Without `-l`, when 2 ends at a program that is no runtime but the
+//!    command named one on the way (`python3`, a pyenv shim), the installed
+//!    objects of that runtime are traced, with a note saying so.
+//!
+//! Otherwise sdt says in one line that it cannot tell, and suggests `-l`.
+//! Installed objects without probes, or that do not exist, are skipped.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use sdt_elf::{ElfFile, FileId};
+
+use super::launch::{self, Launch};
 
 /// One runtime's probes.
 pub struct Language {
@@ -29,6 +60,21 @@ pub struct Language {
     pub class_load: Option<&'static str>,
     /// An exception raised (for `stat`).
     pub exception: Option<&'static str>,
+    /// Where an installed runtime keeps its probes.
+    pub installed: Installed,
+}
+
+/// The files of an installed runtime that may hold its probes: each is
+/// kept only if it has the runtime's provider.
+pub struct Installed {
+    /// Programs in `PATH` whose names start with one of these.
+    pub programs: &'static [&'static str],
+    /// Libraries (`*.so*`) whose names start with one of these, in the
+    /// library directories and in `dirs`.
+    pub libraries: &'static [&'static str],
+    /// More directories to look in for the libraries; a `*` component
+    /// stands for every directory there (`/usr/lib/jvm/*/lib/server`).
+    pub dirs: &'static [&'static str],
 }
 
 pub struct Calls {
@@ -39,6 +85,32 @@ pub struct Calls {
     /// The class's name, in the language of the tools' programs.
     pub class: &'static str,
     /// The method's name.
+    pub method: &'static str,
+    /// What identifies the function at both its entry and its return.
+    pub frame: Frame,
+}
+
+/// What pairs a method's return with its entry: two arguments that point
+/// at the function's names and are the same pointers at both probes (the
+/// runtime passes the same strings), and how to read the names back from
+/// them when the return never comes.
+///
+/// Checked on the runtimes of this machine: CPython 3.11 passes the
+/// cached UTF-8 of the code object's file and name; PHP 8.2 the same
+/// function and class name variables at both; OpenJDK 17 pointers into
+/// the class's and method's symbols; Ruby 3.1 the file's and the method
+/// name's strings, but a new string for the class name at every probe,
+/// so Ruby's frames are told apart by file and method.
+pub struct Frame {
+    /// The two arguments compared, at entry and at return.
+    pub ids: [&'static str; 2],
+    /// For names that are not NUL-terminated (Java): one value packing
+    /// their lengths, kept with the frame.
+    pub lengths: Option<&'static str>,
+    /// The class's name (for Python and Ruby: the file's) read from `$a`
+    /// and `$b`, the two ids kept, and `$lengths`.
+    pub class: &'static str,
+    /// The method's name, read the same way.
     pub method: &'static str,
 }
 
@@ -73,6 +145,12 @@ pub const LANGUAGES: &[Language] = &[
             ret: "method__return",
             class: "str(arg1, arg2)",
             method: "str(arg3, arg4)",
+            frame: Frame {
+                ids: ["arg1", "arg3"],
+                lengths: Some("(arg2 << 32) | arg4"),
+                class: "str($a, $lengths >> 32)",
+                method: "str($b, $lengths & 0xffffffff)",
+            },
         }),
         gc: Some(Gc {
             begin: "gc__begin",
@@ -90,6 +168,12 @@ pub const LANGUAGES: &[Language] = &[
         }),
         class_load: Some("class__loaded"),
         exception: None,
+        installed: Installed {
+            // The `java` launcher has no probes; its JDK's libjvm has.
+            programs: &[],
+            libraries: &["libjvm.so"],
+            dirs: &["/usr/lib/jvm/*/lib/server"],
+        },
     },
     Language {
         name: "python",
@@ -99,6 +183,12 @@ pub const LANGUAGES: &[Language] = &[
             ret: "function__return",
             class: "str(arg0)",
             method: "str(arg1)",
+            frame: Frame {
+                ids: ["arg0", "arg1"],
+                lengths: None,
+                class: "str($a)",
+                method: "str($b)",
+            },
         }),
         gc: Some(Gc {
             begin: "gc__start",
@@ -108,6 +198,11 @@ pub const LANGUAGES: &[Language] = &[
         threads: None,
         class_load: None,
         exception: None,
+        installed: Installed {
+            programs: &["python"],
+            libraries: &["libpython"],
+            dirs: &[],
+        },
     },
     Language {
         name: "ruby",
@@ -117,6 +212,12 @@ pub const LANGUAGES: &[Language] = &[
             ret: "method__return",
             class: "str(arg0)",
             method: "str(arg1)",
+            frame: Frame {
+                ids: ["arg2", "arg1"],
+                lengths: None,
+                class: "str($a)",
+                method: "str($b)",
+            },
         }),
         gc: Some(Gc {
             begin: "gc__mark__begin",
@@ -129,6 +230,13 @@ pub const LANGUAGES: &[Language] = &[
         threads: None,
         class_load: None,
         exception: Some("raise"),
+        installed: Installed {
+            // Debian's `ruby` links libruby, which has the probes; a
+            // static build has them in the program.
+            programs: &["ruby"],
+            libraries: &["libruby"],
+            dirs: &[],
+        },
     },
     Language {
         name: "php",
@@ -138,12 +246,24 @@ pub const LANGUAGES: &[Language] = &[
             ret: "function__return",
             class: "str(arg3)",
             method: "str(arg0)",
+            frame: Frame {
+                ids: ["arg3", "arg0"],
+                lengths: None,
+                class: "str($a)",
+                method: "str($b)",
+            },
         }),
         gc: None,
         alloc: None,
         threads: None,
         class_load: None,
         exception: Some("exception__thrown"),
+        installed: Installed {
+            // php, php-fpm, php-cgi; libphp is the embed and Apache SAPI.
+            programs: &["php"],
+            libraries: &["libphp"],
+            dirs: &[],
+        },
     },
 ];
 
@@ -166,170 +286,304 @@ pub enum Needs {
     Plain,
 }
 
-/// The runtime found, and the file that holds its probes.
+/// The runtime found, and the files that hold its probes.
 pub struct Detected {
     pub language: &'static Language,
-    pub object: PathBuf,
+    /// Each file once (by device and inode), in the order found.
+    pub objects: Vec<PathBuf>,
 }
 
-/// Finds the runtime of the `-p` process, of the `-c` command, or, with
-/// neither, the one `-l` names as installed on this machine.
+/// What a `-p` process or a `-c` command was found to run.
+enum Found {
+    /// A runtime, and the file with its probes (which may have none:
+    /// [`check_probes`] says so).
+    Object(&'static Language, PathBuf),
+    /// A program named like a runtime that is not one itself (a shim):
+    /// which runtime it starts is known, not which file.
+    Named(&'static Language, String),
+    /// No runtime: what was found instead, for the message.
+    Unknown(String),
+}
+
+/// Finds the runtime of the `-p` process or of the `-c` command, and the
+/// files to attach to; see the module documentation for the rules. With
+/// neither, `-l` names the runtime and every installed copy is traced.
 pub fn detect(
     lang: Option<&str>,
     pid: Option<i32>,
     command: Option<&str>,
 ) -> anyhow::Result<Detected> {
     let wanted = lang.map(language).transpose()?;
-    let found = if let Some(pid) = pid {
-        from_process(pid)?
-    } else if let Some(command) = command {
-        let argv = shlex::split(command).unwrap_or_default();
-        let program = sdt_elf::resolve(argv.first().map_or("", String::as_str))?;
-        from_program(&program)
-    } else {
-        let Some(language) = wanted else {
-            anyhow::bail!("give the language with -l LANG (java, python, ruby, php), a process with -p PID or a command with -c CMD");
+    let found = match (pid, command) {
+        (Some(pid), _) => Some(from_process(pid)?),
+        (None, Some(command)) => Some(from_command(command)?),
+        (None, None) => None,
+    };
+    let Some(language) = wanted else {
+        return match found {
+            Some(Found::Object(language, object)) => {
+                check_probes(language, &object)?;
+                Ok(Detected {
+                    language,
+                    objects: vec![object],
+                })
+            }
+            Some(Found::Named(language, name)) => {
+                let objects = with_probes(language, installed(language));
+                if objects.is_empty() {
+                    anyhow::bail!("`{name}` is not itself a {} runtime sdt can read, and no {} with probes is installed", language.name, language.name);
+                }
+                eprintln!(
+                    "sdt: note: `{name}` is not the {} runtime itself (a shim or a script); tracing every {} with probes installed: {}",
+                    language.name,
+                    language.name,
+                    list(&objects)
+                );
+                Ok(Detected { language, objects })
+            }
+            Some(Found::Unknown(what)) => anyhow::bail!(
+                "cannot tell which runtime to trace: {what}; name it with -l LANG (java, python, ruby, php) and sdt traces it wherever it runs in the {}",
+                if pid.is_some() { "process's tree" } else { "command's process tree" }
+            ),
+            None => anyhow::bail!("give the language with -l LANG (java, python, ruby, php), a process with -p PID or a command with -c CMD"),
         };
-        let program = sdt_elf::resolve(default_program(language))
-            .with_context(|| format!("no {} installed", language.name))?;
-        from_program(&program)
     };
-    let detected = match (found, wanted) {
-        (Some(found), Some(wanted)) if found.language.name != wanted.name => anyhow::bail!(
-            "the traced program runs {}, not {}",
-            found.language.name,
-            wanted.name
-        ),
-        (Some(found), _) => found,
-        (None, Some(wanted)) => anyhow::bail!(
-            "cannot find the {} runtime's probe library in the traced program",
-            wanted.name
-        ),
-        (None, None) => anyhow::bail!(
-            "the traced program is not a runtime sdt knows (java, python, ruby, php); name it with -l LANG"
-        ),
-    };
-    check_probes(&detected)?;
-    Ok(detected)
-}
-
-fn default_program(language: &Language) -> &'static str {
-    match language.name {
-        "java" => "java",
-        "python" => "python3",
-        "ruby" => "ruby",
-        _ => "php",
+    // -l: trust the user.
+    let mut objects = Vec::new();
+    match found {
+        Some(Found::Object(found, object)) if found.name == language.name => {
+            check_probes(language, &object)?;
+            objects.push(object);
+        }
+        Some(Found::Object(other, _) | Found::Named(other, _)) if other.name != language.name => {
+            eprintln!(
+                "sdt: note: the traced program runs {}; tracing {} wherever it runs in its process tree",
+                other.name, language.name
+            );
+        }
+        _ => {}
     }
+    objects.extend(installed(language));
+    let objects = with_probes(language, objects);
+    if objects.is_empty() {
+        anyhow::bail!(
+            "no {} with {} probes found in PATH or the library directories: give the traced program with -p PID or -c CMD",
+            language.name,
+            language.provider
+        );
+    }
+    Ok(Detected { language, objects })
 }
 
-/// The runtime a program is: by its name, with its probes in the program
-/// itself or in the library it loads.
-fn from_program(program: &Path) -> Option<Detected> {
-    let real = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_path_buf());
-    let name = real.file_name()?.to_string_lossy().into_owned();
-    let (language, object) = if name.starts_with("java") {
-        // JAVA_HOME/bin/java loads JAVA_HOME/lib/server/libjvm.so.
-        let home = real.parent()?.parent()?;
-        ("java", home.join("lib/server/libjvm.so"))
-    } else if name.starts_with("python") {
-        ("python", real.clone())
-    } else if name.starts_with("ruby") {
-        (
-            "ruby",
-            shared_library("libruby", &real).unwrap_or(real.clone()),
-        )
-    } else if name.starts_with("php") {
-        ("php", real.clone())
-    } else {
-        return None;
-    };
-    Some(Detected {
-        language: language_named(language),
-        object,
-    })
+/// The paths, for messages.
+pub fn list(objects: &[PathBuf]) -> String {
+    let names: Vec<String> = objects.iter().map(|o| o.display().to_string()).collect();
+    names.join(", ")
 }
 
-/// The newest `PREFIX*.so*` in the program's `../lib` or the system's
-/// library directories: where Debian and source builds put `libruby`.
-fn shared_library(prefix: &str, program: &Path) -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = program
-        .parent()
-        .and_then(Path::parent)
-        .map(|p| p.join("lib"))
-        .into_iter()
-        .collect();
-    let multiarch = format!("{}-linux-gnu", std::env::consts::ARCH);
-    dirs.extend(
-        [
-            format!("/usr/lib/{multiarch}"),
-            format!("/lib/{multiarch}"),
-            "/usr/lib64".into(),
-            "/usr/lib".into(),
-            "/usr/local/lib".into(),
-        ]
-        .map(PathBuf::from),
-    );
-    dirs.iter().find_map(|dir| {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .ok()?
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| n.starts_with(prefix) && n.contains(".so"))
-            .collect();
-        names.sort();
-        names.pop().map(|n| dir.join(n))
-    })
-}
-
-fn language_named(name: &str) -> &'static Language {
+/// The language whose probes `file` has.
+fn provider_language(file: &ElfFile) -> Option<&'static Language> {
+    let probes = file.probes().ok()?;
     LANGUAGES
         .iter()
-        .find(|l| l.name == name)
-        .unwrap_or(&LANGUAGES[0])
+        .find(|l| probes.iter().any(|p| p.provider == l.provider))
 }
 
-/// The runtime of a running process: from the libraries it maps, else
-/// from its program.
-fn from_process(pid: i32) -> anyhow::Result<Option<Detected>> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+/// The language a program's name says it is, and the file that would
+/// hold its probes: `java` → its JDK's libjvm, any other the program.
+fn by_name(program: &Path) -> Option<(&'static Language, PathBuf)> {
+    let real = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_path_buf());
+    let name = real.file_name()?.to_string_lossy().into_owned();
+    let language = name_language(&name)?;
+    if language.name == "java" {
+        // JAVA_HOME/bin/java loads JAVA_HOME/lib/server/libjvm.so.
+        let home = real.parent()?.parent()?;
+        return Some((language, home.join("lib/server/libjvm.so")));
+    }
+    Some((language, program.to_path_buf()))
+}
+
+/// The language a program name (`python3`, `php-fpm8.2`) stands for.
+fn name_language(name: &str) -> Option<&'static Language> {
+    LANGUAGES.iter().find(|l| name.starts_with(l.name))
+}
+
+/// The runtime of a running process: the first mapped object with a
+/// runtime's probes, else its program's name.
+fn from_process(pid: i32) -> anyhow::Result<Found> {
+    let objects = sdt_elf::mapped_objects(pid as u32)
         .with_context(|| format!("cannot read the mappings of process {pid}"))?;
     let root = PathBuf::from(format!("/proc/{pid}/root"));
-    for path in maps.lines().filter_map(|l| l.split_whitespace().nth(5)) {
-        let file = Path::new(path).file_name().map(|n| n.to_string_lossy());
-        let language = match file.as_deref() {
-            Some(f) if f.starts_with("libjvm.so") => "java",
-            Some(f) if f.starts_with("libpython3") => "python",
-            Some(f) if f.starts_with("libruby") => "ruby",
-            _ => continue,
-        };
-        let object = root.join(path.trim_start_matches('/'));
-        return Ok(Some(Detected {
-            language: language_named(language),
-            object,
-        }));
+    let in_root = |path: &Path| root.join(path.strip_prefix("/").unwrap_or(path));
+    for object in &objects {
+        if let Some(language) = object.file().ok().and_then(provider_language) {
+            return Ok(Found::Object(language, in_root(&object.path)));
+        }
     }
     let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
         .with_context(|| format!("cannot read the program of process {pid}"))?;
-    Ok(from_program(&exe).map(|d| Detected {
-        object: if d.object == exe {
-            root.join(exe.to_string_lossy().trim_start_matches('/'))
-        } else {
-            d.object
-        },
-        ..d
+    Ok(match by_name(&exe) {
+        Some((language, object)) => Found::Object(language, in_root(&object)),
+        None => Found::Unknown(format!(
+            "process {pid} runs {}, which maps no runtime's probes",
+            exe.display()
+        )),
+    })
+}
+
+/// The runtime a command starts, read without running it.
+fn from_command(command: &str) -> anyhow::Result<Found> {
+    let launch = launch::read(command)?;
+    if launch.clears_environment {
+        eprintln!("sdt: note: `env -i` starts the program without the environment through which sdt switches its probes on");
+    }
+    if let Some(found) = launch
+        .program
+        .as_deref()
+        .and_then(|p| from_program(p, &launch))
+    {
+        // Named by its own path, not a link to it (`python3`).
+        return Ok(match found {
+            Found::Object(language, object) => {
+                Found::Object(language, std::fs::canonicalize(&object).unwrap_or(object))
+            }
+            other => other,
+        });
+    }
+    if let Some((name, language)) = launch
+        .names
+        .iter()
+        .find_map(|n| Some((n, name_language(n)?)))
+    {
+        return Ok(Found::Named(language, name.clone()));
+    }
+    let chain: Vec<String> = launch
+        .files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
+    Ok(Found::Unknown(match chain.as_slice() {
+        [] => "the command runs no program".to_string(),
+        [one] => format!("the command starts {one}, not a runtime sdt knows"),
+        [first, .., last] => {
+            format!("the command starts {first}, run by {last}, not a runtime sdt knows")
+        }
     }))
 }
 
+/// The runtime of an ELF program: its own probes, those of the libraries
+/// it links, or its name.
+fn from_program(program: &Path, launch: &Launch) -> Option<Found> {
+    let file = ElfFile::open(program).ok()?;
+    if let Some(language) = provider_language(&file) {
+        return Some(Found::Object(language, program.to_path_buf()));
+    }
+    let libraries = sdt_elf::needed_libraries(
+        program,
+        file.data(),
+        launch.var("LD_LIBRARY_PATH").as_deref(),
+    )
+    .unwrap_or_default();
+    for library in libraries {
+        if let Some(language) = ElfFile::open(&library)
+            .ok()
+            .as_ref()
+            .and_then(provider_language)
+        {
+            return Some(Found::Object(language, library));
+        }
+    }
+    by_name(program).map(|(language, object)| Found::Object(language, object))
+}
+
+/// The files of `language` installed on this machine that may hold its
+/// probes (see [`Installed`]); [`with_probes`] keeps those that do.
+pub fn installed(language: &Language) -> Vec<PathBuf> {
+    let wanted = &language.installed;
+    let mut found = Vec::new();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        found.extend(
+            names_in(&dir)
+                .filter(|n| wanted.programs.iter().any(|p| n.starts_with(p)))
+                .map(|n| dir.join(n)),
+        );
+    }
+    let mut dirs = sdt_elf::library_dirs();
+    for pattern in wanted.dirs {
+        dirs.extend(expand(pattern));
+    }
+    // A `java` in PATH names its own JDK, wherever it is installed.
+    if language.name == "java" {
+        if let Some((_, libjvm)) = sdt_elf::find_in_path("java", &path).and_then(|j| by_name(&j)) {
+            found.push(libjvm);
+        }
+    }
+    for dir in dirs {
+        found.extend(
+            names_in(&dir)
+                .filter(|n| n.contains(".so") && wanted.libraries.iter().any(|p| n.starts_with(p)))
+                .map(|n| dir.join(n)),
+        );
+    }
+    // Each by its own name, not a link's (`python3`, `/lib` for `/usr/lib`).
+    found
+        .into_iter()
+        .filter_map(|path| std::fs::canonicalize(path).ok())
+        .collect()
+}
+
+/// The file names in a directory, sorted; none if it cannot be read.
+fn names_in(dir: &Path) -> impl Iterator<Item = String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names.into_iter()
+}
+
+/// The directories a pattern with one `*` component names.
+fn expand(pattern: &str) -> Vec<PathBuf> {
+    let Some((parent, rest)) = pattern.split_once("/*/") else {
+        return vec![PathBuf::from(pattern)];
+    };
+    names_in(Path::new(parent))
+        .map(|n| Path::new(parent).join(n).join(rest))
+        .filter(|p| p.is_dir())
+        .collect()
+}
+
+/// The files that exist, are ELF and have `language`'s probes, each once
+/// (a symlink and its target, or `/lib` and `/usr/lib`, are one file).
+fn with_probes(language: &Language, candidates: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut seen: HashSet<FileId> = HashSet::new();
+    candidates
+        .into_iter()
+        .filter(|path| {
+            let Ok(file) = ElfFile::open(path) else {
+                return false;
+            };
+            let has_probes = file
+                .probes()
+                .is_ok_and(|probes| probes.iter().any(|p| p.provider == language.provider));
+            has_probes && seen.insert(file.id())
+        })
+        .collect()
+}
+
 /// A runtime built without probes gets a one-line error.
-fn check_probes(detected: &Detected) -> anyhow::Result<()> {
-    let provider = detected.language.provider;
-    let file = sdt_elf::ElfFile::open(&detected.object)
-        .with_context(|| format!("cannot open {}", detected.object.display()))?;
+fn check_probes(language: &Language, object: &Path) -> anyhow::Result<()> {
+    let provider = language.provider;
+    let file =
+        ElfFile::open(object).with_context(|| format!("cannot open {}", object.display()))?;
     let probes = file.probes()?;
     if !probes.iter().any(|p| p.provider == provider) {
         anyhow::bail!(
             "{} has no {provider} probes: this {} was built without USDT probes (configure it with --enable-dtrace or --with-dtrace)",
-            detected.object.display(),
-            detected.language.name
+            object.display(),
+            language.name
         );
     }
     Ok(())

@@ -92,32 +92,32 @@ pub struct StatArgs {
 }
 
 pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
-    let languages: Vec<&str> = match &args.lang {
-        Some(lang) => vec![runtimes::language(lang)?.name],
-        None => LANGUAGES.iter().map(|l| l.name).collect(),
+    let (pid, command) = (args.target.pid, args.target.command.as_deref());
+    let runtimes: Vec<runtimes::Detected> = match &args.lang {
+        Some(lang) => vec![runtimes::detect(Some(lang), pid, command)?],
+        // The one runtime of the process or the command.
+        None if pid.is_some() || command.is_some() => vec![runtimes::detect(None, pid, command)?],
+        // Every runtime installed with probes.
+        None => LANGUAGES
+            .iter()
+            .filter_map(|l| runtimes::detect(Some(l.name), None, None).ok())
+            .collect(),
     };
     let mut probes = String::new();
     let mut objects = Vec::new();
     let mut used = std::collections::BTreeSet::new();
-    for name in languages {
-        let detected =
-            match runtimes::detect(Some(name), args.target.pid, args.target.command.as_deref()) {
-                Ok(d) => d,
-                Err(e) if args.lang.is_some() => return Err(e),
-                // Not installed, without probes, or not what -p runs.
-                Err(_) => continue,
-            };
+    for detected in runtimes {
         if let Some(advice) =
             runtimes::advice(detected.language, Needs::MethodProbes, args.target.pid)
         {
             eprintln!("sdt: note: {advice}");
         }
         let language = detected.language;
-        let prefix = super::probe_prefix(&detected);
         let mut add = |kind: &'static str, probe: Option<&str>| {
             if let Some(probe) = probe {
                 probes.push_str(&format!(
-                    "{prefix}:{probe} {{\n  {kind}[pid, \"{}\"] = count();\n}}\n",
+                    "{} {{\n  {kind}[pid, \"{}\"] = count();\n}}\n",
+                    super::attach_points(&detected, probe),
                     language.name
                 ));
                 used.insert(kind);
@@ -129,11 +129,11 @@ pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
         add("@threads", language.threads.as_ref().map(|t| t.start));
         add("@classes", language.class_load);
         add("@exceptions", language.exception);
-        objects.push(detected.object);
+        objects.extend(detected.objects);
     }
-    let Some(first) = objects.first().cloned() else {
+    if objects.is_empty() {
         anyhow::bail!("no Java, Python, Ruby or PHP with probes found: name one with -l LANG");
-    };
+    }
     let mut report = String::new();
     for (kind, _) in KINDS.iter().filter(|(k, _)| used.contains(k)) {
         report.push_str(&format!("  print({kind});\n  clear({kind});\n"));
@@ -169,7 +169,7 @@ pub fn run(args: StatArgs) -> anyhow::Result<ExitCode> {
     let stop = Some(reports);
     execute(
         &args.target,
-        Prepared::Program(first),
+        Prepared::Programs(objects),
         &program,
         Box::new(view),
         stop,

@@ -8,7 +8,7 @@ use clap::Args;
 use sdt_runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
-use super::{execute, fill, prepare, probe_prefix, Common, Prepared, NAME_LEN};
+use super::{attach_points, execute, fill, prepare, Common, PositionalPid, Prepared, NAME_LEN};
 
 const THREADS: &str = include_str!("threads.bt");
 
@@ -17,16 +17,21 @@ const THREADS: &str = include_str!("threads.bt");
 #[derive(Args, Debug)]
 #[command(after_help = "EXAMPLES:\n  \
     sdt threads -c 'java -cp . App'\n  \
-    sdt threads -l java --json          threads of every JVM, as JSON lines\n\n\
+    sdt threads -l java --json          threads of every JVM, as JSON lines\n  \
+    sdt threads 1234                    BCC's form: the PID last\n\n\
     Java's thread__start and thread__stop give the thread's name and its\n\
     kernel thread id; Python, Ruby and PHP have no thread probes.")]
 pub struct ThreadsArgs {
     #[command(flatten)]
     common: Common,
+
+    #[command(flatten)]
+    pid: PositionalPid,
 }
 
 pub fn run(args: ThreadsArgs) -> anyhow::Result<ExitCode> {
-    let detected = prepare(&args.common)?;
+    let common = args.common.with_pid(args.pid);
+    let detected = prepare(&common)?;
     let language = detected.language;
     let Some(threads) = &language.threads else {
         anyhow::bail!("{} has no thread probes", language.name);
@@ -34,20 +39,19 @@ pub fn run(args: ThreadsArgs) -> anyhow::Result<ExitCode> {
     let program = fill(
         THREADS,
         &[
-            ("PROBE", probe_prefix(&detected)),
-            ("START", threads.start.to_string()),
-            ("STOP", threads.stop.to_string()),
+            ("START", attach_points(&detected, threads.start)),
+            ("STOP", attach_points(&detected, threads.stop)),
             ("ID", threads.id.to_string()),
             ("NAME", threads.name.to_string()),
         ],
     );
     let table = Table {
-        json: args.common.target.json,
+        json: common.target.json,
         first_ns: None,
         header: false,
     };
     execute(
-        &args.common.target,
+        &common.target,
         Prepared::Runtime {
             detected,
             needs: Needs::Plain,
