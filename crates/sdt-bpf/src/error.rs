@@ -12,6 +12,8 @@
 use std::io;
 use std::path::PathBuf;
 
+use rustix::io::Errno;
+
 use crate::builder::CodegenError;
 use crate::program::VerifierLog;
 
@@ -75,8 +77,8 @@ pub enum Error {
 impl Error {
     /// Wraps a failed system call, singling out privilege errors.
     pub(crate) fn sys(op: &'static str, error: io::Error) -> Error {
-        match error.raw_os_error() {
-            Some(libc::EPERM | libc::EACCES) => Error::PermissionDenied { op, error },
+        match Errno::from_io_error(&error) {
+            Some(Errno::PERM | Errno::ACCESS) => Error::PermissionDenied { op, error },
             _ => Error::Syscall { op, error },
         }
     }
@@ -87,8 +89,8 @@ impl Error {
             Error::PermissionDenied { error, .. }
             | Error::Syscall { error, .. }
             | Error::Verifier { error, .. } => error.raw_os_error(),
-            Error::FileNotFound { .. } => Some(libc::ENOENT),
-            Error::RefCtrConflict { .. } => Some(libc::EINVAL),
+            Error::FileNotFound { .. } => Some(Errno::NOENT.raw_os_error()),
+            Error::RefCtrConflict { .. } => Some(Errno::INVAL.raw_os_error()),
             _ => None,
         }
     }

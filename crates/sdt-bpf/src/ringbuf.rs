@@ -27,7 +27,7 @@
 //! or a signalfd, so that one wait ends on data, on process exit and on a
 //! signal alike.
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -203,10 +203,4 @@ impl AsFd for RingBuf {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.epoll.fd()
     }
-}
-
-/// A descriptor that becomes readable when process `pid` exits (a pidfd),
-/// for [`RingBuf::watch`].
-pub fn process_exit_fd(pid: i32) -> Result<OwnedFd> {
-    sys::pidfd_open(pid).map_err(|e| Error::sys("opening pidfd", e))
 }
