@@ -9,6 +9,8 @@
 //! Installed (or linked) under the name `bpftrace`, the binary takes
 //! bpftrace's command line, so that wrappers written for bpftrace run it.
 
+#![forbid(unsafe_code)]
+
 use std::ffi::OsString;
 use std::process::ExitCode;
 

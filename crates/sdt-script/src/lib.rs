@@ -1,5 +1,7 @@
 //! The bpftrace language for user-space probes, compiled straight to eBPF.
 
+#![forbid(unsafe_code)]
+
 pub mod ast;
 pub mod attach;
 pub mod bind;
