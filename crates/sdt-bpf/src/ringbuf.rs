@@ -23,8 +23,8 @@
 //! Wake-ups: the kernel signals the map's file descriptor (we wait with
 //! epoll) only when the consumer had caught up with the producer, so every
 //! wake-up must be followed by draining everything available. The same
-//! epoll set can watch other descriptors, a pidfd from [`process_exit_fd`]
-//! or a signalfd, so that one wait ends on data, on process exit and on a
+//! epoll set can watch other descriptors ([`RingBuf::watch`]), a pidfd or
+//! a signalfd, so that one wait ends on data, on process exit and on a
 //! signal alike.
 
 use std::os::fd::{AsFd, BorrowedFd};
