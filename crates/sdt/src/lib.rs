@@ -136,18 +136,18 @@
 //!
 //! # Unsafe code
 //!
-//! The crate itself has none; the macros expand to two `unsafe` blocks
-//! in the instrumented crate, because Rust has no safe way to emit a site
-//! and its note or to read a semaphore the kernel changes: both are
-//! inline assembly (`asm!`), which is `unsafe`. One block is the probe
-//! site (a no-op, shown above to be safe under a tracer), the other loads
-//! the probe's semaphore for `enabled!`; each says why in a `SAFETY`
-//! comment. A crate that says `#![forbid(unsafe_code)]` can still use the
-//! probes, as `sdt-example` does: the lint does not look inside other
-//! crates' macros.
+//! The macros expand to two `unsafe` blocks in the instrumented crate,
+//! because Rust has no safe way to emit a site and its note or to read a
+//! semaphore the kernel changes: both are inline assembly (`asm!`), which
+//! is `unsafe`. One block is the probe site (a no-op, shown above to be
+//! safe under a tracer), the other loads the probe's semaphore for
+//! `enabled!`; each says why in a `SAFETY` comment. A crate that says
+//! `#![forbid(unsafe_code)]` can still use the probes, as `sdt-example`
+//! does: the lint does not look inside other crates' macros. The crate's
+//! own code denies `unsafe`.
 
 #![no_std]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod arg;
