@@ -14,6 +14,8 @@ use std::path::PathBuf;
 
 use std::fmt;
 
+use rustix::io::Errno;
+
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -74,8 +76,8 @@ pub enum Error {
 impl Error {
     /// Wraps a failed system call, singling out privilege errors.
     pub(crate) fn sys(op: &'static str, error: io::Error) -> Error {
-        match error.raw_os_error() {
-            Some(libc::EPERM | libc::EACCES) => Error::PermissionDenied { op, error },
+        match Errno::from_io_error(&error) {
+            Some(Errno::PERM | Errno::ACCESS) => Error::PermissionDenied { op, error },
             _ => Error::Syscall { op, error },
         }
     }
@@ -86,8 +88,8 @@ impl Error {
             Error::PermissionDenied { error, .. }
             | Error::Syscall { error, .. }
             | Error::Verifier { error, .. } => error.raw_os_error(),
-            Error::FileNotFound { .. } => Some(libc::ENOENT),
-            Error::RefCtrConflict { .. } => Some(libc::EINVAL),
+            Error::FileNotFound { .. } => Some(Errno::NOENT.raw_os_error()),
+            Error::RefCtrConflict { .. } => Some(Errno::INVAL.raw_os_error()),
             _ => None,
         }
     }

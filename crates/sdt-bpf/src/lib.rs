@@ -16,10 +16,17 @@
 //! * [`MappingEvents`]: where traced processes map their files, recorded
 //!   by the kernel, for symbolizing addresses after a process is gone.
 //!
-//! All `unsafe` code is in one private module, `sys`, which wraps each
-//! system call into a function over owned or borrowed safe types. File
-//! descriptors are [`OwnedFd`](std::os::fd::OwnedFd)s and mappings are
-//! unmapped on drop, so nothing outlives the value that owns it.
+//! All `unsafe` code is in one private module, `sys`; the crate denies it
+//! everywhere else. The kernel interface cannot do without it: `bpf(2)`
+//! and `perf_event_open(2)` take argument structures that hold pointers
+//! into our memory, and a ring buffer is memory the kernel writes. `sys`
+//! wraps each call into a function over owned or borrowed safe types:
+//! file descriptors are [`OwnedFd`](std::os::fd::OwnedFd)s and mappings
+//! are unmapped on drop, so nothing outlives the value that owns it. The
+//! calls come from `rustix` (epoll, `mmap`, `ioctl`, the page size, and
+//! errno values throughout), but for `bpf(2)` and `perf_event_open(2)`,
+//! which rustix does not wrap and `libc::syscall` makes. A pidfd to watch
+//! comes from `sdt-proc`.
 //!
 //! A minimal program that sends each probe hit's `pid_tgid` to a ring
 //! buffer:
@@ -66,6 +73,8 @@
 //! # }
 //! ```
 
+#![deny(unsafe_code)]
+
 pub mod arg;
 mod btf;
 mod builder;
@@ -76,6 +85,7 @@ pub mod map;
 mod mappings;
 mod program;
 mod ringbuf;
+#[allow(unsafe_code)] // the kernel interface; see the crate doc
 mod sys;
 mod tracepoint;
 mod uprobe;
@@ -89,8 +99,6 @@ pub use insn::{
 pub use map::{possible_cpus, Map, MapSpec, MapType, PerCpuValues, F_NO_PREALLOC};
 pub use mappings::{Mapped, MappingEvents, ProcessEvent};
 pub use program::{relocate_maps, AttachType, LoadOptions, Program, ProgramInfo, ProgramType};
-pub use ringbuf::{
-    process_exit_fd, Poll, RingBuf, QUERY_AVAIL_DATA, SUBMIT_FORCE_WAKEUP, SUBMIT_NO_WAKEUP,
-};
+pub use ringbuf::{Poll, RingBuf, QUERY_AVAIL_DATA, SUBMIT_FORCE_WAKEUP, SUBMIT_NO_WAKEUP};
 pub use tracepoint::{attach_raw_tracepoint, attach_tracepoint};
 pub use uprobe::{Attachment, Features, Mechanism, UprobeAttach, UprobePmu, UprobeSite};

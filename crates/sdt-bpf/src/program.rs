@@ -12,6 +12,8 @@
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
+use rustix::io::Errno;
+
 use crate::disasm::Disassembler;
 use crate::error::{Error, Result, VerifierLog};
 use crate::insn::{Insn, PSEUDO_CALL};
@@ -122,7 +124,7 @@ impl Program {
         };
         let fd = match sys::prog_load(&req, None) {
             Ok(fd) => fd,
-            Err(f) if matches!(f.error.raw_os_error(), Some(libc::EPERM)) => {
+            Err(f) if Errno::from_io_error(&f.error) == Some(Errno::PERM) => {
                 return Err(Error::sys("loading BPF program", f.error))
             }
             Err(_) => load_with_log(&req)?,
@@ -228,13 +230,13 @@ fn load_with_log(req: &sys::ProgLoad<'_>) -> Result<OwnedFd> {
             Ok(fd) => return Ok(fd),
             Err(f) => f,
         };
-        if failure.error.raw_os_error() == Some(libc::ENOSPC) && size < LOG_MAX {
+        if Errno::from_io_error(&failure.error) == Some(Errno::NOSPC) && size < LOG_MAX {
             size = (failure.log_true_size as usize + 1)
                 .max(size * 4)
                 .min(LOG_MAX);
             continue;
         }
-        if matches!(failure.error.raw_os_error(), Some(libc::EPERM)) {
+        if Errno::from_io_error(&failure.error) == Some(Errno::PERM) {
             return Err(Error::sys("loading BPF program", failure.error));
         }
         let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());

@@ -23,11 +23,11 @@
 //! Wake-ups: the kernel signals the map's file descriptor (we wait with
 //! epoll) only when the consumer had caught up with the producer, so every
 //! wake-up must be followed by draining everything available. The same
-//! epoll set can watch other descriptors, a pidfd from [`process_exit_fd`]
-//! or a signalfd, so that one wait ends on data, on process exit and on a
+//! epoll set can watch other descriptors ([`RingBuf::watch`]), a pidfd or
+//! a signalfd, so that one wait ends on data, on process exit and on a
 //! signal alike.
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -203,10 +203,4 @@ impl AsFd for RingBuf {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.epoll.fd()
     }
-}
-
-/// A descriptor that becomes readable when process `pid` exits (a pidfd),
-/// for [`RingBuf::watch`].
-pub fn process_exit_fd(pid: i32) -> Result<OwnedFd> {
-    sys::pidfd_open(pid).map_err(|e| Error::sys("opening pidfd", e))
 }

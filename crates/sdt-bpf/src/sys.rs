@@ -18,11 +18,17 @@
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::OnceLock;
 use std::time::Duration;
+
+use rustix::event::{epoll, Timespec};
+use rustix::io::Errno;
+use rustix::ioctl::{ioctl, opcode, IntegerSetter, NoArg, Opcode};
+use rustix::mm::{self, MapFlags, ProtFlags};
 
 use crate::insn::Insn;
 
@@ -42,13 +48,14 @@ const BPF_LINK_CREATE: u32 = 28;
 /// Size of our `union bpf_attr` buffer: more than any command we issue uses.
 const ATTR_SIZE: usize = 160;
 
-/// A zeroed `union bpf_attr` with typed writes at byte offsets.
+/// A zeroed kernel argument structure with typed writes at byte offsets:
+/// `union bpf_attr` by default, `struct perf_event_attr` as [`PerfAttr`].
 #[repr(C, align(8))]
-struct Attr([u8; ATTR_SIZE]);
+struct Attr<const N: usize = ATTR_SIZE>([u8; N]);
 
-impl Attr {
-    fn new() -> Attr {
-        Attr([0; ATTR_SIZE])
+impl<const N: usize> Attr<N> {
+    fn new() -> Attr<N> {
+        Attr([0; N])
     }
 
     fn u32(&mut self, off: usize, v: u32) -> &mut Self {
@@ -242,7 +249,7 @@ impl MapFd {
 fn absent_is_false(r: io::Result<i64>) -> io::Result<bool> {
     match r {
         Ok(_) => Ok(true),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) if Errno::from_io_error(&e) == Some(Errno::NOENT) => Ok(false),
         Err(e) => Err(e),
     }
 }
@@ -349,7 +356,7 @@ pub(crate) fn prog_load(
     let mut tries = 0;
     loop {
         match bpf_fd(BPF_PROG_LOAD, &mut attr) {
-            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && tries < 5 => tries += 1,
+            Err(e) if Errno::from_io_error(&e) == Some(Errno::AGAIN) && tries < 5 => tries += 1,
             Ok(fd) => return Ok(fd),
             Err(error) => {
                 return Err(LoadFailure {
@@ -494,13 +501,55 @@ pub(crate) fn link_create_uprobe_multi(
 // ---- perf events --------------------------------------------------------
 
 /// `PERF_EVENT_IOC_ENABLE`: `_IO('$', 0)`.
-const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+const PERF_EVENT_IOC_ENABLE: Opcode = opcode::none(b'$', 0);
 /// `PERF_EVENT_IOC_SET_BPF`: `_IOW('$', 8, __u32)`.
-const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
+const PERF_EVENT_IOC_SET_BPF: Opcode = opcode::write::<u32>(b'$', 8);
 /// `PERF_FLAG_FD_CLOEXEC`.
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 /// `PERF_ATTR_SIZE_VER1`: the first version with `config2`.
 const PERF_ATTR_SIZE: usize = 72;
+
+/// A zeroed `struct perf_event_attr`.
+type PerfAttr = Attr<PERF_ATTR_SIZE>;
+
+impl PerfAttr {
+    /// An event of PMU `kind` (`type`) and `config`, its size filled in.
+    fn event(kind: u32, config: u64) -> PerfAttr {
+        let mut attr = PerfAttr::new();
+        attr.u32(0, kind)
+            .u32(4, PERF_ATTR_SIZE as u32)
+            .u64(8, config);
+        attr
+    }
+}
+
+/// `perf_event_attr.flags` bits.
+const PERF_FLAG_DISABLED: u64 = 1 << 0;
+
+/// Issues `perf_event_open(attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC)`.
+///
+/// Every caller stores in `attr` only pointers to memory it borrows across
+/// this call (the kernel copies what they point at).
+fn perf_event_open(attr: &PerfAttr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
+    // SAFETY: `attr` is a `perf_event_attr` of the size it declares, valid
+    // for the whole call; the pointers stored inside it are valid per this
+    // function's contract, which every caller in this module upholds.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.0.as_ptr(),
+            pid as libc::c_long,
+            cpu as libc::c_long,
+            -1 as libc::c_long,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: perf_event_open returned a new descriptor that we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
 
 /// A uprobe perf event to open.
 pub(crate) struct PerfUprobe<'a> {
@@ -516,34 +565,12 @@ pub(crate) struct PerfUprobe<'a> {
 
 /// Opens a disabled uprobe perf event.
 pub(crate) fn perf_event_open_uprobe(p: &PerfUprobe<'_>) -> io::Result<OwnedFd> {
-    #[repr(C, align(8))]
-    struct PerfAttr([u8; PERF_ATTR_SIZE]);
-    let mut a = PerfAttr([0; PERF_ATTR_SIZE]);
-    let mut put = |off: usize, bytes: &[u8]| a.0[off..off + bytes.len()].copy_from_slice(bytes);
-    put(0, &p.pmu_type.to_ne_bytes());
-    put(4, &(PERF_ATTR_SIZE as u32).to_ne_bytes());
-    put(8, &p.config.to_ne_bytes());
-    put(40, &1u64.to_ne_bytes()); // flags: disabled
-    put(56, &(p.path.as_ptr() as usize as u64).to_ne_bytes()); // config1
-    put(64, &p.offset.to_ne_bytes()); // config2
-                                      // SAFETY: `a` is a `perf_event_attr` of the size it declares; the path
-                                      // pointer in it borrows `p.path`, a NUL-terminated string that outlives
-                                      // the call (the kernel copies it).
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            a.0.as_ptr(),
-            p.pid as libc::c_long,
-            p.cpu as libc::c_long,
-            -1 as libc::c_long,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: perf_event_open returned a new descriptor that we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    let mut attr = PerfAttr::event(p.pmu_type, p.config);
+    attr.u64(40, PERF_FLAG_DISABLED)
+        .ptr(56, p.path.as_ptr()) // config1
+        .u64(64, p.offset); // config2
+                            // `attr` points at `p.path`, which outlives the call.
+    perf_event_open(&attr, p.pid, p.cpu)
 }
 
 /// `PERF_TYPE_SOFTWARE` and its `PERF_COUNT_SW_DUMMY` event.
@@ -557,14 +584,6 @@ pub(crate) const SAMPLE_TID_TIME: u64 = (1 << 1) | (1 << 2);
 /// `pid` (and of its children, with `inherit`) on `cpu`. Each record ends
 /// with the pid, tid and time ([`SAMPLE_TID_TIME`]).
 pub(crate) fn perf_event_open_mappings(pid: i32, cpu: i32, inherit: bool) -> io::Result<OwnedFd> {
-    #[repr(C, align(8))]
-    struct PerfAttr([u8; PERF_ATTR_SIZE]);
-    let mut a = PerfAttr([0; PERF_ATTR_SIZE]);
-    let mut put = |off: usize, bytes: &[u8]| a.0[off..off + bytes.len()].copy_from_slice(bytes);
-    put(0, &PERF_TYPE_SOFTWARE.to_ne_bytes());
-    put(4, &(PERF_ATTR_SIZE as u32).to_ne_bytes());
-    put(8, &PERF_COUNT_SW_DUMMY.to_ne_bytes());
-    put(24, &SAMPLE_TID_TIME.to_ne_bytes());
     // flags: inherit (1), mmap (8), comm (9), task (13), sample_id_all
     // (18), mmap2 (23), comm_exec (24).
     let flags = (u64::from(inherit) << 1)
@@ -574,100 +593,50 @@ pub(crate) fn perf_event_open_mappings(pid: i32, cpu: i32, inherit: bool) -> io:
         | (1 << 18)
         | (1 << 23)
         | (1 << 24);
-    put(40, &flags.to_ne_bytes());
-    // SAFETY: `a` is a `perf_event_attr` of the size it declares and holds
-    // no pointers.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            a.0.as_ptr(),
-            pid as libc::c_long,
-            cpu as libc::c_long,
-            -1 as libc::c_long,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: perf_event_open returned a new descriptor that we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    let mut attr = PerfAttr::event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY);
+    attr.u64(24, SAMPLE_TID_TIME).u64(40, flags);
+    perf_event_open(&attr, pid, cpu)
 }
 
 /// `PERF_TYPE_TRACEPOINT`.
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 
-/// Opens a disabled tracepoint perf event for tracepoint `id`: with no
-/// `task`, on CPU 0 for all processes (a BPF program attached to it runs
-/// wherever the tracepoint fires); with a task, for that process on every
-/// CPU, and, with `inherit`, for every process it forks from then on.
-/// A perf event for tracepoint `id`, for every process (on CPU 0: a
-/// program attached to it runs wherever the tracepoint fires).
+/// Opens a disabled perf event for tracepoint `id`, for every process (on
+/// CPU 0: a program attached to it runs wherever the tracepoint fires).
 pub(crate) fn perf_event_open_tracepoint(id: u64) -> io::Result<OwnedFd> {
-    #[repr(C, align(8))]
-    struct PerfAttr([u8; PERF_ATTR_SIZE]);
-    let mut a = PerfAttr([0; PERF_ATTR_SIZE]);
-    let mut put = |off: usize, bytes: &[u8]| a.0[off..off + bytes.len()].copy_from_slice(bytes);
-    put(0, &PERF_TYPE_TRACEPOINT.to_ne_bytes());
-    put(4, &(PERF_ATTR_SIZE as u32).to_ne_bytes());
-    put(8, &id.to_ne_bytes());
-    put(16, &1u64.to_ne_bytes()); // sample_period
-    put(40, &1u64.to_ne_bytes()); // flags: disabled
-    let (pid, cpu) = (-1, 0);
-    // SAFETY: `a` is a `perf_event_attr` of the size it declares and holds
-    // no pointers.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            a.0.as_ptr(),
-            pid as libc::c_long,
-            cpu as libc::c_long,
-            -1 as libc::c_long,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: perf_event_open returned a new descriptor that we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    let mut attr = PerfAttr::event(PERF_TYPE_TRACEPOINT, id);
+    attr.u64(16, 1) // sample_period
+        .u64(40, PERF_FLAG_DISABLED);
+    perf_event_open(&attr, -1, 0)
 }
 
 /// Attaches `prog` to a perf event the old way (no cookie).
 pub(crate) fn perf_event_set_bpf(event: BorrowedFd<'_>, prog: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: SET_BPF takes the program fd by value; no memory is passed.
-    let r = unsafe {
-        libc::ioctl(
-            event.as_raw_fd(),
-            PERF_EVENT_IOC_SET_BPF as _,
-            prog.as_raw_fd() as libc::c_ulong,
+    let fd = prog.as_raw_fd() as usize;
+    // SAFETY: SET_BPF takes the program's descriptor as an integer; no
+    // memory is passed.
+    unsafe {
+        ioctl(
+            event,
+            IntegerSetter::<PERF_EVENT_IOC_SET_BPF>::new_usize(fd),
         )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    }?;
+    Ok(())
 }
 
 /// Enables a perf event.
 pub(crate) fn perf_event_enable(event: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: ENABLE takes an integer argument; no memory is passed.
-    let r = unsafe { libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_ENABLE as _, 0) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    // SAFETY: ENABLE takes an integer argument (flags, none here); no
+    // memory is passed.
+    unsafe { ioctl(event, NoArg::<PERF_EVENT_IOC_ENABLE>::new()) }?;
+    Ok(())
 }
 
 // ---- memory mappings ------------------------------------------------------
 
 /// The system page size.
 pub(crate) fn page_size() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(n).unwrap_or(4096)
+    rustix::param::page_size()
 }
 
 /// A shared mapping of a file descriptor, unmapped on drop.
@@ -690,22 +659,23 @@ unsafe impl Send for Mmap {}
 impl Mmap {
     /// Maps `len` bytes of `fd` from `offset`, shared, read-only or read-write.
     pub fn map(fd: BorrowedFd<'_>, offset: usize, len: usize, writable: bool) -> io::Result<Mmap> {
-        let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
+        let prot = if writable {
+            ProtFlags::READ | ProtFlags::WRITE
+        } else {
+            ProtFlags::READ
+        };
         // SAFETY: a fresh mapping at an address the kernel picks cannot
         // alias any Rust object.
         let p = unsafe {
-            libc::mmap(
+            mm::mmap(
                 std::ptr::null_mut(),
                 len,
                 prot,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                offset as libc::off_t,
+                MapFlags::SHARED,
+                fd,
+                offset as u64,
             )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        }?;
         let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap at 0"))?;
         Ok(Mmap { ptr, len })
     }
@@ -759,9 +729,7 @@ impl Drop for Mmap {
     fn drop(&mut self) {
         // SAFETY: we own this mapping, and the borrows handed out by the
         // accessors have ended.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
+        let _ = unsafe { mm::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
 
@@ -773,41 +741,18 @@ pub(crate) struct Epoll(OwnedFd);
 
 impl Epoll {
     pub fn new() -> io::Result<Epoll> {
-        // SAFETY: no memory is passed.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: epoll_create1 returned a new descriptor that we own.
-        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
+        Ok(Epoll(epoll::create(epoll::CreateFlags::CLOEXEC)?))
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
-        use std::os::fd::AsFd;
         self.0.as_fd()
     }
 
     /// Watches `fd` for readability; `wait` reports `token` when it is.
     /// The kernel drops the watch by itself when `fd`'s file is closed.
     pub fn add(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: token,
-        };
-        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
-        let r = unsafe {
-            libc::epoll_ctl(
-                self.0.as_raw_fd(),
-                libc::EPOLL_CTL_ADD,
-                fd.as_raw_fd(),
-                &mut ev,
-            )
-        };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        let data = epoll::EventData::new_u64(token);
+        Ok(epoll::add(&self.0, fd, data, epoll::EventFlags::IN)?)
     }
 
     /// Waits up to `timeout` (forever if `None`) and appends the tokens of
@@ -815,36 +760,26 @@ impl Epoll {
     /// tokens.
     pub fn wait(&self, ready: &mut Vec<u64>, timeout: Option<Duration>) -> io::Result<()> {
         const MAX: usize = 16;
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; MAX];
-        let ms = timeout.map_or(-1, |t| {
-            // Round up so that a short timeout does not become a busy poll.
-            i32::try_from(t.as_nanos().div_ceil(1_000_000)).unwrap_or(i32::MAX)
+        let mut events = [MaybeUninit::<epoll::Event>::uninit(); MAX];
+        // At most what the `int` milliseconds of `epoll_wait` hold; rustix
+        // rounds up, so that a short timeout does not become a busy poll.
+        let longest = Duration::from_millis(i32::MAX as u64);
+        let timeout = timeout.map(|t| {
+            let t = t.min(longest);
+            Timespec {
+                tv_sec: t.as_secs() as i64,
+                tv_nsec: i64::from(t.subsec_nanos()),
+            }
         });
-        // SAFETY: `events` has room for `MAX` entries, as we tell the kernel.
-        let n =
-            unsafe { libc::epoll_wait(self.0.as_raw_fd(), events.as_mut_ptr(), MAX as i32, ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted {
+        match epoll::wait(&self.0, &mut events, timeout.as_ref()) {
+            Ok((events, _)) => {
+                ready.extend(events.iter().map(|e| e.data.u64()));
                 Ok(())
-            } else {
-                Err(e)
-            };
+            }
+            Err(Errno::INTR) => Ok(()),
+            Err(e) => Err(e.into()),
         }
-        ready.extend(events[..n as usize].iter().map(|e| e.u64));
-        Ok(())
     }
-}
-
-/// Opens a pidfd, readable once the process exits.
-pub(crate) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: no memory is passed.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_long, 0 as libc::c_long) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: pidfd_open returned a new descriptor that we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 #[cfg(test)]

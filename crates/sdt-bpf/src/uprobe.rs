@@ -28,6 +28,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use rustix::io::Errno;
+
 use crate::error::{Error, Result};
 use crate::insn::{Insn, Reg};
 use crate::program::{AttachType, LoadOptions, Program};
@@ -187,7 +189,7 @@ fn probe_uprobe_multi() -> Result<bool> {
             pid: 0,
         },
     );
-    Ok(matches!(r, Err(e) if e.raw_os_error() == Some(libc::EBADF)))
+    Ok(matches!(r, Err(e) if Errno::from_io_error(&e) == Some(Errno::BADF)))
 }
 
 /// Perf links exist if linking to perf event fd -1 fails with EBADF.
@@ -196,7 +198,7 @@ fn probe_perf_link() -> Result<bool> {
         return Ok(false);
     };
     let r = sys::link_create_perf_event(prog.as_fd(), None, 0);
-    Ok(matches!(r, Err(e) if e.raw_os_error() == Some(libc::EBADF)))
+    Ok(matches!(r, Err(e) if Errno::from_io_error(&e) == Some(Errno::BADF)))
 }
 
 /// One probe site in a file.
@@ -407,11 +409,11 @@ impl UprobeAttach {
 
     /// Explains a failed uprobe registration.
     fn attach_error(&self, e: io::Error, site: Option<&UprobeSite>) -> Error {
-        match e.raw_os_error() {
-            Some(libc::ENOENT) => Error::FileNotFound {
+        match Errno::from_io_error(&e) {
+            Some(Errno::NOENT) => Error::FileNotFound {
                 path: self.path.clone(),
             },
-            Some(libc::EINVAL) => {
+            Some(Errno::INVAL) => {
                 // Name the site with a semaphore: the one that fired, or
                 // the first of a multi link.
                 let culprit = site

@@ -585,7 +585,7 @@ fn poll_wakes_on_watched_descriptors() {
     }
     let mut ring = RingBuf::new(4096).unwrap();
     let mut child = std::process::Command::new("true").spawn().unwrap();
-    let exited = sdt_bpf::process_exit_fd(child.id() as i32).unwrap();
+    let exited = sdt_proc::Pidfd::open(child.id() as i32).unwrap();
     use std::os::fd::AsFd;
     ring.watch(exited.as_fd(), 42).unwrap();
     let start = Instant::now();

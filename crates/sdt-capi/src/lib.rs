@@ -10,6 +10,12 @@
 //! -1 or NULL and leave a message for `sdt_last_error`, per thread.
 //! Nothing here unwinds into C: the functions cannot panic on any input
 //! that the header allows.
+//!
+//! Every exported function is `unsafe` in spirit and some in fact: a C
+//! ABI takes raw pointers and C strings whose validity only the caller
+//! can promise, which is what the header documents. That is the crate's
+//! whole job, so it allows `unsafe` code; each dereference says what it
+//! relies on.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};

@@ -111,7 +111,7 @@ pub fn run(args: ListArgs) -> anyhow::Result<ExitCode> {
                     pid: Some(pid),
                     file: file.clone(),
                 }),
-                Err(err) => warn(&chain(&err)),
+                Err(err) => warn(&err.with_causes()),
             }
         }
     }
@@ -122,7 +122,7 @@ pub fn run(args: ListArgs) -> anyhow::Result<ExitCode> {
     for target in &targets {
         match (target.file.probes(), target.pid) {
             (Ok(probes), _) => listed.push((target, probes)),
-            (Err(err), Some(pid)) => warn(&format!("process {pid}: {}", chain(&err))),
+            (Err(err), Some(pid)) => warn(&format!("process {pid}: {}", err.with_causes())),
             (Err(err), None) => return Err(err.into()),
         }
     }
@@ -311,18 +311,6 @@ fn print_arg(out: &mut impl Write, i: usize, arg: &Arg<'_>, file: &ElfFile) -> i
 
 fn warn(message: &str) {
     eprintln!("sdt: warning: {message}");
-}
-
-/// An error with its causes, `a: b: c`, as `main` prints errors.
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 // The JSON view; the README documents it and must change with it.

@@ -11,6 +11,8 @@
 //! under the name of one of BCC's tools (`ucalls`, `dbslower`, ...), that
 //! tool's command line (`tools::bcc`).
 
+#![forbid(unsafe_code)]
+
 use std::ffi::OsString;
 use std::process::ExitCode;
 

@@ -36,6 +36,8 @@
 //! The parser reads untrusted bytes (`fuzz/fuzz_targets/dtrace.rs`): it
 //! never panics, and nests and expands boundedly.
 
+#![forbid(unsafe_code)]
+
 mod build;
 pub mod command;
 mod cpp;

@@ -80,6 +80,22 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// The message and each cause after it, `a: b: c`, on one line (as
+    /// `anyhow`'s `{:#}` prints a chain): for a warning about one file
+    /// among many, where the error does not end the command.
+    pub fn with_causes(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        text
+    }
+}
+
 /// What is wrong with bytes that should be an ELF file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ElfError {
@@ -123,4 +139,28 @@ pub enum SymbolError {
         /// Its link-time address.
         address: u64,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_follow_the_message_once_each() {
+        let open = Error::Open {
+            path: "/lib/x.so".into(),
+            source: io::Error::other("disk on fire"),
+        };
+        assert_eq!(open.with_causes(), "cannot read /lib/x.so: disk on fire");
+        let elf = Error::Elf {
+            path: "/lib/x.so".into(),
+            source: ElfError::Corrupt("section headers past the end"),
+        };
+        assert_eq!(
+            elf.with_causes(),
+            "/lib/x.so: corrupt or truncated ELF file: section headers past the end"
+        );
+        let alone = Error::NoSuchProcess { pid: 7 };
+        assert_eq!(alone.with_causes(), alone.to_string());
+    }
 }

@@ -96,7 +96,9 @@ impl ElfFile {
             // truncates the file meanwhile, reads past the new end fault
             // (SIGBUS); every tool that maps files accepts that risk, and
             // listing probes does not justify copying 30 MB libraries.
-            Some(Arc::new(unsafe { Mmap::map(&file) }.map_err(open_error)?))
+            #[allow(unsafe_code)]
+            let map = unsafe { Mmap::map(&file) }.map_err(open_error)?;
+            Some(Arc::new(map))
         };
         Ok(ElfFile {
             path,

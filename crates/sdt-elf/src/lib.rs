@@ -30,6 +30,12 @@
 //! malformed notes are skipped and reported, malformed arguments are
 //! described as unsupported.
 //!
+//! `unsafe` is denied but in one place: [`ElfFile::open`] maps the file
+//! (`memmap2`), which Rust calls unsafe because another process could
+//! truncate the file under the mapping and make reads fault. Listing the
+//! probes of a 30 MB library does not justify copying it. Other system
+//! calls (opening files under `/proc`) come from `rustix`.
+//!
 //! ```no_run
 //! let file = sdt_elf::ElfFile::open("/usr/bin/python3")?;
 //! for probe in file.probes()?.iter() {
@@ -42,6 +48,8 @@
 //! }
 //! # Ok::<(), sdt_elf::Error>(())
 //! ```
+
+#![deny(unsafe_code)]
 
 mod arch;
 mod args;

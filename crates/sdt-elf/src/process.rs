@@ -161,7 +161,7 @@ pub fn mapped_objects(pid: u32) -> Result<Vec<MappedObject>, Error> {
             continue;
         }
         let file = open_mapped(&proc, pid, &mapping)
-            .and_then(|file| ElfFile::from_file(file, &mapping.path).map_err(|e| error_chain(&e)));
+            .and_then(|file| ElfFile::from_file(file, &mapping.path).map_err(|e| e.with_causes()));
         // A file that cannot be checked is kept, to be reported by name.
         // One that is not ELF is not an object.
         if file
@@ -329,18 +329,6 @@ fn mount_device(proc: &OwnedFd, fd: BorrowedFd<'_>) -> Option<u64> {
         let (major, minor) = fields.nth(1)?.split_once(':')?;
         Some(makedev(major.parse().ok()?, minor.parse().ok()?))
     })
-}
-
-/// An error with its causes, `a: b: c`.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// A file-backed line of `/proc/PID/maps`.

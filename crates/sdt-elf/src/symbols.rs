@@ -228,9 +228,13 @@ pub fn is_instruction_boundary(code: &[u8], offset: u64) -> Option<bool> {
 mod tests {
     use super::*;
 
+    // Data symbols under names of their own, for the test to look up
+    // (`no_mangle` counts as unsafe: two objects could export one name).
+    #[allow(unsafe_code)]
     #[no_mangle]
     #[used]
     static SDT_ELF_TEST_FIRST: [u64; 2] = [1, 2];
+    #[allow(unsafe_code)]
     #[no_mangle]
     #[used]
     static SDT_ELF_TEST_SECOND: u64 = 3;

@@ -11,6 +11,8 @@
 //! sdt trace -c 'target/release/sdt-example --orders 20' -s 0:1 shop:inventory
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 

@@ -28,10 +28,9 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 
 use nix::spawn::{posix_spawn, PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::Pid;
-use rustix::io::{fcntl_setfd, FdFlags};
+use rustix::io::{fcntl_setfd, Errno, FdFlags};
 use rustix::pipe::{pipe_with, PipeFlags};
+use rustix::process::{waitpid, Pid, WaitOptions, WaitStatus};
 
 use crate::hold::{GO, HOLD_ARG};
 use crate::inherit::Inherited;
@@ -104,15 +103,17 @@ impl HeldChild {
             posix_spawn(Path::new("/proc/self/exe"), &actions, &attr, &args, &env)
         })();
         drop(wait_end);
-        match spawned {
-            Ok(pid) => Ok(HeldChild { pid, gate }),
-            Err(e) => Err(not_runnable(format!("cannot start sdt's holder: {e}"))),
-        }
+        let cannot_start =
+            |why: &dyn std::fmt::Display| not_runnable(format!("cannot start sdt's holder: {why}"));
+        let pid = spawned.map_err(|e| cannot_start(&e))?;
+        // nix's PID, as rustix's for waiting; posix_spawn's is positive.
+        let pid = Pid::from_raw(pid.as_raw()).ok_or_else(|| cannot_start(&"no PID"))?;
+        Ok(HeldChild { pid, gate })
     }
 
     /// The PID, which the command keeps.
     pub fn pid(&self) -> i32 {
-        self.pid.as_raw()
+        self.pid.as_raw_pid()
     }
 
     /// Lets the command run.
@@ -131,7 +132,7 @@ impl HeldChild {
     pub fn abandon(self) {
         let HeldChild { pid, gate } = self;
         drop(gate);
-        let _ = waitpid(pid, None);
+        let _ = waitpid(Some(pid), WaitOptions::empty());
     }
 }
 
@@ -144,23 +145,21 @@ pub struct RunningChild {
 
 impl RunningChild {
     pub fn pid(&self) -> i32 {
-        self.pid.as_raw()
+        self.pid.as_raw_pid()
     }
 
     /// Sends `signal`; a command that has ended is not signalled (its PID
     /// stays its own until it is reaped, so this never hits another).
     pub fn signal(&mut self, signal: rustix::process::Signal) {
         if self.try_wait().is_none() {
-            if let Some(pid) = rustix::process::Pid::from_raw(self.pid.as_raw()) {
-                let _ = rustix::process::kill_process(pid, signal);
-            }
+            let _ = rustix::process::kill_process(self.pid, signal);
         }
     }
 
     /// The exit status if the command has ended, without waiting.
     pub fn try_wait(&mut self) -> Option<u8> {
         if self.status.is_none() {
-            self.status = reaped(waitpid(self.pid, Some(WaitPidFlag::WNOHANG)));
+            self.status = reaped(waitpid(Some(self.pid), WaitOptions::NOHANG));
         }
         self.status
     }
@@ -168,9 +167,9 @@ impl RunningChild {
     /// Waits for the command to end; returns its exit status.
     pub fn wait(&mut self) -> Result<u8, Error> {
         while self.status.is_none() {
-            let waited = waitpid(self.pid, None);
+            let waited = waitpid(Some(self.pid), WaitOptions::empty());
             if let Err(e) = waited {
-                if e == nix::errno::Errno::EINTR {
+                if e == Errno::INTR {
                     continue;
                 }
                 return Err(Error::Io {
@@ -184,12 +183,14 @@ impl RunningChild {
     }
 }
 
-/// The exit status in `waited`, if the process has ended.
-fn reaped(waited: nix::Result<WaitStatus>) -> Option<u8> {
-    match waited {
-        Ok(WaitStatus::Exited(_, code)) => Some(code as u8),
-        Ok(WaitStatus::Signaled(_, signal, _)) => Some(128u8.wrapping_add(signal as u8)),
-        _ => None,
+/// The exit status in `waited`, if the process has ended: its exit code,
+/// or 128 plus the signal that ended it.
+fn reaped(waited: rustix::io::Result<Option<(Pid, WaitStatus)>>) -> Option<u8> {
+    let (_, status) = waited.ok()??;
+    match (status.exit_status(), status.terminating_signal()) {
+        (Some(code), _) => Some(code as u8),
+        (None, Some(signal)) => Some(128u8.wrapping_add(signal as u8)),
+        (None, None) => None,
     }
 }
 
@@ -249,17 +250,22 @@ mod tests {
 
     #[test]
     fn statuses_read_as_a_shell_reports_them() {
-        let pid = Pid::from_raw(1);
-        assert_eq!(reaped(Ok(WaitStatus::Exited(pid, 7))), Some(7));
-        assert_eq!(
-            reaped(Ok(WaitStatus::Signaled(
-                pid,
-                nix::sys::signal::SIGTERM,
-                false
-            ))),
-            Some(128 + 15)
-        );
-        assert_eq!(reaped(Ok(WaitStatus::StillAlive)), None);
+        let start = |script: &str| {
+            let child = std::process::Command::new("sh")
+                .args(["-c", script])
+                .spawn()
+                .unwrap();
+            (Pid::from_child(&child), child)
+        };
+        let waited = |pid, options| reaped(waitpid(Some(pid), options));
+        let (exits, _child) = start("exit 7");
+        assert_eq!(waited(exits, WaitOptions::empty()), Some(7));
+        let (killed, _child) = start("kill -TERM $$");
+        assert_eq!(waited(killed, WaitOptions::empty()), Some(128 + 15));
+        let (runs, mut child) = start("sleep 10");
+        assert_eq!(waited(runs, WaitOptions::NOHANG), None, "still running");
+        child.kill().unwrap();
+        assert_eq!(waited(runs, WaitOptions::empty()), Some(128 + 9));
     }
 
     #[test]

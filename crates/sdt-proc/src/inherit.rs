@@ -30,7 +30,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use nix::sys::signal::SigSet;
+use nix::sys::signal::{SigHandler, SigSet, Signal};
 
 /// Signals 1 to 64, as bits `signal - 1`.
 const SIGNALS: std::ops::RangeInclusive<i32> = 1..=64;
@@ -111,7 +111,7 @@ impl Inherited {
         let (blocked, ignored) = current();
         Inherited {
             blocked,
-            ignored: ignored & !(1 << (libc::SIGPIPE - 1)),
+            ignored: ignored & !(1 << (Signal::SIGPIPE as i32 - 1)),
         }
     }
 
@@ -176,12 +176,10 @@ fn bits_of(set: &SigSet) -> u64 {
 /// Sets SIGPIPE back to its default action if the process was started
 /// with it not ignored: Rust's runtime ignores it before `main`.
 pub(crate) fn restore_sigpipe() {
-    if !Inherited::at_start().ignores(libc::SIGPIPE) {
+    if !Inherited::at_start().ignores(Signal::SIGPIPE as i32) {
         // SAFETY: SIG_DFL installs no handler, so nothing can run at an
         // unexpected time.
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        }
+        let _ = unsafe { nix::sys::signal::signal(Signal::SIGPIPE, SigHandler::SigDfl) };
     }
 }
 
@@ -201,7 +199,7 @@ mod tests {
         // of a fresh process shows the same way.
         let (_, now) = current();
         assert!(
-            now & (1 << (libc::SIGPIPE - 1)) != 0,
+            now & (1 << (Signal::SIGPIPE as i32 - 1)) != 0,
             "Rust ignores SIGPIPE"
         );
         let (blocked, ignored) = from_libc();

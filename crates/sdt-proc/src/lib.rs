@@ -13,9 +13,18 @@
 //!   at once.
 //!
 //! `unsafe` is denied but in two places, each with its reason: the
-//! [`inherit`] module, which reads and sets signal dispositions and signal
-//! sets at a level no safe wrapper reaches, and the holder's adoption of
-//! the descriptor sdt passes it ([`hold`]).
+//! `inherit` module ([`Inherited`]), which reads and sets signal
+//! dispositions and signal sets at a level no safe wrapper reaches, and
+//! the holder's adoption of the descriptor sdt passes it ([`hold`]).
+//!
+//! System calls come from `rustix` (pipes, pidfds, `poll`, `waitpid`,
+//! `kill`, sockets). `nix` makes the ones rustix does not offer:
+//! `posix_spawn` with its signal attributes, and the signal sets they
+//! take; `signalfd` and blocking signals (`pthread_sigmask`); `execvp`,
+//! which searches `PATH` as a shell does; and `signal`, which sets SIGPIPE
+//! back. `libc` is left for what neither offers: reading a signal's
+//! disposition without changing it (`sigaction`), and writing a
+//! `sigset_t` word by word (both in `inherit`).
 
 #![deny(unsafe_code)]
 

@@ -9,6 +9,8 @@
 //!
 //! Failures here panic: this crate only ever runs inside tests.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -43,13 +45,8 @@ pub fn have(program: &str) -> bool {
 
 /// Whether this process runs as root; see [`require`].
 pub fn require_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     require(root, "root (tracing needs CAP_BPF and CAP_PERFMON)")
-}
-
-extern "C" {
-    fn geteuid() -> u32;
 }
 
 /// A file that `cargo build --release -p PACKAGE` makes (the `sdt`

@@ -16,6 +16,8 @@
 //! The compiler that generates the programs is `sdt-script`; this crate
 //! knows nothing of the language.
 
+#![forbid(unsafe_code)]
+
 mod follow;
 mod functions;
 mod plan;

@@ -128,7 +128,7 @@ pub fn plan(specs: &[ProbeSpec], scope: &Scope) -> Result<Plan, Error> {
             let file = match object.file {
                 Ok(file) => file,
                 Err(e) if !explicit => {
-                    plan.warnings.push(format!("skipping {}", chain(&e)));
+                    plan.warnings.push(format!("skipping {}", e.with_causes()));
                     continue;
                 }
                 // The user named this object: one that cannot be read
@@ -303,18 +303,6 @@ fn mapped(
         *process_objects = Some(sdt_elf::mapped_objects(pid).map_err(Error::Elf)?);
     }
     Ok(process_objects.as_deref().unwrap_or_default())
-}
-
-/// An error with its causes, `a: b: c`.
-pub(crate) fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Whether the user's `target` names the mapped object at `path`: the same

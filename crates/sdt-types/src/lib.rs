@@ -33,6 +33,14 @@
 //! decompression: both are the standard Rust crates for the job and
 //! return errors, never panic, on corrupt input (see the `types` fuzz
 //! target).
+//!
+//! `unsafe` is denied but in two places: files are mapped (`memmap2`),
+//! which Rust calls unsafe because another process could truncate a file
+//! under the mapping and make reads fault, as every debugger risks; and
+//! the bytes gimli reads are promised not to move (`StableDeref`), so that
+//! gimli reads the mapping itself instead of a copy of each section.
+
+#![deny(unsafe_code)]
 
 mod layout;
 mod locate;
@@ -216,8 +224,10 @@ impl Deref for Bytes {
 
 // SAFETY: the bytes live in the `Arc`'s heap allocation or mapping, which
 // does not move when a `Bytes` is moved.
+#[allow(unsafe_code)]
 unsafe impl gimli::StableDeref for Bytes {}
 // SAFETY: a clone points at the same bytes.
+#[allow(unsafe_code)]
 unsafe impl gimli::CloneStableDeref for Bytes {}
 
 impl fmt::Debug for Bytes {

@@ -22,6 +22,7 @@ pub(crate) fn map(path: &Path) -> Result<Arc<Owner>, Error> {
     let file = File::open(path).map_err(io)?;
     // SAFETY: the mapping is read-only; a file truncated while it is
     // mapped would fault, which is the risk every debugger takes.
+    #[allow(unsafe_code)]
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
     Ok(Arc::new(Owner::Mapped(map)))
 }

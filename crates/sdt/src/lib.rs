@@ -146,8 +146,24 @@
 //!   ELF object the probes live in, `libc` to load it); without the
 //!   feature the crate is `no_std` and depends on nothing. The
 //!   `sdt-capi` crate makes it a C library, `libsdt.so`.
+//!
+//! # Unsafe code
+//!
+//! The macros expand to two `unsafe` blocks in the instrumented crate,
+//! because Rust has no safe way to emit a site and its note or to read a
+//! semaphore the kernel changes: both are inline assembly (`asm!`), which
+//! is `unsafe`. One block is the probe site (a no-op, shown above to be
+//! safe under a tracer), the other loads the probe's semaphore for
+//! `enabled!`; each says why in a `SAFETY` comment. A crate that says
+//! `#![forbid(unsafe_code)]` can still use the probes, as `sdt-example`
+//! does: the lint does not look inside other crates' macros. The crate's
+//! own code denies `unsafe`, but for the `dynamic` module, which loads the
+//! object it generates (`dlopen`, `dlsym` and `dlclose`, C functions with
+//! no safe wrapper), calls its probes through function pointers, and reads
+//! their semaphores as the kernel changes them.
 
 #![no_std]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "dynamic")]
@@ -155,6 +171,7 @@ extern crate std;
 
 mod arg;
 #[cfg(feature = "dynamic")]
+#[allow(unsafe_code)] // it loads the probes it generates and calls them: see its doc
 pub mod dynamic;
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod unsupported;

@@ -325,8 +325,11 @@ fn sdt_and_bpftrace_count_every_hit_before_and_after_a_rebuild() {
         .unwrap();
     fixture.expect("fired 3");
     fixture.expect("unloaded 3 mapped=false");
-    // SAFETY: signals the process this test started.
-    unsafe { libc::kill(trace.id() as i32, libc::SIGINT) };
+    // The process this test started, by its PID.
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_child(&trace),
+        rustix::process::Signal::INT,
+    );
     let out = trace.wait_with_output().unwrap();
     assert!(out.status.success(), "sdt trace: {out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
