@@ -611,6 +611,12 @@ impl Insn {
     }
 
     /// Calls a kernel helper. Arguments in `R1`–`R5`, result in `R0`.
+    /// A call of the kernel helper with id `id`, named by [`Helper`] or
+    /// not (the kernel's list grows faster than any crate's).
+    pub const fn call_id(id: i32) -> Insn {
+        Insn::new(class::JMP | jmp::CALL, 0, 0, 0, id)
+    }
+
     pub const fn call(helper: Helper) -> Insn {
         Insn::new(class::JMP | jmp::CALL, 0, 0, 0, helper as i32)
     }

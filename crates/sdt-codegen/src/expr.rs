@@ -326,8 +326,7 @@ impl Gen<'_> {
 
     /// A kernel helper's result, narrowed as the builtin says.
     fn helper_value(&mut self, h: HelperValue) -> R<Op> {
-        let helper = self.helper(h.helper)?;
-        self.b.call(helper);
+        self.call_helper(h.helper);
         if h.shift > 0 {
             self.b
                 .push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, i32::from(h.shift)));
@@ -345,16 +344,9 @@ impl Gen<'_> {
         Ok(self.spill(Reg::R0))
     }
 
-    /// The helper the front end names by its kernel id.
-    pub(super) fn helper(&self, id: u32) -> R<Helper> {
-        i32::try_from(id)
-            .ok()
-            .and_then(Helper::from_id)
-            .ok_or_else(|| {
-                self.error(format!(
-                    "sdt-bpf does not name kernel helper {id} (a bug in sdt)"
-                ))
-            })
+    /// Calls the helper the front end names by its kernel id.
+    pub(super) fn call_helper(&mut self, id: u32) {
+        self.b.push(Insn::call_id(id as i32));
     }
 
     /// A value fixed when the programs are generated.
@@ -768,10 +760,9 @@ impl Gen<'_> {
         match &e.kind {
             TKind::Str(bytes) => self.store_bytes(dst, bytes, padded),
             TKind::HelperString { helper, size } => {
-                let helper = self.helper(*helper)?;
                 dst.address(&mut self.b, Reg::R1, 0);
                 self.b.push(Insn::mov64_imm(Reg::R2, *size as i32));
-                self.b.call(helper);
+                self.call_helper(*helper);
             }
             TKind::StrRead { ptr, len } => {
                 let p = self.scalar(ptr)?;

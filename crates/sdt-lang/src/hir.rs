@@ -266,24 +266,10 @@ pub struct TExpr {
 /// the upper half of `bpf_get_current_pid_tgid()`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct HelperValue {
-    /// The kernel's helper id (see [`helper`]).
+    /// The kernel's helper id (`enum bpf_func_id`).
     pub helper: u32,
     pub shift: u8,
     pub bits: u8,
-}
-
-/// The kernel's ids (`enum bpf_func_id`) of the helpers builtins lower to.
-/// The front end calls nothing; these are data for the code generator.
-pub mod helper {
-    pub const KTIME_GET_NS: u32 = 5;
-    pub const GET_PRANDOM_U32: u32 = 7;
-    pub const GET_SMP_PROCESSOR_ID: u32 = 8;
-    pub const GET_CURRENT_PID_TGID: u32 = 14;
-    pub const GET_CURRENT_UID_GID: u32 = 15;
-    pub const GET_CURRENT_COMM: u32 = 16;
-    pub const GET_CURRENT_TASK: u32 = 35;
-    pub const GET_NUMA_NODE_ID: u32 = 42;
-    pub const GET_CURRENT_CGROUP_ID: u32 = 80;
 }
 
 /// A value fixed when the programs are generated.

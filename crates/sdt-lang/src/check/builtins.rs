@@ -19,8 +19,22 @@
 use super::{Checker, Scope, Stop, R};
 use crate::ast::{Expr, ExprKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
-use crate::hir::{helper, HelperValue, Output, Param, ProbeKind, TExpr, TKind, TStmt};
+use crate::hir::{HelperValue, Output, Param, ProbeKind, TExpr, TKind, TStmt};
 use crate::types::{Agg, Ty, INT64, UINT32, UINT64};
+
+/// The kernel's ids (`enum bpf_func_id`) of the helpers builtins lower to.
+/// The front end calls nothing; these are data for the code generator.
+mod helper {
+    pub const KTIME_GET_NS: u32 = 5;
+    pub const GET_PRANDOM_U32: u32 = 7;
+    pub const GET_SMP_PROCESSOR_ID: u32 = 8;
+    pub const GET_CURRENT_PID_TGID: u32 = 14;
+    pub const GET_CURRENT_UID_GID: u32 = 15;
+    pub const GET_CURRENT_COMM: u32 = 16;
+    pub const GET_CURRENT_TASK: u32 = 35;
+    pub const GET_NUMA_NODE_ID: u32 = 42;
+    pub const GET_CURRENT_CGROUP_ID: u32 = 80;
+}
 
 /// One builtin.
 pub(crate) struct Builtin {
