@@ -34,6 +34,8 @@ mod helper {
     pub const GET_CURRENT_TASK: u32 = 35;
     pub const GET_NUMA_NODE_ID: u32 = 42;
     pub const GET_CURRENT_CGROUP_ID: u32 = 80;
+    pub const KTIME_GET_BOOT_NS: u32 = 125;
+    pub const KTIME_GET_TAI_NS: u32 = 208;
 }
 
 /// One builtin.
@@ -96,9 +98,12 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     variable("gid", |c, u, _| {
         helper(c, u, helper::GET_CURRENT_UID_GID, 32, 32, UINT32)
     }),
-    variable("nsecs", |c, u, _| {
-        helper(c, u, helper::KTIME_GET_NS, 0, 64, UINT64)
-    }),
+    Builtin {
+        name: "nsecs",
+        shape: Shape::Both { min: 0, max: 1 },
+        role: Role::Value,
+        check: nsecs,
+    },
     variable("elapsed", elapsed),
     variable("cpu", |c, u, _| {
         helper(c, u, helper::GET_SMP_PROCESSOR_ID, 0, 32, UINT32)
@@ -308,6 +313,40 @@ fn helper(
         }),
         ty,
     )
+}
+
+/// `nsecs`, or `nsecs(CLOCK)`: nanoseconds of the monotonic clock (the
+/// default), of the boot clock (which counts suspended time too), or TAI.
+fn nsecs(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    const CLOCKS: [(&str, u32); 3] = [
+        ("monotonic", helper::KTIME_GET_NS),
+        ("boot", helper::KTIME_GET_BOOT_NS),
+        ("tai", helper::KTIME_GET_TAI_NS),
+    ];
+    let clock = match use_.args.first() {
+        None => "monotonic",
+        Some(Expr {
+            kind: ExprKind::Ident(name),
+            ..
+        }) => name,
+        Some(other) => {
+            return Err(c.error(
+                Diagnostic::error(other.span, "nsecs() takes the name of a clock")
+                    .hint("monotonic, boot or tai"),
+            ))
+        }
+    };
+    match CLOCKS.iter().find(|(name, _)| *name == clock) {
+        Some(&(_, id)) => helper(c, use_, id, 0, 64, UINT64),
+        None => {
+            let mut d = Diagnostic::error(use_.args[0].span, format!("`{clock}` is not a clock"));
+            d = d.hint(
+                did_you_mean(&suggest(clock, CLOCKS.iter().map(|c| c.0)))
+                    .unwrap_or_else(|| "the clocks are monotonic, boot and tai".into()),
+            );
+            Err(c.error(d))
+        }
+    }
 }
 
 fn elapsed(_: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
@@ -977,5 +1016,51 @@ mod tests {
         assert!(find("__sdt_event", true).is_some());
         assert!(names(true).any(|n| n == "str"));
         assert!(names(false).all(|n| n != "str"));
+    }
+
+    /// The helper a script's only `nsecs` lowers to, or the error.
+    fn clock(script: &str) -> Result<u32, String> {
+        let parsed = crate::parser::parse(script).map_err(|d| d.message)?;
+        let attach = super::super::offline_attach(&parsed, &[]).map_err(|d| d.message)?;
+        let options = super::super::CheckOptions::default();
+        let program = super::super::check(&parsed, &attach, &options, &mut super::super::NoObjects)
+            .map_err(|d| d.to_text("test.bt", script))?;
+        let crate::hir::TStmt::AssignMap { value, .. } = &program.probes[0].body[0] else {
+            return Err("no assignment".into());
+        };
+        match value.kind {
+            TKind::Helper(h) => Ok(h.helper),
+            _ => Err(format!("{:?}", value.kind)),
+        }
+    }
+
+    #[test]
+    fn nsecs_reads_the_clock_it_names() {
+        assert_eq!(clock("BEGIN { @t = nsecs; }"), Ok(helper::KTIME_GET_NS));
+        assert_eq!(
+            clock("BEGIN { @t = nsecs(monotonic); }"),
+            Ok(helper::KTIME_GET_NS)
+        );
+        assert_eq!(
+            clock("BEGIN { @t = nsecs(boot); }"),
+            Ok(helper::KTIME_GET_BOOT_NS)
+        );
+        assert_eq!(
+            clock("BEGIN { @t = nsecs(tai); }"),
+            Ok(helper::KTIME_GET_TAI_NS)
+        );
+        let wrong = clock("BEGIN { @t = nsecs(boo); }").unwrap_err();
+        assert!(wrong.contains("`boo` is not a clock"), "{wrong}");
+        assert!(wrong.contains("boot"), "{wrong}");
+        let not_a_name = clock("BEGIN { @t = nsecs(1); }").unwrap_err();
+        assert!(
+            not_a_name.contains("takes the name of a clock"),
+            "{not_a_name}"
+        );
+        let too_many = clock("BEGIN { @t = nsecs(boot, tai); }").unwrap_err();
+        assert!(
+            too_many.contains("nsecs() takes 0 to 1 arguments"),
+            "{too_many}"
+        );
     }
 }
