@@ -275,7 +275,7 @@ fn start_and_run(
     let sink: Box<dyn Sink> = match args.format {
         // bpftrace ends a program with two newlines on standard output,
         // also with -o, where the file does not get them.
-        Format::Text if mode == Mode::Bpftrace && args.output.is_some() => {
+        format if format == Format::TEXT && mode == Mode::Bpftrace && args.output.is_some() => {
             Box::new(sdt_output::text::Text::new(out).separator_to(Box::new(io::stdout())))
         }
         format => format.sink(out),
@@ -344,7 +344,7 @@ fn report_losses(summary: &Summary, sink: &mut dyn Sink) {
 
 fn parse_format(name: &str) -> Result<Format, String> {
     Format::named(name).ok_or_else(|| {
-        let names: Vec<&str> = Format::ALL.iter().map(|(n, _)| *n).collect();
+        let names: Vec<&str> = sdt_output::FORMATS.iter().map(|f| f.name).collect();
         format!(
             "`{name}` is not an output format: one of {}",
             names.join(", ")

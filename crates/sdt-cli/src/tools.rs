@@ -292,7 +292,7 @@ pub fn execute<'c>(
         follow: true,
         allow_unsafe: false,
     };
-    let sink = sdt_output::Format::Text.sink(Box::new(io::sink()));
+    let sink = sdt_output::Format::TEXT.sink(Box::new(io::sink()));
     let mut runner = Runner::load(&compilation, &run, sink)?;
     runner.runtime().set_receiver(receiver);
     let stop = || reports.as_ref().is_some_and(Reports::ended);

@@ -208,9 +208,9 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     };
     let out = Box::new(BufWriter::with_capacity(1 << 16, out));
     let format = if args.json {
-        Format::Json
+        Format::JSON
     } else {
-        Format::Text
+        Format::TEXT
     };
     let run = RunOptions {
         mechanism,
