@@ -96,7 +96,9 @@ pub struct RunArgs {
     #[arg(short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,
 
-    /// Output format: text, or json (one JSON object per line).
+    /// Output format: text, json (one JSON object per line), or folded
+    /// (maps keyed by ustack as folded stacks for flame graphs, the rest as
+    /// text on standard error).
     #[arg(short = 'f', value_name = "FORMAT", default_value = "text", value_parser = parse_format)]
     format: Format,
 

@@ -11,12 +11,13 @@
 //! a format's internals.
 //!
 //! Formats: [`text`] (bpftrace's text, and `sdt trace`'s lines) and
-//! [`json`] (bpftrace's JSON objects, and `sdt trace`'s NDJSON). A new
-//! format is a new file implementing [`Sink`], plus one line in
-//! [`FORMATS`].
+//! [`json`] (bpftrace's JSON objects, and `sdt trace`'s NDJSON), and
+//! [`folded`] (stacks for flame graphs). A new format is a new file
+//! implementing [`Sink`], plus one line in [`FORMATS`].
 
 #![forbid(unsafe_code)]
 
+pub mod folded;
 pub mod json;
 pub mod model;
 pub mod text;
@@ -66,6 +67,7 @@ pub struct Format {
 pub const FORMATS: &[Format] = &[
     Format::TEXT,
     Format::JSON,
+    Format::new("folded", |w| Box::new(folded::Folded::new(w))),
 ];
 
 impl Format {
