@@ -16,6 +16,7 @@
 pub mod event;
 mod maps;
 pub mod run;
+pub mod scrape;
 mod symbols;
 pub mod value;
 
@@ -30,7 +31,7 @@ use sdt_output::text::{escape_buffer, raw_text, Context};
 use sdt_output::{Printed, Sink, TextKind};
 use sdt_script::{Compilation, Names};
 
-pub use self::maps::{datum, map_print, map_rows, Datum, Entry, MapRow};
+pub use self::maps::{datum, map_print, map_rows, map_snapshot, Datum, Entry, MapRow, MapSnapshot};
 pub use self::symbols::Symbols;
 use self::value::{decode, resolve, Env, Symbol, Value};
 
