@@ -19,6 +19,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod dtrace;
+mod fleet;
 mod list;
 mod run;
 mod tools;

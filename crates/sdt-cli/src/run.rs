@@ -124,8 +124,18 @@ pub struct RunArgs {
     dump: bool,
 
     /// Allow system().
-    #[arg(long = "unsafe")]
+    #[arg(long = "unsafe", conflicts_with = "serve")]
     allow_unsafe: bool,
+
+    /// Serve the maps as Prometheus metrics at http://ADDR/metrics while
+    /// the program runs. ADDR is PORT (on loopback) or HOST:PORT; names
+    /// and labels come from the program's `// sdt:` pragmas and
+    /// FILE.conf beside it (see the README).
+    #[arg(long, value_name = "ADDR")]
+    serve: Option<String>,
+
+    #[command(flatten)]
+    metrics: crate::fleet::MetricsArgs,
 
     /// Accepted for bpftrace compatibility; sdt always raises semaphores
     /// through the kernel.
@@ -162,9 +172,10 @@ pub fn run(args: RunArgs, mode: Mode) -> anyhow::Result<ExitCode> {
     if let Some(pattern) = &args.list {
         return listing::list(pattern, args.pid, args.verbose);
     }
+    let started = std::time::Instant::now();
     let (name, source, params) = script_source(&args)?;
     let traced = Traced::start(args.pid, args.command.as_deref())?;
-    start_and_run(&args, mode, &name, &source, params, traced)
+    start_and_run(&args, mode, &name, &source, params, traced, started)
 }
 
 /// The script's name for messages, its text, and its positional parameters.
@@ -222,6 +233,7 @@ fn start_and_run(
     source: &str,
     params: Vec<String>,
     traced: Traced,
+    started: std::time::Instant,
 ) -> anyhow::Result<ExitCode> {
     let mechanism = if args.dump {
         args.attach_with.unwrap_or(sdt_bpf::Mechanism::UprobeMulti)
@@ -265,6 +277,25 @@ fn start_and_run(
         dump(&compilation);
         return Ok(ExitCode::SUCCESS);
     }
+    let served = match &args.serve {
+        Some(address) => {
+            let files = if args.program.is_some() {
+                sdt_serve::program::ProgramFiles::inline(source.to_string())
+            } else {
+                sdt_serve::program::ProgramFiles::new(name.as_ref(), source.to_string())
+            };
+            let served =
+                crate::fleet::Served::start(address, &args.metrics, files, &compilation, started);
+            match served {
+                Ok(served) => Some(served),
+                Err(e) => {
+                    eprintln!("{e:#}");
+                    return Ok(ExitCode::from(EXIT_SCRIPT_ERROR));
+                }
+            }
+        }
+        None => None,
+    };
 
     let buffering = match args.buffering.as_deref() {
         Some("none") => Buffering::None,
@@ -301,7 +332,13 @@ fn start_and_run(
         }
         runner.runtime().flush();
     }
-    let mut ended = traced.run(runner, true, &|| false, |_, _| {})?;
+    let mut ended = traced.run(runner, true, &|| false, |runner, probes| {
+        if let Some(served) = &served {
+            if let Err(e) = served.up(runner, probes) {
+                eprintln!("sdt: cannot serve the maps: {e:#}");
+            }
+        }
+    })?;
     report_losses(&ended.summary, ended.runtime.sink());
     ended.runtime.flush();
     if let Some(e) = ended.runtime.error() {

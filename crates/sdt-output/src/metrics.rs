@@ -90,6 +90,8 @@ pub struct Series {
 pub enum Value {
     /// A counter or a gauge.
     Number(i128),
+    /// A gauge that is no integer (seconds a program took to load).
+    Float(f64),
     Histogram {
         /// `(inclusive upper bound, count of values up to it)`, ascending;
         /// the `+Inf` bucket is `count`.
@@ -177,6 +179,12 @@ impl Family {
             .collect();
         Some(Family::new(naming.name, naming.help, kind, series))
     }
+}
+
+/// Where metric families come from at each scrape or push: what they
+/// are then, read at the time.
+pub trait Source: Send + Sync {
+    fn families(&self) -> Vec<Family>;
 }
 
 /// Families with the same name put together, in the order they first

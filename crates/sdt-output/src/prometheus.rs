@@ -32,7 +32,8 @@ pub fn render(families: &[Family], out: &mut String) {
         for series in &family.series {
             let labels = &series.labels;
             match &series.value {
-                Value::Number(n) => sample(out, &name, "", labels, None, *n),
+                Value::Number(n) => sample(out, &name, "", labels, None, &n.to_string()),
+                Value::Float(x) => sample(out, &name, "", labels, None, &float(*x)),
                 Value::Histogram {
                     buckets,
                     count,
@@ -41,23 +42,18 @@ pub fn render(families: &[Family], out: &mut String) {
                     for (le, cumulative) in buckets {
                         let le = le.to_string();
                         let bound = Some(("le", le.as_str()));
-                        sample(
-                            out,
-                            &name,
-                            "_bucket",
-                            labels,
-                            bound,
-                            i128::from(*cumulative),
-                        );
+                        let cumulative = cumulative.to_string();
+                        sample(out, &name, "_bucket", labels, bound, &cumulative);
                     }
+                    let (count, sum) = (count.to_string(), sum.to_string());
                     let inf = Some(("le", "+Inf"));
-                    sample(out, &name, "_bucket", labels, inf, i128::from(*count));
-                    sample(out, &name, "_sum", labels, None, *sum);
-                    sample(out, &name, "_count", labels, None, i128::from(*count));
+                    sample(out, &name, "_bucket", labels, inf, &count);
+                    sample(out, &name, "_sum", labels, None, &sum);
+                    sample(out, &name, "_count", labels, None, &count);
                 }
                 Value::Summary { count, sum } => {
-                    sample(out, &name, "_sum", labels, None, *sum);
-                    sample(out, &name, "_count", labels, None, i128::from(*count));
+                    sample(out, &name, "_sum", labels, None, &sum.to_string());
+                    sample(out, &name, "_count", labels, None, &count.to_string());
                 }
             }
         }
@@ -71,7 +67,7 @@ fn sample(
     suffix: &str,
     labels: &[(String, String)],
     extra: Option<(&str, &str)>,
-    value: i128,
+    value: &str,
 ) {
     out.push_str(name);
     out.push_str(suffix);
@@ -92,8 +88,19 @@ fn sample(
         out.push('}');
     }
     out.push(' ');
-    out.push_str(&value.to_string());
+    out.push_str(value);
     out.push('\n');
+}
+
+/// A float as the format spells it: Go's `NaN`, `+Inf`, `-Inf`.
+fn float(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".into()
+    } else if x.is_infinite() {
+        if x > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        x.to_string()
+    }
 }
 
 /// Escapes a help text (`\\`, `\n`) or a label value (also `\"`).
@@ -136,10 +143,16 @@ mod tests {
                 "sdt_depth",
                 "queue depth\nnow",
                 Kind::Gauge,
-                vec![Series {
-                    labels: Vec::new(),
-                    value: Value::Number(-3),
-                }],
+                vec![
+                    Series {
+                        labels: Vec::new(),
+                        value: Value::Number(-3),
+                    },
+                    Series {
+                        labels: labels(&[("q", "b")]),
+                        value: Value::Float(0.25),
+                    },
+                ],
             ),
             Family::new(
                 "sdt_lat",
@@ -174,6 +187,7 @@ mod tests {
              # HELP sdt_depth queue depth\\nnow\n\
              # TYPE sdt_depth gauge\n\
              sdt_depth -3\n\
+             sdt_depth{q=\"b\"} 0.25\n\
              # HELP sdt_lat \n\
              # TYPE sdt_lat histogram\n\
              sdt_lat_bucket{op=\"read\",le=\"0\"} 1\n\
