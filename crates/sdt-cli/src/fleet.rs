@@ -1,16 +1,89 @@
-//! `sdt run --serve`: a program's maps served as Prometheus metrics while
-//! it runs. The work is `sdt-serve`'s; this is the command line.
+//! `sdt run --serve` (a program's maps served as Prometheus metrics while
+//! it runs) and `sdt serve DIR` (every program of a directory, always on).
+//! The work is `sdt-serve`'s; this is the command line.
 
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use clap::Args;
+use clap::{Args, Parser};
 use sdt_runtime::run::Runner;
 use sdt_script::Compilation;
 use sdt_serve::exporter::{Exporter, Running, DEFAULT_SERIES_LIMIT};
 use sdt_serve::http::{parse_address, MetricsServer};
 use sdt_serve::naming::{Naming, DEFAULT_PREFIX};
 use sdt_serve::program::ProgramFiles;
+use sdt_serve::service::{Service, ServiceOptions};
+
+const SERVE_HELP: &str = "\
+Every *.bt file of DIR is a program, with its optional config file (NAME.conf beside \
+NAME.bt). Each runs with its probes attached system-wide by path, so programs started \
+later, or restarted, are traced. Their maps are served as one set of Prometheus metrics, \
+each series labelled program=\"NAME\".
+
+A program that cannot be read, compiled or attached is served as sdt_up{program=\"NAME\"} 0, \
+with the reason in one line on standard error; the others run on. SIGHUP reloads: \
+changed, new and failed programs are started (again), removed ones stopped, and the \
+others keep running with their counters. SIGINT or SIGTERM stops sdt.
+
+Served programs never run commands: system() is refused. The endpoint serves metrics \
+only (GET /metrics); nothing is ever loaded over HTTP.
+
+EXAMPLES:
+  sdt serve /etc/sdt                       metrics at http://127.0.0.1:9436/metrics
+  sdt serve --listen 0.0.0.0:9436 /etc/sdt reachable from other machines
+  kill -HUP \"$(pidof sdt)\"                 reload after editing a program
+
+Tracing needs root, or the capabilities CAP_BPF and CAP_PERFMON (contrib/sdt.service).";
+
+/// Run every program of a directory and serve their maps as metrics.
+#[derive(Parser, Debug)]
+#[command(name = "sdt serve", after_help = SERVE_HELP)]
+pub struct ServeArgs {
+    /// The directory of programs (*.bt) and their config files (*.conf).
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+
+    /// Where to serve /metrics: PORT (on loopback) or HOST:PORT.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9436")]
+    listen: String,
+
+    #[command(flatten)]
+    metrics: MetricsArgs,
+
+    /// Ring-buffer size of each program: a power of two with an optional
+    /// K, M or G suffix.
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = crate::parse_size)]
+    buffer_size: u32,
+}
+
+/// `sdt serve DIR`.
+pub fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    // Before any thread starts, so that every thread leaves them to this one.
+    let signals = sdt_proc::Signals::block()?;
+    anyhow::ensure!(
+        args.dir.is_dir(),
+        "{} is not a directory of programs",
+        args.dir.display()
+    );
+    let address = parse_address(&args.listen).map_err(anyhow::Error::msg)?;
+    let exporter = Arc::new(Exporter::new(args.metrics.series_limit));
+    let server = MetricsServer::start(address, exporter.clone())?;
+    eprintln!(
+        "sdt serve: {}: metrics at http://{}/metrics",
+        args.dir.display(),
+        server.address()
+    );
+    let options = ServiceOptions {
+        prefix: args.metrics.metrics_prefix.clone(),
+        ring_size: args.buffer_size,
+        map_entries: crate::run::map_entries()?,
+        mechanism: sdt_trace::mechanism(None)?,
+    };
+    Service::new(&args.dir, options, exporter).run_until_stopped(&signals)?;
+    Ok(ExitCode::SUCCESS)
+}
 
 /// Options for serving metrics, shared by `sdt run` and `sdt serve`.
 #[derive(Args, Debug, Clone)]

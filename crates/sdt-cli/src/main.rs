@@ -43,6 +43,7 @@ mod types;
         sdt trace -p 1234 'postgresql:query__*'\n  \
         sdt run -e 'usdt::python:function__entry { @[str(arg1)] = count(); }' -c 'python3.11 app.py'\n  \
         sdt calls -L -c 'python3.11 app.py'      count calls; also flow, gc, objnew, threads, stat\n  \
+        sdt serve /etc/sdt                       every program of a directory, as Prometheus metrics\n  \
         sdt types ./server 'struct request'      a C type from the debug information, laid out like pahole\n\n\
         Run `sdt help COMMAND` (list, trace, run, types, calls, ...) for more."
 )]
@@ -65,6 +66,7 @@ enum Command {
     Dbslower(tools::DbslowerArgs),
     Readline(tools::ReadlineArgs),
     Stat(tools::StatArgs),
+    Serve(fleet::ServeArgs),
     Dtrace(dtrace::DtraceArgs),
     /// Closes probes handed over by an sdt that has exited (internal).
     #[command(name = "__release", hide = true)]
@@ -111,6 +113,7 @@ fn main() -> ExitCode {
             Command::Dbslower(args) => tools::dbslower(args),
             Command::Readline(args) => tools::readline(args),
             Command::Stat(args) => tools::stat(args),
+            Command::Serve(args) => fleet::serve(args),
             Command::Types(args) => types::run(args),
             Command::Dtrace(args) => dtrace::run(args),
             Command::Bpftrace { args } => bpftrace(args),

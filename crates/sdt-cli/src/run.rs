@@ -216,7 +216,7 @@ fn strlen() -> anyhow::Result<u32> {
     }
 }
 
-fn map_entries() -> anyhow::Result<u32> {
+pub fn map_entries() -> anyhow::Result<u32> {
     match std::env::var("BPFTRACE_MAP_KEYS_MAX") {
         Ok(v) => v
             .trim()

@@ -98,6 +98,17 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+impl ConfigError {
+    /// `FILE:LINE:COLUMN: error: MESSAGE`, for a log.
+    pub fn one_line(&self) -> String {
+        let (line, column) = self.diagnostic.line_column(&self.source);
+        format!(
+            "{}:{line}:{column}: error: {}",
+            self.file, self.diagnostic.message
+        )
+    }
+}
+
 /// The pragma's marker.
 const PRAGMA: &str = "sdt:";
 

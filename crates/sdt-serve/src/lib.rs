@@ -14,6 +14,8 @@
 //! - [`exporter`]: the programs that are up or down, and what a scrape
 //!   reads of them, with the series limit and sdt's own health.
 //! - [`http`]: the endpoint.
+//! - [`service`]: `sdt serve DIR`, a directory of programs reloaded on
+//!   SIGHUP.
 //!
 //! [`MapReader`]: sdt_runtime::scrape::MapReader
 
@@ -25,3 +27,4 @@ pub mod http;
 pub mod labels;
 pub mod naming;
 pub mod program;
+pub mod service;
