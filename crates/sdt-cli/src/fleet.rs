@@ -1,20 +1,105 @@
-//! `sdt run --serve` (a program's maps served as Prometheus metrics while
-//! it runs) and `sdt serve DIR` (every program of a directory, always on).
-//! The work is `sdt-serve`'s; this is the command line.
+//! `sdt run --serve/--otlp` (a program's maps as metrics and its spans,
+//! while it runs) and `sdt serve DIR` (every program of a directory,
+//! always on). The work is `sdt-serve`'s and `sdt-otlp`'s; this is the
+//! command line.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use clap::{Args, Parser};
-use sdt_runtime::run::Runner;
-use sdt_script::Compilation;
-use sdt_serve::exporter::{Exporter, Running, DEFAULT_SERIES_LIMIT};
+use sdt_otlp::PushOptions;
+use sdt_serve::exporter::{Exporter, DEFAULT_SERIES_LIMIT};
+use sdt_serve::fleet::FleetOptions;
 use sdt_serve::http::{parse_address, MetricsServer};
-use sdt_serve::naming::{Naming, DEFAULT_PREFIX};
-use sdt_serve::program::ProgramFiles;
+use sdt_serve::naming::DEFAULT_PREFIX;
 use sdt_serve::service::{Service, ServiceOptions};
+
+/// Options for metrics and OpenTelemetry, shared by `sdt run` and `sdt serve`.
+#[derive(Args, Debug, Clone)]
+pub struct FleetArgs {
+    /// Prefix of metric names (a program's `// sdt: prefix = ...` wins).
+    #[arg(long, value_name = "PREFIX", default_value = DEFAULT_PREFIX)]
+    pub metrics_prefix: String,
+
+    /// Series exported per map at most; keys past it are left out and
+    /// counted in sdt_dropped_series_total.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_SERIES_LIMIT)]
+    pub series_limit: usize,
+
+    /// Push the metrics, and spans (`// sdt: span` pragmas), to an
+    /// OpenTelemetry collector over OTLP/HTTP (protobuf): URL is its base,
+    /// such as http://127.0.0.1:4318 (/v1/metrics and /v1/traces are
+    /// added). A collector that is down or slow never slows tracing.
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
+
+    /// Seconds between metric pushes.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        requires = "otlp"
+    )]
+    pub otlp_interval: f64,
+
+    /// The service.name of what is pushed.
+    #[arg(long, value_name = "NAME", default_value = "sdt", requires = "otlp")]
+    pub service_name: String,
+}
+
+impl FleetArgs {
+    /// What to do, if anything: `serve` is `--serve`'s address.
+    pub fn options(&self, serve: Option<&str>) -> anyhow::Result<Option<FleetOptions>> {
+        if serve.is_none() && self.otlp.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(FleetOptions {
+            serve: serve
+                .map(parse_address)
+                .transpose()
+                .map_err(anyhow::Error::msg)?,
+            otlp: self.push_options()?,
+            prefix: self.metrics_prefix.clone(),
+            series_limit: self.series_limit,
+        }))
+    }
+
+    fn push_options(&self) -> anyhow::Result<Option<PushOptions>> {
+        let Some(url) = &self.otlp else {
+            return Ok(None);
+        };
+        anyhow::ensure!(
+            url.starts_with("http://"),
+            "--otlp {url}: give the collector's http:// address (TLS is left to a local collector)"
+        );
+        anyhow::ensure!(
+            self.otlp_interval.is_finite() && self.otlp_interval >= 0.1,
+            "--otlp-interval must be at least 0.1 seconds"
+        );
+        Ok(Some(PushOptions::new(
+            url,
+            Duration::from_secs_f64(self.otlp_interval),
+            &self.service_name,
+        )))
+    }
+}
+
+/// Reports what the pusher did when it dropped something.
+pub fn report_push(stats: Option<sdt_otlp::Stats>) {
+    if let Some(stats) = stats {
+        if stats.spans_dropped > 0 || stats.metrics_dropped > 0 {
+            eprintln!(
+                "sdt: otlp: {} spans sent, {} dropped; {} metric pushes, {} failed (is the collector up?)",
+                stats.spans_sent,
+                stats.spans_dropped,
+                stats.metrics_pushed + stats.metrics_dropped,
+                stats.metrics_dropped
+            );
+        }
+    }
+}
 
 const SERVE_HELP: &str = "\
 Every *.bt file of DIR is a program, with its optional config file (NAME.conf beside \
@@ -33,6 +118,7 @@ only (GET /metrics); nothing is ever loaded over HTTP.
 EXAMPLES:
   sdt serve /etc/sdt                       metrics at http://127.0.0.1:9436/metrics
   sdt serve --listen 0.0.0.0:9436 /etc/sdt reachable from other machines
+  sdt serve --otlp http://127.0.0.1:4318 /etc/sdt
   kill -HUP \"$(pidof sdt)\"                 reload after editing a program
 
 Tracing needs root, or the capabilities CAP_BPF and CAP_PERFMON (contrib/sdt.service).";
@@ -50,7 +136,7 @@ pub struct ServeArgs {
     listen: String,
 
     #[command(flatten)]
-    metrics: MetricsArgs,
+    fleet: FleetArgs,
 
     /// Ring-buffer size of each program: a power of two with an optional
     /// K, M or G suffix.
@@ -68,94 +154,29 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         args.dir.display()
     );
     let address = parse_address(&args.listen).map_err(anyhow::Error::msg)?;
-    let exporter = Arc::new(Exporter::new(args.metrics.series_limit));
-    let server = MetricsServer::start(address, exporter.clone())?;
+    let exporter = Arc::new(Exporter::new(args.fleet.series_limit));
+    let pusher = args
+        .fleet
+        .push_options()?
+        .map(|push| sdt_otlp::Pusher::start(push, Some(exporter.clone())))
+        .transpose()?;
+    let mut sources: Vec<Arc<dyn sdt_output::metrics::Source>> = vec![exporter.clone()];
+    sources.extend(pusher.as_ref().map(sdt_otlp::Pusher::health));
+    let server = MetricsServer::start(address, Arc::new(sources))?;
     eprintln!(
         "sdt serve: {}: metrics at http://{}/metrics",
         args.dir.display(),
         server.address()
     );
     let options = ServiceOptions {
-        prefix: args.metrics.metrics_prefix.clone(),
+        prefix: args.fleet.metrics_prefix.clone(),
         ring_size: args.buffer_size,
         map_entries: crate::run::map_entries()?,
         mechanism: sdt_trace::mechanism(None)?,
+        spans: pusher.as_ref().map(sdt_otlp::Pusher::spans),
     };
     Service::new(&args.dir, options, exporter).run_until_stopped(&signals)?;
+    drop(server);
+    report_push(pusher.map(|p| p.finish(Duration::from_secs(2))));
     Ok(ExitCode::SUCCESS)
-}
-
-/// Options for serving metrics, shared by `sdt run` and `sdt serve`.
-#[derive(Args, Debug, Clone)]
-pub struct MetricsArgs {
-    /// Prefix of metric names (a program's `// sdt: prefix = ...` wins).
-    #[arg(long, value_name = "PREFIX", default_value = DEFAULT_PREFIX)]
-    pub metrics_prefix: String,
-
-    /// Series exported per map at most; keys past it are left out and
-    /// counted in sdt_dropped_series_total.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_SERIES_LIMIT)]
-    pub series_limit: usize,
-}
-
-/// A program's maps, served while it runs.
-pub struct Served {
-    exporter: Arc<Exporter>,
-    _server: MetricsServer,
-    files: ProgramFiles,
-    naming: Naming,
-    started: Instant,
-}
-
-impl Served {
-    /// Checks how the program's maps are named (an error points at the
-    /// pragma or config line) and starts serving `/metrics` on `address`;
-    /// the program shows as down until [`up`](Self::up).
-    pub fn start(
-        address: &str,
-        metrics: &MetricsArgs,
-        files: ProgramFiles,
-        compilation: &Compilation,
-        started: Instant,
-    ) -> anyhow::Result<Served> {
-        let address = parse_address(address).map_err(anyhow::Error::msg)?;
-        let config = files.config().map_err(|e| anyhow::anyhow!("{e}"))?;
-        let naming = files
-            .naming(
-                &config,
-                &compilation.script,
-                &compilation.program.maps,
-                &metrics.metrics_prefix,
-            )
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let exporter = Arc::new(Exporter::new(metrics.series_limit));
-        exporter.down(&files.name);
-        let server = MetricsServer::start(address, exporter.clone())?;
-        eprintln!(
-            "sdt: serving metrics at http://{}/metrics",
-            server.address()
-        );
-        Ok(Served {
-            exporter,
-            _server: server,
-            files,
-            naming,
-            started,
-        })
-    }
-
-    /// The program's probes are attached: its maps are metrics now.
-    pub fn up(&self, runner: &Runner<'_>, probes: usize) -> anyhow::Result<()> {
-        let reader = runner.map_reader()?;
-        self.exporter.up(
-            &self.files.name,
-            Running {
-                reader,
-                naming: self.naming.clone(),
-                probes,
-                load: self.started.elapsed(),
-            },
-        );
-        Ok(())
-    }
 }

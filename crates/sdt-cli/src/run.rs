@@ -15,6 +15,8 @@ use sdt_lang::diag::Diagnostics;
 use sdt_output::{Format, Losses, Sink};
 use sdt_runtime::run::{RunOptions, Runner, Summary};
 use sdt_script::Compilation;
+use sdt_serve::fleet::{Fleet, FleetError};
+use sdt_serve::program::ProgramFiles;
 use sdt_trace::Scope;
 
 use self::output::{Buffering, Output};
@@ -135,7 +137,7 @@ pub struct RunArgs {
     serve: Option<String>,
 
     #[command(flatten)]
-    metrics: crate::fleet::MetricsArgs,
+    fleet: crate::fleet::FleetArgs,
 
     /// Accepted for bpftrace compatibility; sdt always raises semaphores
     /// through the kernel.
@@ -261,10 +263,31 @@ fn start_and_run(
             possible_cpus: sdt_codegen::possible_cpus(),
         },
     };
-    let compilation = match sdt_script::compile(source, &options) {
-        Ok(c) => c,
-        Err(diagnostics) => return Ok(report(&diagnostics, name, source)),
+    let compile = |text: &str| sdt_script::compile(text, &options);
+    let (text, compilation, fleet) = match args.fleet.options(args.serve.as_deref())? {
+        None => match compile(source) {
+            Ok(c) => (source.to_string(), c, None),
+            Err(diagnostics) => return Ok(report(&diagnostics, name, source)),
+        },
+        Some(fleet_options) => {
+            let files = if args.program.is_some() {
+                ProgramFiles::inline(source.to_string())
+            } else {
+                ProgramFiles::new(name.as_ref(), source.to_string())
+            };
+            match Fleet::compile(&fleet_options, files, &compile, started) {
+                Ok((text, compilation, fleet)) => (text, compilation, Some((fleet, fleet_options))),
+                Err(FleetError::Script { text, diagnostics }) => {
+                    return Ok(report(&diagnostics, name, &text))
+                }
+                Err(FleetError::Config(e)) => {
+                    eprintln!("{e}");
+                    return Ok(ExitCode::from(EXIT_SCRIPT_ERROR));
+                }
+            }
+        }
     };
+    let source = text.as_str();
     for warning in &compilation.warnings {
         eprintln!("sdt: warning: {warning}");
     }
@@ -277,22 +300,13 @@ fn start_and_run(
         dump(&compilation);
         return Ok(ExitCode::SUCCESS);
     }
-    let served = match &args.serve {
-        Some(address) => {
-            let files = if args.program.is_some() {
-                sdt_serve::program::ProgramFiles::inline(source.to_string())
-            } else {
-                sdt_serve::program::ProgramFiles::new(name.as_ref(), source.to_string())
-            };
-            let served =
-                crate::fleet::Served::start(address, &args.metrics, files, &compilation, started);
-            match served {
-                Ok(served) => Some(served),
-                Err(e) => {
-                    eprintln!("{e:#}");
-                    return Ok(ExitCode::from(EXIT_SCRIPT_ERROR));
-                }
+    let fleet = match fleet {
+        Some((mut fleet, fleet_options)) => {
+            fleet.start(&fleet_options)?;
+            if let Some(address) = fleet.address() {
+                eprintln!("sdt: serving metrics at http://{address}/metrics");
             }
+            Some(fleet)
         }
         None => None,
     };
@@ -312,6 +326,10 @@ fn start_and_run(
             Box::new(sdt_output::text::Text::new(out).separator_to(Box::new(io::stdout())))
         }
         format => format.sink(out),
+    };
+    let sink = match &fleet {
+        Some(fleet) => fleet.sink(sink),
+        None => sink,
     };
     let run = RunOptions {
         mechanism,
@@ -333,13 +351,16 @@ fn start_and_run(
         runner.runtime().flush();
     }
     let mut ended = traced.run(runner, true, &|| false, |runner, probes| {
-        if let Some(served) = &served {
-            if let Err(e) = served.up(runner, probes) {
-                eprintln!("sdt: cannot serve the maps: {e:#}");
+        if let Some(fleet) = &fleet {
+            if let Err(e) = fleet.up(runner, probes) {
+                eprintln!("sdt: cannot read the maps for metrics: {e:#}");
             }
         }
     })?;
     report_losses(&ended.summary, ended.runtime.sink());
+    if let Some(fleet) = fleet {
+        crate::fleet::report_push(fleet.finish());
+    }
     ended.runtime.flush();
     if let Some(e) = ended.runtime.error() {
         if e.kind() != io::ErrorKind::BrokenPipe {

@@ -187,6 +187,13 @@ pub trait Source: Send + Sync {
     fn families(&self) -> Vec<Family>;
 }
 
+/// Several sources, one after the other.
+impl Source for Vec<std::sync::Arc<dyn Source>> {
+    fn families(&self) -> Vec<Family> {
+        self.iter().flat_map(|s| s.families()).collect()
+    }
+}
+
 /// Families with the same name put together, in the order they first
 /// come. A family whose kind differs from the first of its name cannot
 /// join it: it is left out, and its name returned.

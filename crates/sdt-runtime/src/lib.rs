@@ -35,6 +35,10 @@ pub use self::maps::{datum, map_print, map_rows, map_snapshot, Datum, Entry, Map
 pub use self::symbols::Symbols;
 use self::value::{decode, resolve, Env, Symbol, Value};
 
+/// Maps whose names start with this are sdt's own (what a span pragma
+/// adds to a script): never printed at the end.
+pub const INTERNAL_MAP_PREFIX: &str = "__sdt_";
+
 /// Access to the kernel's maps, for printing them.
 pub trait Maps {
     /// Every entry of user map `map`, with one value per CPU for per-CPU maps.
@@ -385,14 +389,16 @@ impl<'p> Runtime<'p> {
         }
     }
 
-    /// Prints every map, sorted by name, as bpftrace does when a program
-    /// ends.
+    /// Prints every map but sdt's own, sorted by name, as bpftrace does
+    /// when a program ends.
     pub fn print_all_maps(&mut self, maps: &dyn Maps) {
         if self.receiver.is_none() {
             self.sink.maps_follow();
         }
         let program = self.known.program;
-        let mut order: Vec<MapId> = (0..program.maps.len()).collect();
+        let mut order: Vec<MapId> = (0..program.maps.len())
+            .filter(|&id| !program.maps[id].name.starts_with(INTERNAL_MAP_PREFIX))
+            .collect();
         order.sort_by(|a, b| program.maps[*a].name.cmp(&program.maps[*b].name));
         for map in order {
             self.print_map(map, 0, 1, maps);

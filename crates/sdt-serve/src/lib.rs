@@ -14,6 +14,9 @@
 //! - [`exporter`]: the programs that are up or down, and what a scrape
 //!   reads of them, with the series limit and sdt's own health.
 //! - [`http`]: the endpoint.
+//! - [`fleet`]: one program's metrics and spans while `sdt run` runs it.
+//! - [`spans`]: a script's span pragmas as probes whose records become
+//!   OTLP spans.
 //! - [`service`]: `sdt serve DIR`, a directory of programs reloaded on
 //!   SIGHUP.
 //!
@@ -23,8 +26,10 @@
 
 pub mod config;
 pub mod exporter;
+pub mod fleet;
 pub mod http;
 pub mod labels;
 pub mod naming;
 pub mod program;
 pub mod service;
+pub mod spans;

@@ -24,7 +24,7 @@ pub const PROGRAM_LABEL: &str = "program";
 
 /// Maps of this prefix are sdt's own (what a span pragma adds): never
 /// exported, never printed.
-pub const INTERNAL_MAP_PREFIX: &str = "__sdt_";
+pub use sdt_runtime::INTERNAL_MAP_PREFIX;
 
 /// Names sdt's own metrics take; no map may take them.
 pub const RESERVED: &[&str] = &[

@@ -33,12 +33,16 @@ use sdt_runtime::run::{RunOptions, Runner};
 use sdt_script::Compilation;
 use sdt_trace::Scope;
 
+use sdt_otlp::{SpanRule, SpanSender, SpanSink};
+use sdt_output::Sink;
+
 use crate::exporter::{Exporter, Running};
 use crate::naming::Naming;
 use crate::program::ProgramFiles;
+use crate::spans::compile_with_spans;
 
 /// How served programs are compiled and named.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServiceOptions {
     /// Prefix of metric names, unless a program gives its own.
     pub prefix: String,
@@ -48,6 +52,9 @@ pub struct ServiceOptions {
     pub map_entries: u32,
     /// How programs attach (`sdt_trace::mechanism`).
     pub mechanism: sdt_bpf::Mechanism,
+    /// Where spans go, when they are pushed: the programs' span pragmas
+    /// are compiled in only then.
+    pub spans: Option<SpanSender>,
 }
 
 /// The programs of a directory, each in its thread.
@@ -208,38 +215,34 @@ fn serve_program(
 ) {
     let name = &files.name;
     let started = Instant::now();
-    let (compilation, naming) = match compile(files, options) {
-        Ok(compiled) => compiled,
-        Err(message) => {
-            log(name, &message);
-            exporter.down(name);
-            return;
-        }
-    };
-    match run(
-        &compilation,
-        naming,
-        files,
-        options.mechanism,
-        exporter,
-        stop,
-        started,
-    ) {
-        Ok(()) => {}
-        Err(message) => {
-            log(name, &message);
-            exporter.down(name);
-        }
+    let result = compile(files, options).and_then(|(compilation, naming, rules)| {
+        let sink = sdt_output::Format::TEXT.sink(Box::new(io::LineWriter::new(io::stdout())));
+        let sink: Box<dyn Sink> = match &options.spans {
+            Some(spans) => Box::new(SpanSink::new(sink, rules, spans.clone())),
+            None => sink,
+        };
+        let program = Compiled {
+            compilation: &compilation,
+            naming,
+            files,
+            mechanism: options.mechanism,
+        };
+        program.run(sink, exporter, stop, started)
+    });
+    if let Err(message) = result {
+        log(name, &message);
+        exporter.down(name);
     }
 }
 
-/// The program compiled, and its maps named; errors in one line each,
-/// pointing at the file, line and column.
+/// The program compiled (with its span blocks when spans are pushed),
+/// its maps named, and the rules that find its spans; errors in one line
+/// each, pointing at the file, line and column.
 fn compile(
     files: &ProgramFiles,
     options: &ServiceOptions,
-) -> Result<(Compilation, Naming), String> {
-    let config = files.config().map_err(|e| e.one_line())?;
+) -> Result<(Compilation, Naming, Vec<SpanRule>), String> {
+    let mut config = files.config().map_err(|e| e.one_line())?;
     let (script_name, source) = (&files.script.0, &files.script.1);
     let compile_options = sdt_script::Options {
         check: CheckOptions {
@@ -263,17 +266,22 @@ fn compile(
             possible_cpus: sdt_codegen::possible_cpus(),
         },
     };
-    let compilation = sdt_script::compile(source, &compile_options).map_err(|diagnostics| {
-        let first = diagnostics.0.first();
-        let (line, column) = first.map_or((0, 0), |d| d.line_column(source));
-        let message = first.map_or_else(|| diagnostics.to_string(), |d| d.message.clone());
-        let served = if message.contains("system()") {
-            " (served programs never run commands)"
-        } else {
-            ""
-        };
-        format!("{script_name}:{line}:{column}: error: {message}{served}")
-    })?;
+    if options.spans.is_none() {
+        config.spans.clear();
+    }
+    let compile = |text: &str| sdt_script::compile(text, &compile_options);
+    let (_, compilation, rules) =
+        compile_with_spans(source, &config, &compile).map_err(|(text, diagnostics)| {
+            let first = diagnostics.0.first();
+            let (line, column) = first.map_or((0, 0), |d| d.line_column(&text));
+            let message = first.map_or_else(|| diagnostics.to_string(), |d| d.message.clone());
+            let served = if message.contains("system()") {
+                " (served programs never run commands)"
+            } else {
+                ""
+            };
+            format!("{script_name}:{line}:{column}: error: {message}{served}")
+        })?;
     for warning in &compilation.warnings {
         log(&files.name, &format!("warning: {warning}"));
     }
@@ -285,72 +293,79 @@ fn compile(
             &options.prefix,
         )
         .map_err(|e| e.one_line())?;
-    Ok((compilation, naming))
+    Ok((compilation, naming, rules))
 }
 
-/// Loads, attaches and runs `compilation` until `stop` or `exit()`.
-fn run(
-    compilation: &Compilation,
+/// A compiled program, ready to run.
+struct Compiled<'p> {
+    compilation: &'p Compilation,
     naming: Naming,
-    files: &ProgramFiles,
+    files: &'p ProgramFiles,
     mechanism: sdt_bpf::Mechanism,
-    exporter: &Exporter,
-    stop: &AtomicBool,
-    started: Instant,
-) -> Result<(), String> {
-    let name = &files.name;
-    let run_options = RunOptions {
-        mechanism,
-        pid: None,
-        follow: false,
-        allow_unsafe: false,
-    };
-    let sink = sdt_output::Format::TEXT.sink(Box::new(io::LineWriter::new(io::stdout())));
-    let mut runner =
-        Runner::load(compilation, &run_options, sink).map_err(|e| one_line(&e.to_string()))?;
-    let exited = runner.begin().map_err(|e| e.to_string())?;
-    let probes = if exited {
-        0
-    } else {
-        runner.attach().map_err(|e| one_line(&e.to_string()))?;
-        compilation.probe_count
-    };
-    let reader = runner.map_reader().map_err(|e| e.to_string())?;
-    exporter.up(
-        name,
-        Running {
-            reader,
-            naming,
-            probes,
-            load: started.elapsed(),
-        },
-    );
-    log(
-        name,
-        &format!(
-            "up: {probes} probe{} attached in {:.0} ms",
-            if probes == 1 { "" } else { "s" },
-            started.elapsed().as_secs_f64() * 1e3
-        ),
-    );
-    let mut exited = exited;
-    while !exited && !stop.load(Ordering::Relaxed) {
-        exited = runner.step().map_err(|e| e.to_string())?.exit;
-    }
-    if exited {
+}
+
+impl Compiled<'_> {
+    /// Loads, attaches and runs the program until `stop` or `exit()`,
+    /// its output into `sink`.
+    fn run(
+        self,
+        sink: Box<dyn Sink + '_>,
+        exporter: &Exporter,
+        stop: &AtomicBool,
+        started: Instant,
+    ) -> Result<(), String> {
+        let name = &self.files.name;
+        let run_options = RunOptions {
+            mechanism: self.mechanism,
+            pid: None,
+            follow: false,
+            allow_unsafe: false,
+        };
+        let mut runner = Runner::load(self.compilation, &run_options, sink)
+            .map_err(|e| one_line(&e.to_string()))?;
+        let mut exited = runner.begin().map_err(|e| e.to_string())?;
+        let probes = if exited {
+            0
+        } else {
+            runner.attach().map_err(|e| one_line(&e.to_string()))?;
+            self.compilation.probe_count
+        };
+        let reader = runner.map_reader().map_err(|e| e.to_string())?;
+        exporter.up(
+            name,
+            Running {
+                reader,
+                naming: self.naming,
+                probes,
+                load: started.elapsed(),
+            },
+        );
         log(
             name,
-            "the program called exit(); it is served no more until it changes or sdt reloads",
+            &format!(
+                "up: {probes} probe{} attached in {:.0} ms",
+                if probes == 1 { "" } else { "s" },
+                started.elapsed().as_secs_f64() * 1e3
+            ),
         );
+        while !exited && !stop.load(Ordering::Relaxed) {
+            exited = runner.step().map_err(|e| e.to_string())?.exit;
+        }
+        if exited {
+            log(
+                name,
+                "the program called exit(); it is served no more until it changes or sdt reloads",
+            );
+        }
+        let finished = runner.finish(false).map_err(|e| e.to_string())?;
+        // Detaching waits for the kernel; nobody needs to wait with it.
+        let attached = finished.attached;
+        std::thread::spawn(move || drop(attached));
+        if exited {
+            exporter.down(name);
+        }
+        Ok(())
     }
-    let finished = runner.finish(false).map_err(|e| e.to_string())?;
-    // Detaching waits for the kernel; nobody needs to wait with it.
-    let attached = finished.attached;
-    std::thread::spawn(move || drop(attached));
-    if exited {
-        exporter.down(name);
-    }
-    Ok(())
 }
 
 /// The first line of a message, with what follows on it counted.
