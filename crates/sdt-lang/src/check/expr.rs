@@ -850,24 +850,21 @@ impl Checker<'_> {
         let place = match (&base.ty, arrow) {
             (Ty::Record(_), false) if base.is_place() || is_ctx => base,
             (Ty::Record(_), true) if is_ctx => base,
-            (Ty::Ptr(pointee), true) => {
+            // `.` reads through a pointer to a struct, as `->` does
+            // (bpftrace 0.25 and later prefer it).
+            (Ty::Ptr(pointee), _) => {
                 let pointee = (**pointee).clone();
                 if !matches!(pointee, Ty::Record(_)) {
                     return Err(self.error(Diagnostic::error(
                         span,
                         format!(
-                            "`->` needs a pointer to a struct, not {}",
+                            "`{}` needs a struct or a pointer to one, not {}",
+                            if arrow { "->" } else { "." },
                             base.ty.display(&self.registry)
                         ),
                     )));
                 }
                 self.pointee_place(base, pointee, span)?
-            }
-            (Ty::Ptr(_), false) => {
-                return Err(self.error(
-                    Diagnostic::error(span, "`.` on a pointer")
-                        .hint(format!("use `->{field}` to read through the pointer")),
-                ))
             }
             (Ty::Record(_), true) => {
                 return Err(self.error(
