@@ -652,6 +652,7 @@ mod tests {
             keys: vec![INT64],
             value: INT64,
             span: Default::default(),
+            declared: None,
         });
         let compilation = Compilation {
             program,
@@ -705,6 +706,7 @@ mod tests {
             keys: vec![INT64],
             value: INT64,
             span: Default::default(),
+            declared: None,
         });
         let compilation = Compilation {
             program,
