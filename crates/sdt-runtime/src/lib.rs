@@ -456,6 +456,10 @@ impl Known<'_> {
                     value: *value,
                     signed: *signed,
                 },
+                (Value::Bool(b), _) => Arg::Int {
+                    value: u64::from(*b),
+                    signed: false,
+                },
                 (Value::Enum { value, .. }, _) => Arg::Int {
                     value: *value as u64,
                     signed: true,
@@ -655,6 +659,7 @@ mod tests {
             keys: vec![INT64],
             value: INT64,
             span: Default::default(),
+            declared: None,
         });
         let compilation = Compilation {
             program,
@@ -708,6 +713,7 @@ mod tests {
             keys: vec![INT64],
             value: INT64,
             span: Default::default(),
+            declared: None,
         });
         let compilation = Compilation {
             program,
