@@ -45,7 +45,9 @@ fn walk<'s>(
                 }
                 uses(value, name, used);
             }
-            StmtKind::Expr(e) | StmtKind::AssignVar { value: e, .. } => uses(e, name, used),
+            StmtKind::Expr(e)
+            | StmtKind::AssignVar { value: e, .. }
+            | StmtKind::Let { value: Some(e), .. } => uses(e, name, used),
             StmtKind::If {
                 cond,
                 then,
@@ -64,7 +66,10 @@ fn walk<'s>(
                 uses(cond, name, used);
                 walk(body, name, assigned, used);
             }
-            StmtKind::Break | StmtKind::Continue | StmtKind::Return => {}
+            StmtKind::Let { value: None, .. }
+            | StmtKind::Break
+            | StmtKind::Continue
+            | StmtKind::Return => {}
         }
     }
 }

@@ -286,6 +286,7 @@ mod tests {
             keys: vec![INT64; keys],
             value,
             span: Default::default(),
+            declared: None,
         }
     }
 
