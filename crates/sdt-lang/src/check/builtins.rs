@@ -1095,7 +1095,11 @@ fn map_entry_args(
     }
     let decl = c.maps[id].clone();
     for (i, (key, ty)) in keys.iter().zip(&decl.keys).enumerate() {
-        if super::unify(ty, &super::widen(&key.ty)).as_ref() != Some(ty) {
+        let fits = match super::unify(ty, &super::widen(&key.ty)) {
+            Some(unified) => &unified == ty || matches!(ty, Ty::Int { .. }),
+            None => false,
+        };
+        if !fits {
             return Err(c.error(
                 Diagnostic::error(
                     key.span,
