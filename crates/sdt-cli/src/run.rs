@@ -260,10 +260,10 @@ fn start_and_run(
             cpid: traced.cpid(),
             map_entries: map_entries()?,
             ring_size: args.buffer_size,
-            possible_cpus: sdt_codegen::possible_cpus(),
+            machine: sdt_codegen::Machine::current(),
         },
     };
-    let compile = |text: &str| sdt_script::compile(text, &options);
+    let compile = |text: &str| sdt_script::compile_named(name, text, &options);
     let (text, compilation, fleet) = match args.fleet.options(args.serve.as_deref())? {
         None => match compile(source) {
             Ok(c) => (source.to_string(), c, None),

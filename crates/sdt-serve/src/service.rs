@@ -263,7 +263,7 @@ fn compile(
             cpid: 0,
             map_entries: options.map_entries,
             ring_size: options.ring_size,
-            possible_cpus: sdt_codegen::possible_cpus(),
+            machine: sdt_codegen::Machine::current(),
         },
     };
     if options.spans.is_none() {
