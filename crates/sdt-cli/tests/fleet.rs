@@ -4,7 +4,9 @@
 //! (Python's `opentelemetry-proto`), collectors that stall or refuse, and
 //! `sdt serve` with a broken program, a changed one and a restarted
 //! target. The fixture (`tests/fixtures/fleet/requests.c`) fires known
-//! counts and known latencies.
+//! counts and known latencies. And the way sdt is deployed: the static
+//! binary of `scripts/build-static` in an empty root, and the command of
+//! `contrib/sdt.service` run with only the unit's capabilities.
 //!
 //! They attach real probes and run real servers on loopback ports the
 //! kernel picks; every process they start is ended by its PID. With
@@ -696,4 +698,213 @@ fn serve_runs_a_directory_survives_a_broken_program_reloads_and_follows_restarts
     assert_eq!(sample(&text, "sdt_up{program=\"broken\"}"), Some(0.0));
     let status = sdt.stop(Duration::from_secs(10));
     assert!(status.success(), "{status:?}");
+}
+
+/// The static `sdt` that `scripts/build-static` makes.
+fn static_sdt() -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../static/sdt");
+    sdt_testing::require(
+        path.is_file(),
+        "target/static/sdt (bash scripts/build-static)",
+    )
+    .then_some(path)
+}
+
+/// Runs `script` with `sh` in a mount namespace of its own.
+fn in_mount_namespace(script: &str) -> Command {
+    let mut command = Command::new("unshare");
+    command.args(["--mount", "--propagation", "private", "sh", "-c", script]);
+    command
+}
+
+#[test]
+fn the_static_binary_needs_no_library_and_runs_in_an_empty_root() {
+    let Some(sdt) = static_sdt() else {
+        return;
+    };
+    if !sdt_testing::require_root()
+        || !sdt_testing::require(sdt_testing::have("cc"), "cc")
+        || !sdt_testing::require(sdt_testing::have("unshare"), "unshare")
+    {
+        return;
+    }
+    let dynamic = Command::new("readelf")
+        .arg("-d")
+        .arg(&sdt)
+        .output()
+        .unwrap();
+    assert!(dynamic.status.success());
+    let dynamic = String::from_utf8_lossy(&dynamic.stdout);
+    assert!(!dynamic.contains("NEEDED"), "{dynamic}");
+
+    // The root: sdt, a static target and a program; the kernel's /proc
+    // and /sys are mounted on empty directories for `run` and `serve`.
+    let root = temp_dir("fleet-empty-root");
+    std::fs::copy(&sdt, root.join("sdt")).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/fleet/requests.c");
+    let built = Command::new("cc")
+        .args(["-static", "-O2", "-o"])
+        .arg(root.join("requests"))
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success(), "cc -static");
+    write_script(
+        &root.join("programs"),
+        "requests.bt",
+        "usdt:/requests:fleet:request { @requests[arg1] = count(); }\n",
+    );
+    std::fs::create_dir(root.join("proc")).unwrap();
+    std::fs::create_dir(root.join("sys")).unwrap();
+    let entries = std::fs::read_dir(&root).unwrap().count();
+    assert_eq!(
+        entries, 5,
+        "the root holds only sdt, the target, the program and two mount points"
+    );
+    let r = root.display();
+
+    let list = Command::new("chroot")
+        .arg(&root)
+        .args(["/sdt", "list", "/requests"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(list.status.success(), "{list:?}");
+    assert!(text.contains("/requests fleet:request"), "{text}");
+
+    let mounts = format!("mount -t proc proc {r}/proc && mount -t sysfs sysfs {r}/sys");
+    let run = in_mount_namespace(&format!(
+        "{mounts} && exec chroot {r} /sdt run -e 'usdt:/requests:fleet:request {{ @n = count(); }}' -c '/requests 25 0'"
+    ))
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{run:?}");
+    assert!(text.contains("@n: 25"), "{text}");
+
+    let mut serve = Started::spawn(&mut in_mount_namespace(&format!(
+        "{mounts} && exec chroot {r} /sdt serve --listen 127.0.0.1:0 /programs"
+    )));
+    let metrics = serve.metrics_address();
+    serve.wait_for("requests: up");
+    fire(&root.join("requests"), 40, 0);
+    let text = http_get(metrics, "/metrics");
+    let ok = "sdt_requests_total{program=\"requests\",arg1=\"200\"}";
+    assert_eq!(sample(&text, ok), Some(36.0), "{text}");
+    let status = serve.stop(Duration::from_secs(10));
+    assert!(status.success(), "{status:?}");
+}
+
+/// `KEY=` values of a systemd unit, in order.
+fn unit_values<'u>(unit: &'u str, key: &str) -> Vec<&'u str> {
+    unit.lines()
+        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .collect()
+}
+
+/// setpriv's form of a unit's capability list: `-all,+bpf,+perfmon`.
+fn setpriv_caps(unit_caps: &str) -> String {
+    let mut caps = String::from("-all");
+    for cap in unit_caps.split_whitespace() {
+        let name = cap.strip_prefix("CAP_").expect("CAP_ names").to_lowercase();
+        caps.push_str(&format!(",+{name}"));
+    }
+    caps
+}
+
+#[test]
+fn the_systemd_unit_serves_as_another_user_with_only_its_capabilities() {
+    let Some(fixture) = fixture("unit") else {
+        return;
+    };
+    if !sdt_testing::require(sdt_testing::have("setpriv"), "setpriv") {
+        return;
+    }
+    let unit_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/sdt.service");
+    let unit = std::fs::read_to_string(&unit_path).unwrap();
+    let [exec] = unit_values(&unit, "ExecStart")[..] else {
+        panic!("one ExecStart in {unit}");
+    };
+    let [ambient] = unit_values(&unit, "AmbientCapabilities")[..] else {
+        panic!("one AmbientCapabilities in {unit}");
+    };
+    let [bounding] = unit_values(&unit, "CapabilityBoundingSet")[..] else {
+        panic!("one CapabilityBoundingSet in {unit}");
+    };
+    assert_eq!(unit_values(&unit, "DynamicUser"), ["yes"], "not root");
+    let mut words: Vec<&str> = exec.split_whitespace().collect();
+    assert_eq!(words[..2], ["/usr/local/bin/sdt", "serve"], "{exec}");
+    assert_eq!(words.last(), Some(&"/etc/sdt"), "{exec}");
+
+    // The unit as systemd reads it, with this build's sdt.
+    let sdt_path = sdt_testing::sdt_binary();
+    let sdt_text = sdt_path.to_str().unwrap();
+    if sdt_testing::require(sdt_testing::have("systemd-analyze"), "systemd-analyze") {
+        let dir = temp_dir("fleet-unit");
+        let copy = dir.join("sdt.service");
+        std::fs::write(&copy, unit.replace("/usr/local/bin/sdt", sdt_text)).unwrap();
+        let verify = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&copy)
+            .output()
+            .unwrap();
+        assert!(verify.status.success(), "{verify:?}");
+    }
+
+    // Its command, as a user that owns nothing here (as DynamicUser
+    // makes one), holding only the unit's capabilities; the programs in
+    // a directory that user can read.
+    let programs = temp_dir("fleet-unit-programs");
+    write_script(
+        &programs,
+        "requests.bt",
+        &format!(
+            "usdt:{}:fleet:request {{ @requests = count(); }}\n",
+            fixture.display()
+        ),
+    );
+    for path in [&programs, &programs.join("requests.bt")] {
+        let mode = if path.is_dir() { 0o755 } else { 0o644 };
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+    }
+    let listen = words
+        .iter()
+        .position(|w| *w == "--listen")
+        .expect("--listen");
+    words[listen + 1] = "127.0.0.1:0";
+    let programs_text = programs.to_str().unwrap();
+    *words.last_mut().unwrap() = programs_text;
+    words[0] = sdt_text;
+    let as_unit = |ambient: &str, bounding: &str| {
+        let mut command = Command::new("setpriv");
+        command
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(format!("--inh-caps={ambient}"))
+            .arg(format!("--ambient-caps={ambient}"))
+            .arg(format!("--bounding-set={bounding}"))
+            .args(&words);
+        command
+    };
+    let mut serve = Started::spawn(&mut as_unit(
+        &setpriv_caps(ambient),
+        &setpriv_caps(bounding),
+    ));
+    let metrics = serve.metrics_address();
+    serve.wait_for("requests: up");
+    // Run by root: sdt traces what other users run.
+    fire(&fixture, 30, 0);
+    let text = http_get(metrics, "/metrics");
+    assert_eq!(
+        sample(&text, "sdt_requests_total{program=\"requests\"}"),
+        Some(30.0),
+        "{text}"
+    );
+    let status = serve.stop(Duration::from_secs(10));
+    assert!(status.success(), "{status:?}");
+
+    // The capabilities are what it needs: without them it says so.
+    let without = as_unit("-all", "-all").output().unwrap();
+    let text = String::from_utf8_lossy(&without.stderr);
+    assert!(!without.status.success(), "{text}");
+    assert!(text.contains("CAP_BPF and CAP_PERFMON"), "{text}");
 }
