@@ -67,22 +67,58 @@ impl FleetArgs {
     }
 
     fn push_options(&self) -> anyhow::Result<Option<PushOptions>> {
+        self.otlp
+            .as_deref()
+            .map(|url| push_options(url, self.otlp_interval, &self.service_name))
+            .transpose()
+    }
+}
+
+fn push_options(url: &str, interval: f64, service_name: &str) -> anyhow::Result<PushOptions> {
+    anyhow::ensure!(
+        url.starts_with("http://"),
+        "--otlp {url}: give the collector's http:// address (TLS is left to a local collector)"
+    );
+    anyhow::ensure!(
+        interval.is_finite() && interval >= 0.1,
+        "--otlp-interval must be at least 0.1 seconds"
+    );
+    Ok(PushOptions::new(
+        url,
+        Duration::from_secs_f64(interval),
+        service_name,
+    ))
+}
+
+/// `--otlp` of a tool that sends spans (no metrics): `sdt dbslower`.
+#[derive(Args, Debug, Clone)]
+pub struct SpanArgs {
+    /// Also send each report as a span to an OpenTelemetry collector over
+    /// OTLP/HTTP (protobuf): URL is its base, such as
+    /// http://127.0.0.1:4318 (/v1/traces is added). A collector that is
+    /// down or slow never slows tracing.
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
+
+    /// The service.name of the spans.
+    #[arg(long, value_name = "NAME", default_value = "sdt", requires = "otlp")]
+    pub service_name: String,
+}
+
+impl SpanArgs {
+    /// The pusher of the spans, when `--otlp` is given.
+    pub fn start(&self) -> anyhow::Result<Option<sdt_otlp::Pusher>> {
         let Some(url) = &self.otlp else {
             return Ok(None);
         };
-        anyhow::ensure!(
-            url.starts_with("http://"),
-            "--otlp {url}: give the collector's http:// address (TLS is left to a local collector)"
-        );
-        anyhow::ensure!(
-            self.otlp_interval.is_finite() && self.otlp_interval >= 0.1,
-            "--otlp-interval must be at least 0.1 seconds"
-        );
-        Ok(Some(PushOptions::new(
-            url,
-            Duration::from_secs_f64(self.otlp_interval),
-            &self.service_name,
-        )))
+        // No metrics source: the interval is not used.
+        let options = push_options(url, 1.0, &self.service_name)?;
+        // The stop signals are blocked before the pushing thread starts,
+        // as the tracer blocks them before its own (`Traced::start`), so
+        // that no thread of sdt takes Ctrl-C by default and ends sdt
+        // before the last records are read.
+        drop(sdt_proc::Signals::block()?);
+        Ok(Some(sdt_otlp::Pusher::start(options, None)?))
     }
 }
 

@@ -391,8 +391,24 @@ fn receiver_python() -> Option<PathBuf> {
     .then_some(python)
 }
 
+/// The OTLP receiver, ended when dropped (also when a test fails).
+struct Collector(Child);
+
+impl Collector {
+    fn stop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 /// The OTLP receiver in `mode`, and its port.
-fn receiver(python: &Path, mode: &str) -> (Child, u16, mpsc::Receiver<String>) {
+fn receiver(python: &Path, mode: &str) -> (Collector, u16, mpsc::Receiver<String>) {
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/fleet/otlp_receiver.py");
     let mut child = Command::new(python)
@@ -417,7 +433,7 @@ fn receiver(python: &Path, mode: &str) -> (Child, u16, mpsc::Receiver<String>) {
         .expect("the receiver's port")
         .parse()
         .unwrap();
-    (child, port, rx)
+    (Collector(child), port, rx)
 }
 
 fn span_script(fixture: &Path) -> String {
@@ -457,8 +473,7 @@ fn an_otlp_receiver_decodes_the_metrics_and_the_spans() {
     assert_eq!(stdout.matches("start ").count(), works as usize, "{stdout}");
     // What the receiver decoded, once sdt has ended (it pushes at the end).
     std::thread::sleep(Duration::from_millis(300));
-    let _ = receiver.kill();
-    let _ = receiver.wait();
+    receiver.stop();
     let decoded: Vec<Value> = messages
         .try_iter()
         .map(|l| serde_json::from_str(&l).unwrap())
@@ -548,8 +563,7 @@ fn against(python: &Path, fixture: &Path, mode: &str) -> (Output, Duration) {
         .output()
         .unwrap();
     let took = start.elapsed();
-    let _ = receiver.kill();
-    let _ = receiver.wait();
+    receiver.stop();
     assert!(out.status.success(), "{out:?}");
     (out, took)
 }
@@ -907,4 +921,185 @@ fn the_systemd_unit_serves_as_another_user_with_only_its_capabilities() {
     let text = String::from_utf8_lossy(&without.stderr);
     assert!(!without.status.success(), "{text}");
     assert!(text.contains("CAP_BPF and CAP_PERFMON"), "{text}");
+}
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// A PostgreSQL 15 cluster on a Unix socket in a temporary directory
+/// (outside the checkout, which the `postgres` user may not enter), run by
+/// that user; stopped when dropped.
+struct Postgres {
+    dir: tempfile::TempDir,
+}
+
+impl Postgres {
+    fn as_postgres(&self, program: &str) -> Command {
+        let mut command = Command::new("runuser");
+        command
+            .args(["-u", "postgres", "--", &format!("{PG_BIN}/{program}")])
+            .current_dir(self.dir.path());
+        command
+    }
+
+    fn start() -> Postgres {
+        let dir = tempfile::Builder::new()
+            .prefix("sdt-fleet-postgres.")
+            .tempdir()
+            .unwrap();
+        let chown = Command::new("chown")
+            .arg("postgres:postgres")
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(chown.success());
+        let cluster = Postgres { dir };
+        let data = cluster.dir.path().join("data");
+        let socket = format!("-k {} -c listen_addresses=''", cluster.dir.path().display());
+        let log = cluster.dir.path().join("log");
+        for args in [
+            vec![
+                "-D",
+                data.to_str().unwrap(),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+            ],
+            vec![
+                "-D",
+                data.to_str().unwrap(),
+                "-o",
+                &socket,
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "start",
+            ],
+        ] {
+            let program = if args.len() == 6 { "initdb" } else { "pg_ctl" };
+            let out = cluster.as_postgres(program).args(&args).output().unwrap();
+            assert!(out.status.success(), "{program}: {out:?}");
+        }
+        cluster
+    }
+
+    fn postmaster(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.path().join("data/postmaster.pid")).unwrap();
+        text.lines().next().unwrap().to_string()
+    }
+
+    fn psql(&self, sql: &str) {
+        let mut child = Command::new("runuser")
+            .args(["-u", "postgres", "--", "psql", "-q", "-X", "-h"])
+            .arg(self.dir.path())
+            .current_dir(self.dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(sql.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "psql");
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = self
+            .as_postgres("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(["-m", "immediate", "stop"])
+            .output();
+    }
+}
+
+/// `sdt dbslower --otlp` on PostgreSQL 15: of 30 fast queries and 3 slow
+/// ones, exactly the slow ones arrive as spans, each with its text and
+/// its duration.
+#[test]
+fn dbslower_sends_exactly_the_slow_queries_as_spans() {
+    if !sdt_testing::require_root()
+        || !sdt_testing::require(Path::new(PG_BIN).join("postgres").exists(), "PostgreSQL 15")
+        || !sdt_testing::require(sdt_testing::have("runuser"), "runuser (util-linux)")
+    {
+        return;
+    }
+    let Some(python) = receiver_python() else {
+        return;
+    };
+    let (mut receiver, port, messages) = receiver(&python, "answer");
+    let cluster = Postgres::start();
+    let slow = [
+        ("SELECT pg_sleep(0.15);", 150.0),
+        ("SELECT pg_sleep(0.25);", 250.0),
+        ("SELECT pg_sleep(0.2), 'third';", 200.0),
+    ];
+    let mut sql = String::new();
+    for i in 1..=30 {
+        sql.push_str(&format!("SELECT {i};\n"));
+        if i % 10 == 5 {
+            sql.push_str(slow[i / 10].0);
+            sql.push('\n');
+        }
+    }
+    let mut dbslower = Started::spawn(
+        sdt()
+            .args(["dbslower", "postgres", "--json", "-m", "100"])
+            .args(["-p", &cluster.postmaster()])
+            .args(["--otlp", &format!("http://127.0.0.1:{port}")])
+            .args(["--service-name", "db-test"]),
+    );
+    dbslower.wait_for("Tracing");
+    cluster.psql(&sql);
+    dbslower.signal(rustix::process::Signal::INT);
+    // Ended by the SIGINT it was sent, as a tool ends at Ctrl-C.
+    let status = dbslower.child.wait().unwrap();
+    let interrupted = std::os::unix::process::ExitStatusExt::signal(&status) == Some(2);
+    assert!(
+        status.success() || interrupted,
+        "{status:?}: {:?}",
+        dbslower.seen
+    );
+    let mut stdout = String::new();
+    dbslower
+        .child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert_eq!(
+        stdout.lines().filter(|l| l.contains("\"query\"")).count(),
+        3,
+        "{stdout}"
+    );
+    // sdt sent everything before it ended.
+    std::thread::sleep(Duration::from_millis(300));
+    receiver.stop();
+    let decoded: Vec<Value> = messages
+        .try_iter()
+        .map(|l| serde_json::from_str(&l).unwrap())
+        .collect();
+    let spans: Vec<&Value> = decoded
+        .iter()
+        .filter(|m| m["signal"] == "traces")
+        .inspect(|m| assert_eq!(m["resource"]["service.name"], "db-test"))
+        .flat_map(|m| m["spans"].as_array().unwrap())
+        .collect();
+    assert_eq!(spans.len(), slow.len(), "{spans:#?}");
+    for (span, (text, ms)) in spans.iter().zip(slow) {
+        assert_eq!(span["name"], "postgresql");
+        assert_eq!(span["attributes"]["db.query.text"], text, "{span}");
+        assert_eq!(span["attributes"]["db.system.name"], "postgresql");
+        let pid = span["attributes"]["process.pid"].as_i64().unwrap();
+        // A backend is a process of one thread.
+        assert!(pid > 0 && span["attributes"]["thread.id"] == pid, "{span}");
+        let took = (span["end"].as_u64().unwrap() - span["start"].as_u64().unwrap()) as f64 / 1e6;
+        assert!(took >= ms && took < ms + 150.0, "{text} took {took} ms");
+    }
 }

@@ -28,7 +28,10 @@ const DBSLOWER: &str = include_str!("dbslower.bt");
     sdt dbslower mysql -m 1000            MySQL or MariaDB, as BCC's dbslower takes it\n\n\
     A query is timed from query__start to query__done in the thread that\n\
     runs it. The query text is cut at 256 bytes. A query without a done\n\
-    (PostgreSQL reports none for a query that fails) is counted, not timed.")]
+    (PostgreSQL reports none for a query that fails) is counted, not timed.\n\
+    With --otlp, each slow query is also sent as a span named after the\n\
+    engine's provider, with db.system.name, db.query.text, process.pid\n\
+    and thread.id.")]
 pub struct DbslowerArgs {
     /// The server: postgres (or postgresql), mysql or mariadb (default:
     /// postgres, or what -x, -p or -c runs).
@@ -52,6 +55,9 @@ pub struct DbslowerArgs {
     /// for MySQL, mariadbd or mysqld in PATH).
     #[arg(short = 'x', long = "exe", value_name = "PATH")]
     exe: Option<PathBuf>,
+
+    #[command(flatten)]
+    spans: crate::fleet::SpanArgs,
 }
 
 /// A database server's probes.
@@ -119,7 +125,13 @@ pub fn run(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
         ],
     );
     let json = args.target.json;
+    let pusher = args.spans.start()?;
     let mut table = Queries {
+        spans: pusher.as_ref().map(|p| QuerySpans {
+            sender: p.spans(),
+            system: engine.provider(),
+            wall_offset: sdt_otlp::span::wall_offset(),
+        }),
         json,
         first_ns: None,
         header: false,
@@ -141,6 +153,7 @@ pub fn run(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
         TEXT_LEN,
     )?;
     table.unpaired.report(json);
+    crate::fleet::report_push(pusher.map(|p| p.finish(std::time::Duration::from_secs(2))));
     Ok(status)
 }
 
@@ -193,18 +206,50 @@ fn server(args: &DbslowerArgs, engine: Option<Engine>) -> anyhow::Result<PathBuf
 }
 
 struct Queries {
+    /// Where slow queries also go as spans (`--otlp`).
+    spans: Option<QuerySpans>,
     json: bool,
     first_ns: Option<i128>,
     header: bool,
     unpaired: UnpairedSpans,
 }
 
+/// Slow queries as OpenTelemetry spans.
+struct QuerySpans {
+    sender: sdt_otlp::SpanSender,
+    /// `db.system.name`: `postgresql` or `mysql`.
+    system: &'static str,
+    /// `CLOCK_REALTIME - CLOCK_MONOTONIC`.
+    wall_offset: i128,
+}
+
+impl QuerySpans {
+    fn send(&self, pid: i128, tid: i128, start: i128, took: i128, query: &str) {
+        use sdt_otlp::span::Attribute;
+        let unix = |t: i128| u64::try_from(t + self.wall_offset).unwrap_or(0);
+        self.sender.send(sdt_otlp::Span {
+            name: self.system.to_string(),
+            start_unix_ns: unix(start),
+            end_unix_ns: unix(start + took),
+            pid: pid as u32,
+            tid: tid as u32,
+            attributes: vec![
+                ("db.system.name".into(), Attribute::Str(self.system.into())),
+                ("db.query.text".into(), Attribute::Str(query.into())),
+            ],
+        });
+    }
+}
+
 impl Receiver for &mut Queries {
     fn printf(&mut self, _: u32, args: Vec<Datum>) {
-        let [pid, start, took, query] = args.as_slice() else {
+        let [pid, start, took, query, tid] = args.as_slice() else {
             return;
         };
         let (start, took) = (start.int(), took.int());
+        if let Some(spans) = &self.spans {
+            spans.send(pid.int(), tid.int(), start, took, &query.text());
+        }
         let first = *self.first_ns.get_or_insert(start);
         let mut out = io::stdout().lock();
         if self.json {
