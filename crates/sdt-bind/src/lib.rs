@@ -367,7 +367,7 @@ fn trace_error(e: sdt_trace::Error, spec: &AttachSpec, span: Span) -> (Diagnosti
                 span,
                 format!("Offset outside the function bounds ('{function}' size is {size})"),
             )
-            .label(format!("offset {offset} is past the end of {function}")),
+            .label(format!("{function} is {size} bytes long; offset {offset} is past its end")),
             false,
         ),
         sdt_trace::Error::SizeUnknown { function } => (

@@ -329,9 +329,18 @@ pub fn glob_files(pattern: &str) -> Result<Vec<PathBuf>, Error> {
         spec: pattern.to_string(),
         why: e.msg.to_string(),
     })?;
+    // The glob crate drops a leading `./`; names are shown as written.
+    let here = pattern.starts_with("./");
     Ok(paths
         .filter_map(Result::ok)
         .filter(|p| p.is_file())
+        .map(|p| {
+            if here && p.is_relative() && !p.starts_with(".") {
+                Path::new(".").join(p)
+            } else {
+                p
+            }
+        })
         .collect())
 }
 
