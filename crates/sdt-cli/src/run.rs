@@ -665,10 +665,13 @@ impl Run<'_> {
             return Ok(ExitCode::SUCCESS);
         }
 
+        let notify = std::env::var_os(NOTIFY).is_some();
         let buffering = match args.buffering.as_deref() {
             Some("none") => Buffering::None,
             Some("full") => Buffering::Full,
             Some(_) => Buffering::Line,
+            // BEGIN's output waits in the buffer for the notification.
+            None if notify => Buffering::Full,
             None if args.output.is_none() && io::stdout().is_terminal() => Buffering::Line,
             None => Buffering::Full,
         };
@@ -706,12 +709,11 @@ impl Run<'_> {
             }
             runner.runtime().flush();
         }
-        let notify = std::env::var_os(NOTIFY).is_some();
-        let attached = |runner: &mut Runner<'_>, _: usize| {
+        let attached = |_: &mut Runner<'_>, _: usize| {
             if notify {
-                // After what BEGIN printed, on standard output whatever -o
-                // says, as bpftrace prints it.
-                runner.runtime().flush();
+                // Before what BEGIN printed, which is still buffered, and
+                // on standard output whatever -o says, as bpftrace prints
+                // it: bpftrace prints BEGIN's output once it has attached.
                 let mut stdout = io::stdout().lock();
                 let _ = writeln!(stdout, "{NOTIFY}");
                 let _ = stdout.flush();

@@ -357,7 +357,7 @@ fn info_reports_what_sdt_supports() {
 // ------------------------------------------------------ with privileges
 
 /// With `__BPFTRACE_NOTIFY_PROBES_ATTACHED` set, that word is a line of
-/// standard output once every probe is attached: after BEGIN's output,
+/// standard output once every probe is attached: before BEGIN's output,
 /// and on standard output also with `-o`. Also `--verify-llvm-ir`.
 #[test]
 fn the_attach_notification() {
@@ -368,9 +368,10 @@ fn the_attach_notification() {
     let out = case.run_env(&["--verify-llvm-ir", "-e", program], &[(NOTIFY, "1")]);
     assert_status(&out, 0, "notify");
     let stdout = lines(&out.stdout);
+    // As bpftrace: BEGIN's output comes once the probes are attached.
     assert_eq!(
         stdout[..3],
-        ["Attaching 2 probes...", "begin", NOTIFY],
+        ["Attaching 2 probes...", NOTIFY, "begin"],
         "{stdout:?}"
     );
     let out = case.run_env(&["-o", "out.txt", "-e", program], &[(NOTIFY, "1")]);
@@ -545,13 +546,13 @@ fn uprobe_places_that_cannot_be_checked() {
     assert_status(&out, 0, "_init with --unsafe");
     let out = case.run(&["-e", "uprobe:./ticker:work+1000 { }"]);
     assert!(
-        text(&out.stderr).contains("ERROR: Offset outside the function bounds ('work' size is 4)"),
+        lines(&out.stderr)[0] == "ERROR: Offset outside the function bounds ('work' size is 4)",
         "{}",
         text(&out.stderr)
     );
     let out = case.run(&["-e", "uprobe:./ticker:10 { }"]);
     assert!(
-        text(&out.stderr).contains("ERROR: Could not resolve address: ./ticker:0xa"),
+        lines(&out.stderr)[0] == "ERROR: Could not resolve address: ./ticker:0xa",
         "{}",
         text(&out.stderr)
     );

@@ -37,8 +37,23 @@ pub fn print(diagnostics: &Diagnostics, as_bpftrace: bool, name: &str, source: &
     let _ = stderr.flush();
 }
 
+/// Errors bpftrace finds when it attaches, and reports without a place
+/// in the script: their first line is `ERROR: message` alone.
+const FOUND_WHEN_ATTACHING: &[&str] = &[
+    "Could not resolve address",
+    "Offset outside the function bounds",
+    "Could not determine boundary",
+];
+
 /// `stdin:1:12-26: ERROR: message`, as bpftrace words the first line.
 pub fn bpftrace_line(d: &Diagnostic, name: &str, source: &str) -> String {
+    let kind = if d.warning { "WARNING" } else { "ERROR" };
+    if FOUND_WHEN_ATTACHING
+        .iter()
+        .any(|start| d.message.starts_with(start))
+    {
+        return format!("{kind}: {}", d.message);
+    }
     let (line, column) = line_column(source, d.span.start as usize);
     let (end_line, end_column) = line_column(source, d.span.end as usize);
     let place = if end_line == line {
@@ -46,7 +61,6 @@ pub fn bpftrace_line(d: &Diagnostic, name: &str, source: &str) -> String {
     } else {
         format!("{line}-{end_line}")
     };
-    let kind = if d.warning { "WARNING" } else { "ERROR" };
     format!("{name}:{place}: {kind}: {}", d.message)
 }
 
