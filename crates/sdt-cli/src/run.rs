@@ -215,6 +215,11 @@ pub struct RunArgs {
     #[arg(short = 'b', long = "btf", hide = true)]
     btf: bool,
 
+    /// Accepted for bpftrace compatibility and does nothing: the file
+    /// lists kernel functions, and sdt traces user space.
+    #[arg(long, value_name = "FILE")]
+    traceable_functions: Option<PathBuf>,
+
     /// Attach with this kernel mechanism: uprobe-multi, perf-link or
     /// perf-ioctl (for testing the paths older kernels take).
     #[arg(long, value_name = "MECHANISM", value_parser = crate::parse_mechanism, hide_short_help = true)]

@@ -139,14 +139,15 @@ const OLD_VARIABLES: &[(&str, &str)] = &[
     ("BPFTRACE_CAT_BYTES_MAX", "max_cat_bytes"),
 ];
 
-/// The licences the kernel takes as GPL-compatible.
+/// The licences the kernel takes as GPL-compatible, in the order
+/// bpftrace lists them.
 const LICENSES: &[&str] = &[
-    "GPL",
-    "GPL v2",
-    "GPL and additional rights",
-    "Dual BSD/GPL",
     "Dual MIT/GPL",
+    "Dual BSD/GPL",
     "Dual MPL/GPL",
+    "GPL and additional rights",
+    "GPL v2",
+    "GPL",
 ];
 
 /// A value as written in a config block or the environment.
@@ -439,7 +440,7 @@ mod tests {
             ["bad_config: not a known configuration option"]
         );
         assert!(errors("config = { license = \"Potato\" } BEGIN {}")[0]
-            .starts_with("Invalid value for license. Found: Potato. Valid values: GPL,"));
+            .starts_with("Invalid value for license. Found: Potato. Valid values: Dual MIT/GPL,"));
         assert_eq!(
             errors("config = { max_strlen = abc; missing_probes = 2; vmlinux = 1 } BEGIN {}"),
             [
