@@ -123,6 +123,14 @@ pub fn check(
     options: &CheckOptions,
     objects: &mut dyn Objects,
 ) -> Result<Program, Diagnostics> {
+    if let Some(import) = script.imports.first() {
+        return Err(Diagnostic::error(
+            import.span,
+            format!("import \"{}\": sdt does not import files", import.path),
+        )
+        .hint("sdt compiles one script with no C compiler: paste the file's macros, probes and C definitions into this one")
+        .into());
+    }
     let mut checker = Checker::new(script, options, objects)?;
     // Learn map types until nothing changes, then check for real.
     for _ in 0..64 {
