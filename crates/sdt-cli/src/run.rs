@@ -15,10 +15,9 @@ use sdt_lang::diag::Diagnostics;
 use sdt_output::{Format, Losses, Sink};
 use sdt_runtime::run::{RunOptions, Runner, Summary};
 use sdt_script::Compilation;
-use sdt_trace::Scope;
 
 use self::output::{Buffering, Output};
-use crate::traced::Traced;
+use sdt_runtime::traced::Traced;
 
 const AFTER_HELP: &str = "\
 PROBES:
@@ -79,7 +78,7 @@ pub struct RunArgs {
 
     /// Run CMD (split like a shell would), trace it and the processes it
     /// starts, and exit with its exit status when it ends.
-    #[arg(short = 'c', value_name = "CMD", long_help = crate::traced::COMMAND_HELP)]
+    #[arg(short = 'c', value_name = "CMD", long_help = crate::COMMAND_HELP)]
     command: Option<String>,
 
     /// Trace only the -p or -c process itself, not the processes it starts.
@@ -233,10 +232,7 @@ fn start_and_run(
             allow_unsafe: args.allow_unsafe,
             internal: false,
         },
-        scope: Scope {
-            pid: traced.pid,
-            default_target: traced.program.clone(),
-        },
+        scope: traced.scope(),
         mechanism,
         codegen: sdt_codegen::Options {
             wake_at: args.buffer_size / 8,
@@ -342,7 +338,7 @@ fn report_losses(summary: &Summary, sink: &mut dyn Sink) {
     }
 }
 
-fn parse_format(name: &str) -> Result<Format, String> {
+pub(crate) fn parse_format(name: &str) -> Result<Format, String> {
     Format::named(name).ok_or_else(|| {
         let names: Vec<&str> = Format::ALL.iter().map(|(n, _)| *n).collect();
         format!(

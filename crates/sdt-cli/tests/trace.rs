@@ -221,6 +221,59 @@ fn cpython_function_entry_counts_every_call() {
     assert_eq!(summary["lost"], 0);
 }
 
+/// A `-c` command that is a script runs as the kernel runs it: named by
+/// its path or found in `PATH`, it runs the interpreter of its `#!` line
+/// (here through `env`), and a probe that names no file is looked for in
+/// that interpreter. Both ways, one event per call of fib: fib(15) makes
+/// 1,973 calls.
+#[test]
+fn a_script_command_is_traced_in_its_interpreter() {
+    let python = Path::new("/usr/bin/python3.11");
+    if !require(python.exists(), "Debian's /usr/bin/python3.11") || !sdt_testing::require_root() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("trace-script");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/trace/fib.py");
+    let script = dir.join("fib-script");
+    let text = std::fs::read_to_string(fixture).unwrap();
+    std::fs::write(&script, format!("#!/usr/bin/env python3.11\n{text}")).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let events_file = dir.join("events.ndjson");
+    for command in ["./fib-script 15", "fib-script 15"] {
+        let out = sdt()
+            .env("PATH", format!("{}:/usr/bin:/bin", dir.display()))
+            .current_dir(&dir)
+            .args(["trace", "--json", "-o"])
+            .arg(&events_file)
+            .args([
+                "-s",
+                "0",
+                "-s",
+                "1",
+                "-c",
+                command,
+                "python:function__entry",
+            ])
+            .output()
+            .expect("run sdt");
+        assert_no_panic(&out);
+        assert!(
+            out.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (events, summary) = parse_json_lines(&std::fs::read(&events_file).unwrap());
+        let fib = events.iter().filter(|e| e["args"][1] == "fib").count();
+        assert_eq!(fib, 1973, "{command}: one event per call of fib");
+        assert!(
+            events.iter().all(|e| e["path"] == "/usr/bin/python3.11"),
+            "{command}: the interpreter's probes"
+        );
+        assert_eq!(summary["lost"], 0);
+    }
+}
+
 /// A running `semaprog`, whose every line says "SEMAPHORE FIRED INDEX".
 struct Ticker {
     child: Child,
