@@ -209,11 +209,9 @@ pub struct FlowArgs {
 }
 
 pub fn flow(args: FlowArgs) -> anyhow::Result<ExitCode> {
-    let options = flow::Options {
-        class: args.class,
-        method: args.method,
-    };
-    flow::run(&args.common.with_pid(args.pid).tools(), &options)
+    let (class, method) = (args.class, args.method);
+    let common = args.common.with_pid(args.pid).tools();
+    flow::run(&common, &flow::Options { class, method })
 }
 
 #[derive(Args, Debug)]
@@ -253,20 +251,25 @@ pub struct UgcArgs {
 }
 
 pub fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
-    let options = gc::Options {
-        min_ms: args.min_ms,
-        milliseconds: false,
-    };
-    gc::run(&args.common.with_pid(args.pid).tools(), &options)
+    gc_in(args.common.with_pid(args.pid), args.min_ms, false)
 }
 
 /// `ugc`: BCC's options (`-m` is the unit there, `-M` the minimum).
 fn ugc(args: UgcArgs) -> anyhow::Result<ExitCode> {
+    gc_in(
+        args.common.with_pid(args.pid),
+        args.min_ms,
+        args.milliseconds,
+    )
+}
+
+/// `gc` with its options, however they were given.
+fn gc_in(common: Common, min_ms: Option<u64>, milliseconds: bool) -> anyhow::Result<ExitCode> {
     let options = gc::Options {
-        min_ms: args.min_ms,
-        milliseconds: args.milliseconds,
+        min_ms,
+        milliseconds,
     };
-    gc::run(&args.common.with_pid(args.pid).tools(), &options)
+    gc::run(&common.tools(), &options)
 }
 
 #[derive(Args, Debug)]
@@ -308,22 +311,29 @@ pub struct UobjnewArgs {
 }
 
 pub fn objnew(args: ObjnewArgs) -> anyhow::Result<ExitCode> {
-    let options = objnew::Options {
-        top: args.top_count,
-        interval: args.every.interval,
-        count: args.every.count,
-    };
-    objnew::run(&args.common.tools(), &options)
+    let Every { interval, count } = args.every;
+    objnew_in(args.common, args.top_count, interval, count)
 }
 
 /// `uobjnew`: BCC's positional PID, then its INTERVAL.
 fn uobjnew(args: UobjnewArgs) -> anyhow::Result<ExitCode> {
+    let common = args.common.with_pid(args.pid);
+    objnew_in(common, args.top_count, args.interval, None)
+}
+
+/// `objnew` with its options, however they were given.
+fn objnew_in(
+    common: Common,
+    top: Option<usize>,
+    interval: Option<u64>,
+    count: Option<u64>,
+) -> anyhow::Result<ExitCode> {
     let options = objnew::Options {
-        top: args.top_count,
-        interval: args.interval,
-        count: None,
+        top,
+        interval,
+        count,
     };
-    objnew::run(&args.common.with_pid(args.pid).tools(), &options)
+    objnew::run(&common.tools(), &options)
 }
 
 #[derive(Args, Debug)]
@@ -436,13 +446,8 @@ pub struct ReadlineArgs {
     /// The file whose `readline` is probed: bash (default: bash in
     /// PATH), or the libreadline.so a bash built with the system's
     /// readline loads (`-s` as in BCC's bashreadline).
-    #[arg(
-        short = 'x',
-        long = "exe",
-        short_alias = 's',
-        alias = "shared",
-        value_name = "PATH"
-    )]
+    #[arg(short = 'x', long = "exe", value_name = "PATH")]
+    #[arg(short_alias = 's', alias = "shared")]
     exe: Option<PathBuf>,
 }
 

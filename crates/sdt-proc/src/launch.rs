@@ -259,22 +259,26 @@ mod tests {
         assert_eq!(missing, "cannot run `sh`: not found in PATH");
     }
 
+    /// What a script `name` in `dir` with `text` starts, read by its path.
+    fn launched(dir: &Path, name: &str, text: &str) -> Launch {
+        read(&script(dir, name, text).to_string_lossy()).unwrap()
+    }
+
     #[test]
     fn shebangs_are_followed_through_env_and_env_s() {
         let dir = tempfile::tempdir().unwrap();
-        let plain = script(dir.path(), "plain", "#!/bin/sh\necho\n");
-        let launch = read(&plain.to_string_lossy()).unwrap();
+        let launch = launched(dir.path(), "plain", "#!/bin/sh\necho\n");
         assert_eq!(launch.program.as_deref(), Some(Path::new("/bin/sh")));
         assert_eq!(launch.names, ["plain", "sh"]);
-        assert_eq!(launch.files, [plain.clone(), PathBuf::from("/bin/sh")]);
+        let plain = dir.path().join("plain");
+        assert_eq!(launch.files, [plain, PathBuf::from("/bin/sh")]);
 
-        let via_env = script(dir.path(), "via-env", "#!/usr/bin/env sh\necho\n");
-        let launch = read(&via_env.to_string_lossy()).unwrap();
+        let launch = launched(dir.path(), "via-env", "#!/usr/bin/env sh\necho\n");
         assert_eq!(launch.program, Some(sh()));
         assert_eq!(launch.names, ["via-env", "sh"]);
 
-        let split = script(dir.path(), "split", "#!/usr/bin/env -S FOO=1 sh -e\necho\n");
-        let launch = read(&split.to_string_lossy()).unwrap();
+        let text = "#!/usr/bin/env -S FOO=1 sh -e\necho\n";
+        let launch = launched(dir.path(), "split", text);
         assert_eq!(launch.program, Some(sh()));
         assert_eq!(launch.assignments, [("FOO".into(), "1".into())]);
     }
@@ -282,8 +286,7 @@ mod tests {
     #[test]
     fn a_file_without_shebang_runs_under_sh_as_execvp_runs_it() {
         let dir = tempfile::tempdir().unwrap();
-        let bare = script(dir.path(), "bare", "echo hello\n");
-        let launch = read(&bare.to_string_lossy()).unwrap();
+        let launch = launched(dir.path(), "bare", "echo hello\n");
         assert_eq!(launch.program.as_deref(), Some(Path::new("/bin/sh")));
     }
 

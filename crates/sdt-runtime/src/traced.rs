@@ -124,7 +124,7 @@ impl Traced {
     /// A `-c` command that still runs when the run stops for another
     /// reason is sent SIGTERM at once, as bpftrace does, and SIGKILL once
     /// END and the maps are printed if it has not ended within
-    /// [`COMMAND_GRACE`]. From the stop on, another stop signal ends sdt at
+    /// `COMMAND_GRACE`. From the stop on, another stop signal ends sdt at
     /// once (killing the command), whatever it is doing.
     pub fn run<'c>(
         mut self,

@@ -4,7 +4,7 @@
 //! Counting needs only the entries. Timing pairs each return with its
 //! entry, in the kernel, by what identifies the function rather than by
 //! depth alone (see `programs/calls_latency.bt` and
-//! [`Frame`](crate::runtimes::Frame)): a return without an entry, or an
+//! [`Frame`]): a return without an entry, or an
 //! entry without a return, is counted on its own and shown under the
 //! table, and the calls around it are still timed exactly.
 
@@ -17,46 +17,19 @@ use crate::execute::{interval_block, Job, Reports};
 use crate::pairing::{method_name, Unpaired};
 use crate::report::{unsigned, Report};
 use crate::runtimes::{Frame, Probes};
-use crate::{Common, Tool, Traces, NAME_LEN};
+use crate::{Common, Tool, Traces};
 
 pub const TOOL: Tool = Tool {
-    name: "calls",
-    bcc: "ucalls",
-    summary: "Count method calls (with -L: and the time spent in them) of a Java, Python, Ruby or PHP program, by class and method",
-    program: include_str!("programs/calls.bt"),
-    traces: Traces::Runtime(Probes::Methods),
-    strlen: NAME_LEN,
     columns: &[
         Column::text("METHOD").width(50),
         Column::json("class"),
         Column::json("method"),
         Column::both("calls", "# CALLS").width(8).right(),
     ],
+    summary: "Count method calls (with -L: and the time spent in them) of a Java, Python, Ruby or PHP program, by class and method",
+    program: include_str!("programs/calls.bt"),
+    ..Tool::new("calls", "ucalls", Traces::Runtime(Probes::Methods))
 };
-
-/// The program of `-L`, which pairs and times the calls.
-const LATENCY: &str = include_str!("programs/calls_latency.bt");
-
-/// The columns `-L` adds: the time spent in the calls.
-const TIME: [Column; 2] = [
-    Column::json("total_ns"),
-    Column::text("TIME (us)").width(16).right().decimals(2),
-];
-
-/// `calls`' own options.
-#[derive(Clone, Debug, Default)]
-pub struct Options {
-    /// Also time each call; sort by total time.
-    pub latency: bool,
-    /// Show only the top N methods.
-    pub top: Option<usize>,
-    /// Times in milliseconds instead of microseconds.
-    pub milliseconds: bool,
-    /// Print a report every INTERVAL seconds (default: once, at the end).
-    pub interval: Option<u64>,
-    /// Stop after COUNT reports.
-    pub count: Option<u64>,
-}
 
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     let report = if options.latency {
@@ -99,6 +72,30 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         reports: reports.clone(),
     };
     job.stopping(&reports).run(table)
+}
+
+/// The program of `-L`, which pairs and times the calls.
+const LATENCY: &str = include_str!("programs/calls_latency.bt");
+
+/// The columns `-L` adds: the time spent in the calls.
+const TIME: [Column; 2] = [
+    Column::json("total_ns"),
+    Column::text("TIME (us)").width(16).right().decimals(2),
+];
+
+/// `calls`' own options.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Also time each call; sort by total time.
+    pub latency: bool,
+    /// Show only the top N methods.
+    pub top: Option<usize>,
+    /// Times in milliseconds instead of microseconds.
+    pub milliseconds: bool,
+    /// Print a report every INTERVAL seconds (default: once, at the end).
+    pub interval: Option<u64>,
+    /// Stop after COUNT reports.
+    pub count: Option<u64>,
 }
 
 /// The placeholders of `calls_latency.bt` that keep a frame's identity,

@@ -16,15 +16,9 @@ use sdt_output::{Cell, Column};
 use crate::execute::{fill, Job};
 use crate::pairing::UnpairedSpans;
 use crate::report::{unsigned, Rows};
-use crate::{Common, Tool, Traces, TEXT_LEN};
+use crate::{Common, Tool, Traces};
 
 pub const TOOL: Tool = Tool {
-    name: "dbslower",
-    bcc: "dbslower",
-    summary: "Show PostgreSQL or MySQL/MariaDB queries slower than a threshold, with their duration and text",
-    program: include_str!("programs/dbslower.bt"),
-    traces: Traces::Programs,
-    strlen: TEXT_LEN,
     columns: &[
         Column::json("start_ns"),
         Column::text("TIME(s)").width(12).decimals(6),
@@ -33,54 +27,10 @@ pub const TOOL: Tool = Tool {
         Column::text("MS").width(10).right().decimals(3),
         Column::both("query", "QUERY"),
     ],
+    summary: "Show PostgreSQL or MySQL/MariaDB queries slower than a threshold, with their duration and text",
+    program: include_str!("programs/dbslower.bt"),
+    ..Tool::new("dbslower", "dbslower", Traces::Programs)
 };
-
-/// `dbslower`'s own options.
-#[derive(Clone, Debug, Default)]
-pub struct Options {
-    /// The server (default: PostgreSQL, or what `exe`, `-p` or `-c`
-    /// runs).
-    pub engine: Option<Engine>,
-    /// Show queries that took at least this many milliseconds.
-    pub threshold_ms: u64,
-    /// The server program (default: the `-p` process's, the one the `-c`
-    /// command runs, or the newest `/usr/lib/postgresql/*/bin/postgres`;
-    /// for MySQL, `mariadbd` or `mysqld` in `PATH`).
-    pub exe: Option<PathBuf>,
-}
-
-/// A database server's probes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Engine {
-    Postgres,
-    Mysql,
-}
-
-impl Engine {
-    /// The server BCC's `dbslower` names so: `postgres` (or
-    /// `postgresql`), `mysql` or `mariadb`.
-    pub fn named(name: &str) -> Option<Engine> {
-        match name {
-            "postgres" | "postgresql" => Some(Engine::Postgres),
-            "mysql" | "mariadb" => Some(Engine::Mysql),
-            _ => None,
-        }
-    }
-
-    fn provider(self) -> &'static str {
-        match self {
-            Engine::Postgres => "postgresql",
-            Engine::Mysql => "mysql",
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Engine::Postgres => "PostgreSQL",
-            Engine::Mysql => "MySQL/MariaDB",
-        }
-    }
-}
 
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     let named = options.engine;
@@ -154,6 +104,53 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
             "queries that began before tracing did",
         ),
     )))
+}
+
+/// `dbslower`'s own options.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The server (default: PostgreSQL, or what `exe`, `-p` or `-c`
+    /// runs).
+    pub engine: Option<Engine>,
+    /// Show queries that took at least this many milliseconds.
+    pub threshold_ms: u64,
+    /// The server program (default: the `-p` process's, the one the `-c`
+    /// command runs, or the newest `/usr/lib/postgresql/*/bin/postgres`;
+    /// for MySQL, `mariadbd` or `mysqld` in `PATH`).
+    pub exe: Option<PathBuf>,
+}
+
+/// A database server's probes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Postgres,
+    Mysql,
+}
+
+impl Engine {
+    /// The server BCC's `dbslower` names so: `postgres` (or
+    /// `postgresql`), `mysql` or `mariadb`.
+    pub fn named(name: &str) -> Option<Engine> {
+        match name {
+            "postgres" | "postgresql" => Some(Engine::Postgres),
+            "mysql" | "mariadb" => Some(Engine::Mysql),
+            _ => None,
+        }
+    }
+
+    fn provider(self) -> &'static str {
+        match self {
+            Engine::Postgres => "postgresql",
+            Engine::Mysql => "mysql",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Engine::Postgres => "PostgreSQL",
+            Engine::Mysql => "MySQL/MariaDB",
+        }
+    }
 }
 
 /// The server program to trace.

@@ -179,7 +179,7 @@ impl<'a> Job<'a> {
         let options = sdt_script::Options {
             check: CheckOptions {
                 params: Vec::new(),
-                strlen: tool.strlen,
+                strlen: tool.strlen(),
                 allow_unsafe: false,
                 internal: false,
             },

@@ -19,15 +19,9 @@ use crate::execute::Job;
 use crate::pairing::{self, method_name, thread_alive, Unpaired};
 use crate::report::{unsigned, Clock, Report};
 use crate::runtimes::Probes;
-use crate::{Common, Tool, Traces, NAME_LEN};
+use crate::{Common, Tool, Traces};
 
 pub const TOOL: Tool = Tool {
-    name: "flow",
-    bcc: "uflow",
-    summary: "Show each method entry and return of a Java, Python, Ruby or PHP program, indented by call depth, per thread",
-    program: include_str!("programs/flow.bt"),
-    traces: Traces::Runtime(Probes::Methods),
-    strlen: NAME_LEN,
     // Text shows the tree (indentation, arrow, name); JSON its parts.
     columns: &[
         Column::json("event"),
@@ -40,7 +34,15 @@ pub const TOOL: Tool = Tool {
         Column::json("method"),
         Column::text("METHOD"),
     ],
+    summary: "Show each method entry and return of a Java, Python, Ruby or PHP program, indented by call depth, per thread",
+    program: include_str!("programs/flow.bt"),
+    ..Tool::new("flow", "uflow", Traces::Runtime(Probes::Methods))
 };
+
+pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
+    let job = Job::on_runtime(&TOOL, common, TOOL.program, |_| Vec::new())?;
+    job.run(Flow::new(options))
+}
 
 /// `flow`'s own options.
 #[derive(Clone, Debug, Default)]
@@ -50,11 +52,6 @@ pub struct Options {
     pub class: Option<String>,
     /// Show only methods whose name starts with this.
     pub method: Option<String>,
-}
-
-pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
-    let job = Job::on_runtime(&TOOL, common, TOOL.program, |_| Vec::new())?;
-    job.run(Flow::new(options))
 }
 
 /// An open call.

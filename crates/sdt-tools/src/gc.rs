@@ -8,15 +8,9 @@ use crate::execute::Job;
 use crate::pairing::UnpairedSpans;
 use crate::report::{unsigned, Rows};
 use crate::runtimes::Probes;
-use crate::{Common, Tool, Traces, NAME_LEN};
+use crate::{Common, Tool, Traces};
 
 pub const TOOL: Tool = Tool {
-    name: "gc",
-    bcc: "ugc",
-    summary: "Show each garbage collection of a Java, Python or Ruby program, with its duration",
-    program: include_str!("programs/gc.bt"),
-    traces: Traces::Runtime(Probes::Collections),
-    strlen: NAME_LEN,
     columns: &[
         Column::both("pid", "PID").width(7),
         Column::both("tid", "TID").width(7),
@@ -25,16 +19,10 @@ pub const TOOL: Tool = Tool {
         Column::json("duration_ns"),
         Column::text("TIME(us)").width(12).right().decimals(2),
     ],
+    summary: "Show each garbage collection of a Java, Python or Ruby program, with its duration",
+    program: include_str!("programs/gc.bt"),
+    ..Tool::new("gc", "ugc", Traces::Runtime(Probes::Collections))
 };
-
-/// `gc`'s own options.
-#[derive(Clone, Debug, Default)]
-pub struct Options {
-    /// Show only collections that took at least this many milliseconds.
-    pub min_ms: Option<u64>,
-    /// Durations in milliseconds instead of microseconds.
-    pub milliseconds: bool,
-}
 
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     let job = Job::on_runtime(&TOOL, common, TOOL.program, |_| Vec::new())?;
@@ -72,4 +60,13 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
             "collections that began before tracing did",
         ),
     )))
+}
+
+/// `gc`'s own options.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Show only collections that took at least this many milliseconds.
+    pub min_ms: Option<u64>,
+    /// Durations in milliseconds instead of microseconds.
+    pub milliseconds: bool,
 }

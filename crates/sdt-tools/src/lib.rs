@@ -59,17 +59,40 @@ pub struct Tool {
     /// The BCC tool it stands for, whose command line it takes when the
     /// binary is run under that name: `ucalls`.
     pub bcc: &'static str,
+    /// Whose probes it traces.
+    pub traces: Traces,
     /// What it shows, in one sentence without its period (as `--help`
     /// shows it).
     pub summary: &'static str,
     /// Its program, with `{{PLACEHOLDERS}}` for the probes and options.
     pub program: &'static str,
-    /// Whose probes it traces.
-    pub traces: Traces,
-    /// Bytes kept of each string the program reads, NUL included.
-    pub strlen: u32,
     /// Its report's columns, as the default options show them.
     pub columns: &'static [Column],
+}
+
+impl Tool {
+    /// A tool with its names and what it traces, to be completed with
+    /// its summary, program and columns.
+    pub const fn new(name: &'static str, bcc: &'static str, traces: Traces) -> Tool {
+        Tool {
+            name,
+            bcc,
+            traces,
+            summary: "",
+            program: "",
+            columns: &[],
+        }
+    }
+
+    /// Bytes kept of each string its program reads, NUL included: a
+    /// runtime's names of classes, methods and files, or a program's
+    /// texts (a query, a command line).
+    pub fn strlen(&self) -> u32 {
+        match self.traces {
+            Traces::Runtime(_) | Traces::Runtimes => NAME_LEN,
+            Traces::Programs => TEXT_LEN,
+        }
+    }
 }
 
 /// Whose probes a tool traces.
@@ -78,8 +101,11 @@ pub enum Traces {
     /// A language runtime's (found from `-l`, `-p` or `-c`): these of its
     /// probes, which may need switching on (see [`runtimes::switch_on`]).
     Runtime(Probes),
-    /// Programs the tool finds itself: a database server, bash, or every
-    /// runtime installed (`stat`). Nothing is switched on.
+    /// Every runtime installed, or the one `-l`, `-p` or `-c` names, with
+    /// its probes as they are: nothing is switched on (`stat`).
+    Runtimes,
+    /// Programs the tool finds itself (a database server, bash), whose
+    /// probes are always on.
     Programs,
 }
 
@@ -114,6 +140,6 @@ pub struct Common {
 
 /// Bytes kept of each string (NUL included): names of classes and
 /// methods, and Python's file names, which are paths.
-pub const NAME_LEN: u32 = 128;
+const NAME_LEN: u32 = 128;
 /// Bytes kept of a query or a command line.
-pub const TEXT_LEN: u32 = 256;
+const TEXT_LEN: u32 = 256;

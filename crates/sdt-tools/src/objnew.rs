@@ -12,31 +12,17 @@ use sdt_output::{Cell, Column, Datum, MapPrint, Sink, Table};
 use crate::execute::{interval_block, Job, Reports};
 use crate::report::{unsigned, Report};
 use crate::runtimes::Probes;
-use crate::{Common, Tool, Traces, NAME_LEN};
+use crate::{Common, Tool, Traces};
 
 pub const TOOL: Tool = Tool {
-    name: "objnew",
-    bcc: "uobjnew",
-    summary: "Count the objects a Java or Ruby program allocates, by class",
-    program: include_str!("programs/objnew.bt"),
-    traces: Traces::Runtime(Probes::Allocations),
-    strlen: NAME_LEN,
     columns: &[
         Column::both("class", "NAME/TYPE").width(50),
         Column::both("objects", "# ALLOCS").width(10).right(),
     ],
+    summary: "Count the objects a Java or Ruby program allocates, by class",
+    program: include_str!("programs/objnew.bt"),
+    ..Tool::new("objnew", "uobjnew", Traces::Runtime(Probes::Allocations))
 };
-
-/// `objnew`'s own options.
-#[derive(Clone, Debug, Default)]
-pub struct Options {
-    /// Show the N classes allocated most often.
-    pub top: Option<usize>,
-    /// Print a report every INTERVAL seconds (default: once, at the end).
-    pub interval: Option<u64>,
-    /// Stop after COUNT reports.
-    pub count: Option<u64>,
-}
 
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     let interval = interval_block(options.interval, "  print(@objects);\n  clear(@objects);\n");
@@ -49,6 +35,17 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         reports: reports.clone(),
     };
     job.stopping(&reports).run(report)
+}
+
+/// `objnew`'s own options.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Show the N classes allocated most often.
+    pub top: Option<usize>,
+    /// Print a report every INTERVAL seconds (default: once, at the end).
+    pub interval: Option<u64>,
+    /// Stop after COUNT reports.
+    pub count: Option<u64>,
 }
 
 struct Objects {

@@ -8,31 +8,19 @@ use sdt_output::{Cell, Column};
 
 use crate::execute::{fill, Job};
 use crate::report::{unsigned, Rows};
-use crate::{Common, Tool, Traces, TEXT_LEN};
+use crate::{Common, Tool, Traces};
 
 pub const TOOL: Tool = Tool {
-    name: "readline",
-    bcc: "bashreadline",
-    summary: "Show the commands bash reads interactively, with the PID of the shell",
-    program: include_str!("programs/readline.bt"),
-    traces: Traces::Programs,
-    strlen: TEXT_LEN,
     columns: &[
         Column::json("time_ns"),
         Column::text("TIME(s)").width(12).decimals(6),
         Column::both("pid", "PID").width(7),
         Column::both("command", "COMMAND"),
     ],
+    summary: "Show the commands bash reads interactively, with the PID of the shell",
+    program: include_str!("programs/readline.bt"),
+    ..Tool::new("readline", "bashreadline", Traces::Programs)
 };
-
-/// `readline`'s own options.
-#[derive(Clone, Debug, Default)]
-pub struct Options {
-    /// The file whose `readline` is probed: bash (default: bash in
-    /// `PATH`), or the libreadline.so a bash built with the system's
-    /// readline loads.
-    pub exe: Option<PathBuf>,
-}
 
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     let bash = match &options.exe {
@@ -59,4 +47,13 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
             Cell::Text(line.to_text()),
         ])
     }))
+}
+
+/// `readline`'s own options.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The file whose `readline` is probed: bash (default: bash in
+    /// `PATH`), or the libreadline.so a bash built with the system's
+    /// readline loads.
+    pub exe: Option<PathBuf>,
 }

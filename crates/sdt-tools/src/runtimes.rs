@@ -304,45 +304,39 @@ pub fn placeholders(
     probes: Probes,
     objects: &[PathBuf],
 ) -> anyhow::Result<Vec<(&'static str, String)>> {
-    let at = |probe: &str| attach_points(language, objects, probe);
     let missing = |what: &str| anyhow::anyhow!("{} has no {what} probes", language.name);
-    Ok(match probes {
+    // The probes, by placeholder, then the expressions.
+    let (probes, expressions) = match probes {
         Probes::Methods => {
-            let calls = language.calls.as_ref().ok_or_else(|| missing("method"))?;
-            vec![
-                ("ENTRY", at(calls.entry)),
-                ("RETURN", at(calls.ret)),
-                ("CLASS", calls.class.to_string()),
-                ("METHOD", calls.method.to_string()),
-            ]
+            let c = language.calls.as_ref().ok_or_else(|| missing("method"))?;
+            let names = vec![("CLASS", c.class), ("METHOD", c.method)];
+            (vec![("ENTRY", c.entry), ("RETURN", c.ret)], names)
         }
         Probes::Collections => {
-            let gc = language
-                .gc
-                .as_ref()
-                .ok_or_else(|| missing("garbage-collection"))?;
-            vec![("BEGIN", at(gc.begin)), ("END", at(gc.end))]
+            let gc = language.gc.as_ref();
+            let gc = gc.ok_or_else(|| missing("garbage-collection"))?;
+            (vec![("BEGIN", gc.begin), ("END", gc.end)], Vec::new())
         }
         Probes::Allocations => {
-            let alloc = language
+            let a = language
                 .alloc
                 .as_ref()
                 .ok_or_else(|| missing("allocation"))?;
-            vec![
-                ("ALLOC", at(alloc.probe)),
-                ("CLASS", alloc.class.to_string()),
-            ]
+            (vec![("ALLOC", a.probe)], vec![("CLASS", a.class)])
         }
         Probes::Threads => {
-            let threads = language.threads.as_ref().ok_or_else(|| missing("thread"))?;
-            vec![
-                ("START", at(threads.start)),
-                ("STOP", at(threads.stop)),
-                ("ID", threads.id.to_string()),
-                ("NAME", threads.name.to_string()),
-            ]
+            let t = language.threads.as_ref().ok_or_else(|| missing("thread"))?;
+            let id = vec![("ID", t.id), ("NAME", t.name)];
+            (vec![("START", t.start), ("STOP", t.stop)], id)
         }
-    })
+    };
+    let probes = probes
+        .into_iter()
+        .map(|(name, probe)| (name, attach_points(language, objects, probe)));
+    let expressions = expressions
+        .into_iter()
+        .map(|(name, e)| (name, e.to_string()));
+    Ok(probes.chain(expressions).collect())
 }
 
 /// The attach points of `language`'s probe `name` in each of `objects`,
@@ -566,7 +560,7 @@ fn from_program(program: &Path, launch: &Launch) -> Option<Found> {
 }
 
 /// The files of `language` installed on this machine that may hold its
-/// probes (see [`Installed`]); [`with_probes`] keeps those that do.
+/// probes (see [`Installed`]); `with_probes` keeps those that do.
 pub fn installed(language: &Language) -> Vec<PathBuf> {
     let wanted = &language.installed;
     let mut found = Vec::new();

@@ -3,7 +3,7 @@
 //! allocations, class loads, exceptions and thread starts per second.
 //!
 //! On a terminal (standard output and standard input) it is a
-//! full-screen view ([`screen`]), redrawn once an interval. Otherwise (a
+//! full-screen view (`screen`), redrawn once an interval. Otherwise (a
 //! pipe, a file, `--json`) one report is written per interval, in the
 //! format asked for, for logs and pipes.
 
@@ -21,15 +21,9 @@ use self::screen::Screen;
 use crate::execute::{fill, Job, Reports};
 use crate::report::{unsigned, Report};
 use crate::runtimes::{self, Probes, LANGUAGES};
-use crate::{Common, Tool, Traces, NAME_LEN};
+use crate::{Common, Tool, Traces};
 
 pub const TOOL: Tool = Tool {
-    name: "stat",
-    bcc: "ustat",
-    summary: "Watch every process of the language runtimes: method calls, garbage collections, allocations, class loads, exceptions and threads per second",
-    program: include_str!("programs/stat.bt"),
-    traces: Traces::Programs,
-    strlen: NAME_LEN,
     columns: &[
         Column::both("pid", "PID").width(8),
         Column::both("language", "LANG").width(7),
@@ -43,60 +37,10 @@ pub const TOOL: Tool = Tool {
         Column::json("cmdline"),
         Column::text("CMDLINE"),
     ],
+    summary: "Watch every process of the language runtimes: method calls, garbage collections, allocations, class loads, exceptions and threads per second",
+    program: include_str!("programs/stat.bt"),
+    ..Tool::new("stat", "ustat", Traces::Runtimes)
 };
-
-/// A kind of event that `stat` counts.
-struct Kind {
-    /// The map its program counts it in.
-    map: &'static str,
-    /// Its column of rates.
-    column: Column,
-}
-
-const fn rate(key: &'static str, header: &'static str) -> Column {
-    Column::both(key, header).width(9).right().decimals(1)
-}
-
-/// The kinds of event, in column order. `@calls` is printed last in each
-/// report: it closes it.
-const KINDS: [Kind; 6] = [
-    Kind {
-        map: "@gc",
-        column: rate("gc_per_s", "GC/s"),
-    },
-    Kind {
-        map: "@objects",
-        column: rate("objects_per_s", "OBJNEW/s"),
-    },
-    Kind {
-        map: "@classes",
-        column: rate("classes_per_s", "CLOAD/s"),
-    },
-    Kind {
-        map: "@exceptions",
-        column: rate("exceptions_per_s", "EXC/s"),
-    },
-    Kind {
-        map: "@threads",
-        column: rate("threads_per_s", "THR/s"),
-    },
-    Kind {
-        map: "@calls",
-        column: rate("calls_per_s", "METHOD/s"),
-    },
-];
-
-/// The column of method calls, in [`KINDS`]: the default order.
-const CALLS: usize = 5;
-
-/// `stat`'s own options.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Seconds between reports.
-    pub interval: u64,
-    /// Stop after COUNT reports.
-    pub count: Option<u64>,
-}
 
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     let (pid, command) = (common.pid, common.command.as_deref());
@@ -179,6 +123,59 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         reports: Some(reports),
     };
     job.run(view)
+}
+
+/// A kind of event that `stat` counts.
+struct Kind {
+    /// The map its program counts it in.
+    map: &'static str,
+    /// Its column of rates.
+    column: Column,
+}
+
+const fn rate(key: &'static str, header: &'static str) -> Column {
+    Column::both(key, header).width(9).right().decimals(1)
+}
+
+/// The kinds of event, in column order. `@calls` is printed last in each
+/// report: it closes it.
+const KINDS: [Kind; 6] = [
+    Kind {
+        map: "@gc",
+        column: rate("gc_per_s", "GC/s"),
+    },
+    Kind {
+        map: "@objects",
+        column: rate("objects_per_s", "OBJNEW/s"),
+    },
+    Kind {
+        map: "@classes",
+        column: rate("classes_per_s", "CLOAD/s"),
+    },
+    Kind {
+        map: "@exceptions",
+        column: rate("exceptions_per_s", "EXC/s"),
+    },
+    Kind {
+        map: "@threads",
+        column: rate("threads_per_s", "THR/s"),
+    },
+    Kind {
+        map: "@calls",
+        column: rate("calls_per_s", "METHOD/s"),
+    },
+];
+
+/// The column of method calls, in [`KINDS`]: the default order.
+const CALLS: usize = 5;
+
+/// `stat`'s own options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Seconds between reports.
+    pub interval: u64,
+    /// Stop after COUNT reports.
+    pub count: Option<u64>,
 }
 
 /// Counts of the report being built, by `(pid, language)`, one per kind.

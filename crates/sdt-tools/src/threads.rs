@@ -8,15 +8,9 @@ use sdt_output::{Cell, Column};
 use crate::execute::Job;
 use crate::report::{unsigned, Rows};
 use crate::runtimes::Probes;
-use crate::{Common, Tool, Traces, NAME_LEN};
+use crate::{Common, Tool, Traces};
 
 pub const TOOL: Tool = Tool {
-    name: "threads",
-    bcc: "uthreads",
-    summary: "Show the threads of a Java program as they start and stop, with their names",
-    program: include_str!("programs/threads.bt"),
-    traces: Traces::Runtime(Probes::Threads),
-    strlen: NAME_LEN,
     columns: &[
         Column::json("time_ns"),
         Column::text("TIME(s)").width(12).decimals(6),
@@ -25,6 +19,9 @@ pub const TOOL: Tool = Tool {
         Column::both("event", "EVENT").width(6),
         Column::both("name", "NAME"),
     ],
+    summary: "Show the threads of a Java program as they start and stop, with their names",
+    program: include_str!("programs/threads.bt"),
+    ..Tool::new("threads", "uthreads", Traces::Runtime(Probes::Threads))
 };
 
 pub fn run(common: &Common) -> anyhow::Result<ExitCode> {
@@ -33,14 +30,9 @@ pub fn run(common: &Common) -> anyhow::Result<ExitCode> {
         let [kind, pid, id, ns, name] = args else {
             return None;
         };
-        let [time_ns, time_s] = clock.since(ns.as_int(), 1e9);
-        Some(vec![
-            time_ns,
-            time_s,
-            unsigned(pid.as_int()),
-            unsigned(id.as_int()),
-            Cell::Text(kind.to_text()),
-            Cell::Text(name.to_text()),
-        ])
+        let mut row = clock.since(ns.as_int(), 1e9).to_vec();
+        row.extend([pid, id].map(|n| unsigned(n.as_int())));
+        row.extend([kind, name].map(|t| Cell::Text(t.to_text())));
+        Some(row)
     }))
 }
