@@ -13,12 +13,13 @@
 //! or a row of a [`Stream`](sdt_output::Stream) per event.
 //!
 //! What comes in: parsed options ([`Common`] and each tool's own) and a
-//! [`Format`]. What goes out: the reports on standard output in that
-//! format (or `stat`'s full-screen view on a terminal), notes and
-//! warnings on standard error, and the `-c` command's exit status. This
-//! crate must never depend on the command line (`sdt-cli`), which only
-//! parses options and picks the format; it must never format a report
-//! itself either, which is the sink's business.
+//! [`Format`]. What goes out: the reports on standard
+//! output in that format (or `stat`'s full-screen view on a terminal,
+//! which is a view of the last report, not a format), notes and warnings
+//! on standard error, and the `-c` command's exit status. This crate must
+//! never depend on the command line (`sdt-cli`), which only parses options
+//! and picks the format; nor lay out a report itself: a report is data,
+//! and how it looks is the sink's business.
 //!
 //! **Pairing.** Tools that pair an event with a later one (a method's
 //! entry with its return, a collection's start with its end, a query's
@@ -45,9 +46,7 @@ pub mod runtimes;
 pub mod stat;
 pub mod threads;
 
-pub use sdt_output::Format;
-
-use sdt_output::Column;
+use sdt_output::{Column, Format};
 
 use self::runtimes::Probes;
 
