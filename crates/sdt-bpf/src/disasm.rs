@@ -142,7 +142,10 @@ impl Disassembler {
                         .then(|| Helper::from_id(insn.imm).map(Helper::name))
                         .flatten()
                 });
-                format!("call {}#{}", name.unwrap_or("unknown"), insn.imm)
+                match name {
+                    Some(name) => format!("call {name}#{}", insn.imm),
+                    None => format!("call unknown#{}", insn.imm),
+                }
             }
             jmp::EXIT => "exit".to_owned(),
             jmp::JA if insn.class() == class::JMP => format!("goto pc{:+}", insn.off),

@@ -269,6 +269,7 @@ pub enum Helper {
     RingbufQuery = 134,
     ForEachMapElem = 164,
     GetAttachCookie = 174,
+    Loop = 181,
     MapLookupPercpuElem = 195,
 }
 
@@ -301,6 +302,7 @@ impl Helper {
         Helper::RingbufQuery,
         Helper::ForEachMapElem,
         Helper::GetAttachCookie,
+        Helper::Loop,
         Helper::MapLookupPercpuElem,
     ];
 
@@ -343,6 +345,7 @@ impl Helper {
             Helper::RingbufQuery => "bpf_ringbuf_query",
             Helper::ForEachMapElem => "bpf_for_each_map_elem",
             Helper::GetAttachCookie => "bpf_get_attach_cookie",
+            Helper::Loop => "bpf_loop",
             Helper::MapLookupPercpuElem => "bpf_map_lookup_percpu_elem",
         }
     }
@@ -611,6 +614,12 @@ impl Insn {
     }
 
     /// Calls a kernel helper. Arguments in `R1`–`R5`, result in `R0`.
+    /// A call of the kernel helper with id `id`, named by [`Helper`] or
+    /// not (the kernel's list grows faster than any crate's).
+    pub const fn call_id(id: i32) -> Insn {
+        Insn::new(class::JMP | jmp::CALL, 0, 0, 0, id)
+    }
+
     pub const fn call(helper: Helper) -> Insn {
         Insn::new(class::JMP | jmp::CALL, 0, 0, 0, helper as i32)
     }

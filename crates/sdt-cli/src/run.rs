@@ -95,7 +95,9 @@ pub struct RunArgs {
     #[arg(short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,
 
-    /// Output format: text, or json (one JSON object per line).
+    /// Output format: text, json (one JSON object per line), or folded
+    /// (maps keyed by ustack as folded stacks for flame graphs, the rest as
+    /// text on standard error).
     #[arg(short = 'f', value_name = "FORMAT", default_value = "text", value_parser = parse_format)]
     format: Format,
 
@@ -240,10 +242,10 @@ fn start_and_run(
             cpid: traced.cpid(),
             map_entries: map_entries()?,
             ring_size: args.buffer_size,
-            possible_cpus: sdt_codegen::possible_cpus(),
+            machine: sdt_codegen::Machine::current(),
         },
     };
-    let compilation = match sdt_script::compile(source, &options) {
+    let compilation = match sdt_script::compile_named(name, source, &options) {
         Ok(c) => c,
         Err(diagnostics) => return Ok(report(&diagnostics, name, source)),
     };
@@ -271,7 +273,7 @@ fn start_and_run(
     let sink: Box<dyn Sink> = match args.format {
         // bpftrace ends a program with two newlines on standard output,
         // also with -o, where the file does not get them.
-        Format::Text if mode == Mode::Bpftrace && args.output.is_some() => {
+        format if format == Format::TEXT && mode == Mode::Bpftrace && args.output.is_some() => {
             Box::new(sdt_output::text::Text::new(out).separator_to(Box::new(io::stdout())))
         }
         format => format.sink(out),
@@ -340,7 +342,7 @@ fn report_losses(summary: &Summary, sink: &mut dyn Sink) {
 
 pub(crate) fn parse_format(name: &str) -> Result<Format, String> {
     Format::named(name).ok_or_else(|| {
-        let names: Vec<&str> = Format::ALL.iter().map(|(n, _)| *n).collect();
+        let names: Vec<&str> = sdt_output::FORMATS.iter().map(|f| f.name).collect();
         format!(
             "`{name}` is not an output format: one of {}",
             names.join(", ")

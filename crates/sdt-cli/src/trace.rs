@@ -151,7 +151,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         codegen: sdt_codegen::Options {
             wake_at: args.buffer_size / 8,
             ring_size: args.buffer_size,
-            possible_cpus: sdt_codegen::possible_cpus(),
+            machine: sdt_codegen::Machine::current(),
             ..sdt_codegen::Options::default()
         },
     };
@@ -205,9 +205,9 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     };
     let out = Box::new(BufWriter::with_capacity(1 << 16, out));
     let format = if args.json {
-        Format::Json
+        Format::JSON
     } else {
-        Format::Text
+        Format::TEXT
     };
     let run = RunOptions {
         mechanism,

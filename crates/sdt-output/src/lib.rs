@@ -12,12 +12,13 @@
 //! a format's internals.
 //!
 //! Formats: [`text`] (bpftrace's text, and `sdt trace`'s lines) and
-//! [`json`] (bpftrace's JSON objects, and `sdt trace`'s NDJSON). A new
-//! format is a new file implementing [`Sink`], plus one line in
-//! [`Format`].
+//! [`json`] (bpftrace's JSON objects, and `sdt trace`'s NDJSON), and
+//! [`folded`] (stacks for flame graphs). A new format is a new file
+//! implementing [`Sink`], plus one line in [`FORMATS`].
 
 #![forbid(unsafe_code)]
 
+pub mod folded;
 pub mod json;
 pub mod model;
 pub mod text;
@@ -64,32 +65,53 @@ pub trait Sink {
     fn error(&self) -> Option<&io::Error>;
 }
 
-/// The output formats, as `-f` names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    Text,
-    Json,
+/// An output format: its name, as `-f` takes it, and how to make its sink.
+#[derive(Clone, Copy)]
+pub struct Format {
+    pub name: &'static str,
+    make: for<'w> fn(Box<dyn Write + 'w>) -> Box<dyn Sink + 'w>,
 }
 
+/// Every format; a new one is one line here.
+pub const FORMATS: &[Format] = &[
+    Format::TEXT,
+    Format::JSON,
+    Format::new("folded", |w| Box::new(folded::Folded::new(w))),
+];
+
 impl Format {
-    /// Every format, by its name.
-    pub const ALL: &'static [(&'static str, Format)] =
-        &[("text", Format::Text), ("json", Format::Json)];
+    pub const TEXT: Format = Format::new("text", |w| Box::new(text::Text::new(w)));
+    pub const JSON: Format = Format::new("json", |w| Box::new(json::Json::new(w)));
+
+    const fn new(
+        name: &'static str,
+        make: for<'w> fn(Box<dyn Write + 'w>) -> Box<dyn Sink + 'w>,
+    ) -> Format {
+        Format { name, make }
+    }
 
     /// The format named `name`.
     pub fn named(name: &str) -> Option<Format> {
-        Format::ALL
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, f)| *f)
+        FORMATS.iter().find(|f| f.name == name).copied()
     }
 
     /// A sink of this format writing to `out`.
     pub fn sink<'w>(self, out: Box<dyn Write + 'w>) -> Box<dyn Sink + 'w> {
-        match self {
-            Format::Text => Box::new(text::Text::new(out)),
-            Format::Json => Box::new(json::Json::new(out)),
-        }
+        (self.make)(out)
+    }
+}
+
+impl PartialEq for Format {
+    fn eq(&self, other: &Format) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Format {}
+
+impl std::fmt::Debug for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
     }
 }
 

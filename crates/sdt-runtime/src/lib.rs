@@ -177,6 +177,22 @@ impl<'p> Runtime<'p> {
                 };
                 self.sink.printf(&mut printed);
             }
+            OutputInfo::Message {
+                format,
+                ref fields,
+                error,
+                span,
+            } => {
+                let text = self.known.render(format, fields, record, maps);
+                let compilation = self.compilation;
+                eprintln!(
+                    "{}:{}: {}: {}",
+                    compilation.source_name,
+                    span.location(&compilation.source),
+                    if error { "ERROR" } else { "WARNING" },
+                    String::from_utf8_lossy(&text)
+                );
+            }
             OutputInfo::System { format, ref fields } => {
                 let command = self.known.render(format, fields, record, maps);
                 self.system(&command);
@@ -417,6 +433,10 @@ impl Known<'_> {
                     value: *value,
                     signed: *signed,
                 },
+                (Value::Bool(b), _) => Arg::Int {
+                    value: u64::from(*b),
+                    signed: false,
+                },
                 (Value::Enum { value, .. }, _) => Arg::Int {
                     value: *value as u64,
                     signed: true,
@@ -616,6 +636,7 @@ mod tests {
             keys: vec![INT64],
             value: INT64,
             span: Default::default(),
+            declared: None,
         });
         let compilation = Compilation {
             program,

@@ -52,7 +52,9 @@ pub struct Symbols {
 impl Default for Symbols {
     fn default() -> Self {
         Symbols {
-            symbolizer: Symbolizer::new(),
+            // blazesym would also "demangle" plain C names as C++ types
+            // (`c` as `char`); sdt-elf demangles only mangled names.
+            symbolizer: Symbolizer::builder().enable_demangling(false).build(),
             processes: HashMap::new(),
             seen: HashMap::new(),
             files: HashMap::new(),
@@ -230,7 +232,7 @@ impl Symbols {
                 .ok()?;
             match found {
                 Symbolized::Sym(sym) => Some(Symbol {
-                    name: sym.name.into_owned(),
+                    name: sdt_elf::demangle(&sym.name).unwrap_or_else(|| sym.name.into_owned()),
                     offset: sym.offset as u64,
                     module: module.clone(),
                 }),

@@ -192,7 +192,7 @@ impl<'a> Job<'a> {
                 // As `sdt run`: a full map is reported, never silent.
                 map_entries: 4096,
                 ring_size: 4 << 20,
-                possible_cpus: sdt_codegen::possible_cpus(),
+                machine: sdt_codegen::Machine::current(),
             },
         };
         let compilation = sdt_script::compile(&program, &options).map_err(|d| {
@@ -380,7 +380,7 @@ mod tests {
                 reports: reports.clone(),
                 ended: Rc::clone(&ended),
             },
-            out: Format::Json.sink(Box::new(&mut bytes)),
+            out: Format::JSON.sink(Box::new(&mut bytes)),
             reports: Some(reports.clone()),
         };
         let map = MapPrint {

@@ -223,7 +223,7 @@ mod tests {
 
     #[test]
     fn a_return_closes_its_entry_and_what_never_returned_is_counted() {
-        let json = flow(&Options::default(), Format::Json, UNPAIRED);
+        let json = flow(&Options::default(), Format::JSON, UNPAIRED);
         assert_eq!(
             json,
             "{\"event\":\"entry\",\"pid\":0,\"tid\":0,\"time_ns\":0,\"depth\":0,\"class\":\"C\",\"method\":\"a\"}\n\
@@ -250,7 +250,7 @@ mod tests {
             ("<-", "top"),
         ];
         assert_eq!(
-            flow(&options, Format::Text, &events),
+            flow(&options, Format::TEXT, &events),
             "PID     TID     TIME(us)     METHOD\n\
              0       0       0.000        -> C.top\n\
              0       0       20.000         -> C.tree\n\

@@ -100,7 +100,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     );
     let mut reports = Reports::new(options.count);
     let on_terminal = io::stdout().is_terminal() && io::stdin().is_terminal();
-    let screen = if common.format == Format::Text && on_terminal && !common.print_program {
+    let screen = if common.format == Format::TEXT && on_terminal && !common.print_program {
         let screen = Rc::new(RefCell::new(Screen::open(options.interval)?));
         let keys = Rc::clone(&screen);
         reports = reports.or_when(move || keys.borrow_mut().quit_asked());

@@ -216,7 +216,7 @@ impl Drop for Screen {
     fn drop(&mut self) {
         restore();
         if self.keep_last {
-            let mut text = Format::Text.sink(Box::new(io::stdout()));
+            let mut text = Format::TEXT.sink(Box::new(io::stdout()));
             text.table(&table(&self.processes, self.interval));
             text.flush();
         }

@@ -1,0 +1,207 @@
+//! Folded stacks: every map keyed by a user stack as `frame;frame;frame
+//! count` lines, root first and leaf last, the input of FlameGraph,
+//! inferno, speedscope and Perfetto.
+//!
+//! A map keyed by `ustack` alone gives one line per stack, sorted, with
+//! the counts of stacks that fold to the same line (the same functions
+//! called from different places in them) added up. Other parts of
+//! the key (`@[comm, ustack]`) become the root frames, in key order, so
+//! that a flame graph splits by them first. A frame is its function's
+//! (demangled) name, without the offset, so that hits at different
+//! places in one function add up; where the symbol is unknown, the
+//! object's name in brackets (`[libc.so.6]`), else the address. A `;` in
+//! a frame would split it in two, so it becomes `:`; control characters
+//! become `?`.
+//!
+//! Everything else a run produces (maps without a stack, `printf`,
+//! values, a language tool's reports) is not a stack: it goes to standard error as text, so that
+//! standard output holds only folded lines.
+
+use std::io::Write;
+
+use crate::model::{
+    Cell, Datum, Hit, Losses, MapPrint, Note, Printed, Stack, Stream, Table, TextKind, TraceSummary,
+};
+use crate::text::{self, Context};
+use crate::{Out, Sink};
+
+/// The folded format.
+pub struct Folded<'w> {
+    out: Out<'w>,
+    /// What is not a stack.
+    rest: text::Text<'w>,
+}
+
+impl<'w> Folded<'w> {
+    pub fn new(out: Box<dyn Write + 'w>) -> Folded<'w> {
+        Folded {
+            out: Out::new(out),
+            rest: text::Text::new(Box::new(std::io::stderr())),
+        }
+    }
+}
+
+impl Sink for Folded<'_> {
+    fn printf(&mut self, printf: &mut dyn Printed) {
+        self.rest.printf(printf);
+    }
+
+    fn value(&mut self, value: &Datum) {
+        self.rest.value(value);
+    }
+
+    fn map(&mut self, map: &MapPrint) {
+        let stacked = map
+            .rows
+            .first()
+            .is_some_and(|row| row.key.iter().any(|k| matches!(k, Datum::Stack(_))));
+        if !stacked {
+            self.rest.map(map);
+            return;
+        }
+        let mut folded: std::collections::BTreeMap<String, i128> = Default::default();
+        for row in &map.rows {
+            let mut frames: Vec<String> = Vec::new();
+            for part in &row.key {
+                match part {
+                    Datum::Stack(stack) => frames.extend(stack_frames(stack)),
+                    other => frames.push(frame(&text::datum(other, Context::Key))),
+                }
+            }
+            *folded.entry(frames.join(";")).or_default() += row.value.number();
+        }
+        let mut lines = String::new();
+        for (path, count) in folded {
+            let count = count / i128::from(map.div.max(1));
+            lines.push_str(&format!("{path} {count}\n"));
+        }
+        self.out.write(lines.as_bytes());
+    }
+
+    fn text(&mut self, kind: TextKind, text: &[u8]) {
+        self.rest.text(kind, text);
+    }
+
+    fn attached(&mut self, probes: usize) {
+        self.rest.attached(probes);
+    }
+
+    fn maps_follow(&mut self) {}
+
+    fn lost(&mut self, losses: &Losses) {
+        self.rest.lost(losses);
+    }
+
+    fn hit(&mut self, hit: &Hit<'_>) {
+        self.rest.hit(hit);
+    }
+
+    fn summary(&mut self, summary: &TraceSummary) {
+        self.rest.summary(summary);
+    }
+
+    fn table(&mut self, table: &Table) {
+        self.rest.table(table);
+    }
+
+    fn row(&mut self, stream: &Stream, row: &[Cell]) {
+        self.rest.row(stream, row);
+    }
+
+    fn note(&mut self, note: &Note) {
+        self.rest.note(note);
+    }
+
+    fn flush(&mut self) {
+        self.out.flush();
+        self.rest.flush();
+    }
+
+    fn error(&self) -> Option<&std::io::Error> {
+        self.out.error()
+    }
+}
+
+/// A stack's frames, root first.
+fn stack_frames(stack: &Stack) -> impl Iterator<Item = String> + '_ {
+    stack
+        .frames
+        .iter()
+        .rev()
+        .map(|f| match (&f.symbol, &f.module) {
+            (Some((name, _)), _) => frame(name),
+            (None, Some(module)) => {
+                let base = module.rsplit('/').next().unwrap_or(module);
+                frame(&format!("[{base}]"))
+            }
+            (None, None) => format!("{:#x}", f.addr),
+        })
+}
+
+/// A frame's text, with what would break a folded line replaced.
+fn frame(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            ';' => ':',
+            c if c.is_control() => '?',
+            c => c,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Frame, MapKind, MapRow, MapValue};
+
+    fn frame_at(addr: u64, name: Option<&str>, module: Option<&str>) -> Frame {
+        Frame {
+            addr,
+            symbol: name.map(|n| (n.to_string(), 4)),
+            module: module.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn stacks_fold_root_first_with_other_keys_as_roots() {
+        let stack = Datum::Stack(Stack {
+            frames: vec![
+                frame_at(0x30, Some("leaf;x"), Some("/bin/x")),
+                frame_at(0x20, None, Some("/lib/libc.so.6")),
+                frame_at(0x10, Some("main"), Some("/bin/x")),
+                frame_at(0x8, None, None),
+            ],
+            perf: false,
+        });
+        let map = MapPrint {
+            name: "@".into(),
+            kind: MapKind::Count,
+            keyed: true,
+            rows: vec![
+                MapRow {
+                    key: vec![Datum::Str(b"app".to_vec()), stack.clone()],
+                    value: MapValue::Number(7),
+                },
+                MapRow {
+                    key: vec![Datum::Str(b"app".to_vec()), stack],
+                    value: MapValue::Number(2),
+                },
+                MapRow {
+                    key: vec![Datum::Str(b"zap".to_vec()), Datum::Stack(Stack::default())],
+                    value: MapValue::Number(1),
+                },
+            ],
+            div: 1,
+        };
+        let mut out = Vec::new();
+        {
+            let mut sink = Folded::new(Box::new(&mut out));
+            sink.map(&map);
+            sink.flush();
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "app;0x8;main;[libc.so.6];leaf:x 9\nzap 1\n"
+        );
+    }
+}
