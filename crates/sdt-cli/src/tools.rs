@@ -76,13 +76,18 @@ pub struct Target {
         default_value = "text",
         default_missing_value = "json",
         hide_default_value = true,
-        value_parser = crate::run::parse_format
+        value_parser = format_named
     )]
     pub format: Format,
 
     /// Print the program the tool runs (for `sdt run`) and exit.
     #[arg(long)]
     pub print_program: bool,
+}
+
+/// The format `--json` names (`json`) or its absence does (`text`).
+fn format_named(name: &str) -> Result<Format, String> {
+    Format::named(name).ok_or_else(|| format!("`{name}` is not an output format"))
 }
 
 impl Target {

@@ -146,8 +146,9 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
             internal: true,
             ..CheckOptions::default()
         },
-        scope: traced.scope(),
+        scope: traced.scope(false),
         mechanism,
+        missing_probes: Default::default(),
         codegen: sdt_codegen::Options {
             wake_at: args.buffer_size / 8,
             ring_size: args.buffer_size,
@@ -214,6 +215,8 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         pid: traced.pid,
         follow: !args.no_follow,
         allow_unsafe: false,
+        filter_tracepoints: false,
+        max_cat_bytes: u64::MAX,
     };
     let runner = Runner::load(&compilation, &run, format.sink(out))?;
     let sites = compilation.sites.len();

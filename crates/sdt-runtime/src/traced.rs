@@ -93,11 +93,13 @@ impl Traced {
     }
 
     /// Where probes are looked for: the traced process, and the `-c`
-    /// command's program for probes that name no file.
-    pub fn scope(&self) -> Scope {
+    /// command's program for probes that name no file; `allow_unsafe`
+    /// lets uprobes go where sdt cannot check the code (`--unsafe`).
+    pub fn scope(&self, allow_unsafe: bool) -> Scope {
         Scope {
             pid: self.pid,
             default_target: self.program.clone(),
+            allow_unsafe,
         }
     }
 

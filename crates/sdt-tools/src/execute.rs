@@ -178,13 +178,12 @@ impl<'a> Job<'a> {
         let mechanism = sdt_trace::mechanism(None)?;
         let options = sdt_script::Options {
             check: CheckOptions {
-                params: Vec::new(),
                 strlen: tool.strlen(),
-                allow_unsafe: false,
-                internal: false,
+                ..CheckOptions::default()
             },
-            scope: traced.scope(),
+            scope: traced.scope(false),
             mechanism,
+            missing_probes: Default::default(),
             codegen: sdt_codegen::Options {
                 wake_at: (4 << 20) / 8,
                 start_ns: 0,
@@ -206,6 +205,8 @@ impl<'a> Job<'a> {
             pid: traced.pid,
             follow: true,
             allow_unsafe: false,
+            filter_tracepoints: false,
+            max_cat_bytes: u64::MAX,
         };
         let adapter = Adapter {
             report,

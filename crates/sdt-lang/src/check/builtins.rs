@@ -182,6 +182,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     function("strerror", 1, 1, strerror),
     function("strftime", 2, 2, strftime),
     function("bswap", 1, 1, bswap),
+    function("getopt", 1, 3, getopt),
     function("cgroupid", 1, 1, |c, u, _| {
         Err(c.error(Diagnostic::error(u.span, "cgroupid() is not supported yet")))
     }),
@@ -218,6 +219,28 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     aggregation("hist", 1, 2, hist),
     aggregation("lhist", 4, 4, lhist),
 ];
+
+/// `getopt(name[, default[, description]])`: a named program parameter,
+/// a constant once the command line is known (see [`crate::getopt`]).
+fn getopt(c: &mut Checker<'_>, u: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    use crate::getopt::{declaration, value as given, Value};
+    let d = declaration(u.args).map_err(|(span, why)| c.error(Diagnostic::error(span, why)))?;
+    let text = c.options.named_params.get(&d.name);
+    let v = match text {
+        Some(text) => given(&d, text.as_deref()),
+        None => Ok(d.default.clone()),
+    };
+    let (kind, ty) = match v.map_err(|why| c.error(Diagnostic::error(u.span, why)))? {
+        Value::Bool(b) => (TKind::Int(b.into()), crate::types::BOOL),
+        Value::Unsigned(n) => (TKind::Int(n as i64), UINT64),
+        Value::Signed(n) => (TKind::Int(n), INT64),
+        Value::Text(s) => {
+            let size = s.len() as u32 + 1;
+            (TKind::Str(s.into_bytes()), Ty::Str { size })
+        }
+    };
+    value(u, kind, ty)
+}
 
 type CheckFn = fn(&mut Checker<'_>, &Use<'_>, &mut Scope) -> R<Checked>;
 
