@@ -30,11 +30,10 @@ use sdt_lang::diag::Diagnostics;
 use sdt_lang::getopt::{self, BindError};
 use sdt_output::{Format, Losses, Sink};
 use sdt_runtime::run::{RunOptions, Runner, Summary};
+use sdt_runtime::traced::Traced;
 use sdt_script::Compilation;
-use sdt_trace::Scope;
 
 use self::output::{Buffering, Output};
-use crate::traced::Traced;
 
 const AFTER_HELP: &str = "\
 PROBES:
@@ -117,7 +116,7 @@ pub struct RunArgs {
 
     /// Run CMD (split like a shell would), trace it and the processes it
     /// starts, and exit with its exit status when it ends.
-    #[arg(short = 'c', long = "cmd", value_name = "CMD", long_help = crate::traced::COMMAND_HELP)]
+    #[arg(short = 'c', long = "cmd", value_name = "CMD", long_help = crate::COMMAND_HELP)]
     command: Option<String>,
 
     /// Trace only the -p or -c process itself, not the processes it starts.
@@ -628,11 +627,7 @@ impl Run<'_> {
                 named_params: self.named.clone(),
                 internal: false,
             },
-            scope: Scope {
-                pid: traced.pid,
-                default_target: traced.program.clone(),
-                allow_unsafe: args.allow_unsafe,
-            },
+            scope: traced.scope(args.allow_unsafe),
             mechanism,
             missing_probes: self.config.missing_probes,
             codegen: sdt_codegen::Options {
