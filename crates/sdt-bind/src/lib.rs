@@ -16,6 +16,8 @@
 
 #![forbid(unsafe_code)]
 
+mod abi;
+mod params;
 mod types;
 
 pub use types::ObjectFacts;
@@ -26,7 +28,9 @@ use sdt_trace::{FunctionSite, FunctionTarget, PlannedSite, Scope, TraceFs, Trace
 
 use sdt_lang::ast::Script;
 use sdt_lang::attach::{self, AttachSpec};
-use sdt_lang::check::{AttachInfo, TargetInfo, TracepointField, TracepointFormat, UsdtSite};
+use sdt_lang::check::{
+    AttachInfo, FunctionEntry, TargetInfo, TracepointField, TracepointFormat, UsdtSite,
+};
 use sdt_lang::diag::{Diagnostic, Diagnostics, Span};
 use sdt_lang::hir::ProbeKind;
 
@@ -92,6 +96,7 @@ impl Bound {
                     object: None,
                     object_file: None,
                     usdt_sites: Vec::new(),
+                    functions: Vec::new(),
                 })
                 .collect(),
             Target::Usdt(sites) => {
@@ -117,6 +122,7 @@ impl Bound {
                         })
                         .collect(),
                     object,
+                    functions: Vec::new(),
                 }]
             }
             Target::Functions(sites) => vec![TargetInfo {
@@ -124,6 +130,16 @@ impl Bound {
                 object: sites.first().map(|s| s.path.clone()),
                 object_file: sites.first().map(|s| s.attach_path.clone()),
                 usdt_sites: Vec::new(),
+                functions: sites
+                    .iter()
+                    .map(|s| FunctionEntry {
+                        object: s.path.clone(),
+                        object_file: s.attach_path.clone(),
+                        symbol: s.function.clone(),
+                        address: s.address - s.offset,
+                        offset: s.offset,
+                    })
+                    .collect(),
             }],
             Target::Plain => vec![TargetInfo::default()],
         };
@@ -228,6 +244,13 @@ fn resolve(
                     offset: *offset,
                 },
                 attach::FuncTarget::Address(a) => FunctionTarget::Address(*a),
+                attach::FuncTarget::SourceLine { file, line, column } => {
+                    FunctionTarget::SourceLine(sdt_types::SourceLine {
+                        file: file.clone(),
+                        line: *line,
+                        column: *column,
+                    })
+                }
             };
             Target::Functions(
                 sdt_trace::plan_functions(path.as_deref(), &function, &text, scope)

@@ -115,7 +115,9 @@ pub struct RunArgs {
     #[arg(short = 'B', value_name = "MODE", value_parser = ["none", "line", "full"])]
     buffering: Option<String>,
 
-    /// List probes matching PATTERN (all of the -p process's without one).
+    /// List probes matching PATTERN (all of the -p process's without one);
+    /// with -v (`-lv`), a uprobe's parameters from DWARF and a
+    /// tracepoint's fields.
     #[arg(short = 'l', value_name = "PATTERN", num_args = 0..=1, default_missing_value = "")]
     list: Option<String>,
 
@@ -126,6 +128,18 @@ pub struct RunArgs {
     /// Allow system().
     #[arg(long = "unsafe")]
     allow_unsafe: bool,
+
+    /// Look for separate debug files in DIR first (absolute, or relative
+    /// to the traced file's directory; several with `:` or by repeating
+    /// the option), before /usr/lib/debug and beside the file.
+    ///
+    /// DWARF types casts, `args` of uprobes and `-lv`, and places
+    /// `uprobe:FILE@SOURCE:LINE`. A debug file is found by the traced
+    /// file's build-id (DIR/.build-id/xx/yyyy.debug), by the name its
+    /// .gnu_debuglink gives, or as FILE.debug, and is used only if it
+    /// belongs to the file (same build-id, else the debuglink's CRC).
+    #[arg(long, value_name = "DIR[:DIR]", value_delimiter = ':', action = clap::ArgAction::Append)]
+    debuginfo: Vec<PathBuf>,
 
     /// Accepted for bpftrace compatibility; sdt always raises semaphores
     /// through the kernel.
@@ -160,7 +174,13 @@ const EXIT_SCRIPT_ERROR: u8 = 1;
 
 pub fn run(args: RunArgs, mode: Mode) -> anyhow::Result<ExitCode> {
     if let Some(pattern) = &args.list {
-        return listing::list(pattern, args.pid, args.verbose);
+        // bpftrace's `-lv PATTERN` is `-l -v PATTERN`, where clap reads
+        // the `v` as -l's pattern (no probe type is called `v`).
+        let (pattern, verbose) = match pattern.as_str() {
+            "v" => (args.args.first().map_or("", String::as_str), true),
+            pattern => (pattern, args.verbose),
+        };
+        return listing::list(pattern, args.pid, verbose, &args.debuginfo);
     }
     let (name, source, params) = script_source(&args)?;
     let traced = Traced::start(args.pid, args.command.as_deref())?;
@@ -238,6 +258,7 @@ fn start_and_run(
         scope: Scope {
             pid: traced.pid,
             default_target: traced.program.clone(),
+            debug_dirs: args.debuginfo.clone(),
         },
         mechanism,
         codegen: sdt_codegen::Options {

@@ -268,6 +268,7 @@ pub fn execute<'c>(
         scope: Scope {
             pid: traced.pid,
             default_target: traced.program.clone(),
+            debug_dirs: Vec::new(),
         },
         mechanism,
         codegen: sdt_codegen::Options {

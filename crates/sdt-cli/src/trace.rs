@@ -149,6 +149,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         scope: Scope {
             pid: traced.pid,
             default_target: traced.program.clone(),
+            debug_dirs: Vec::new(),
         },
         mechanism,
         codegen: sdt_codegen::Options {

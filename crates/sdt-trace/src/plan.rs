@@ -50,6 +50,9 @@ pub struct Scope {
     /// The executable that specs without a target mean (the program of
     /// `sdt trace -c`); takes precedence over the process's objects.
     pub default_target: Option<PathBuf>,
+    /// Where separate debug files are looked for first (`--debuginfo`),
+    /// for DWARF that attach points need (a source line).
+    pub debug_dirs: Vec<PathBuf>,
 }
 
 /// One site to attach to.

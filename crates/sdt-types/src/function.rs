@@ -373,6 +373,24 @@ impl DebugInfo {
         })
     }
 
+    /// The parameters of the function that starts at `address`, one
+    /// `TYPE NAME` each, as bpftrace's `-lv` lists them; `None` when no
+    /// unit describes the function.
+    pub fn parameter_lines(&self, address: u64) -> Result<Option<Vec<String>>, Error> {
+        let Some(f) = self.function_at(address)? else {
+            return Ok(None);
+        };
+        let mut lines = Vec::new();
+        for p in &f.params {
+            let ty = self.bpftrace_type_name(Some(p.ty))?;
+            lines.push(match &p.name {
+                Some(name) => format!("{ty} {name}"),
+                None => ty,
+            });
+        }
+        Ok(Some(lines))
+    }
+
     /// Runs `read` on the entry of `id`.
     fn with_entry<T>(
         &self,

@@ -18,7 +18,9 @@
 //! under `/usr/lib/debug`); one of another build (another build-id, or
 //! another CRC) is passed over. A skeleton unit of split DWARF holds no
 //! types: the `.dwo` file it names is read as a further part, and a
-//! [`TypeId`] says which part it is in. `.dwp` packages are not read.
+//! [`TypeId`] says which part it is in; units whose `.dwo` file is not
+//! there are looked for in the DWARF package (`FILE.dwp`) beside the
+//! file, where `dwp` gathers them.
 //!
 //! Laziness: opening a file reads unit headers only (to find `.dwo`
 //! files). The first lookup builds a name index from the top-level
@@ -255,8 +257,10 @@ pub struct DebugInfo {
     /// The DWARF of `debug_file`, then that of each split DWARF (`.dwo`)
     /// file its skeleton units name.
     parts: Vec<Part>,
-    /// The `.dwo` file of each part after the first.
-    dwo_files: Vec<PathBuf>,
+    /// Where each part after the first comes from.
+    split: Vec<Split>,
+    /// The DWARF package that some of the parts are in.
+    package: Option<gimli::DwarfPackage<Reader>>,
     /// Each `.dwo` part with every section, joined to the main file's
     /// addresses, once a function was looked up in it.
     full_dwo: RefCell<HashMap<usize, Rc<gimli::Dwarf<Reader>>>>,
@@ -267,6 +271,14 @@ pub struct DebugInfo {
     index: RefCell<Option<Rc<Index>>>,
     /// Units read so far, by their offset in [`TypeId`]'s numbering.
     units: RefCell<HashMap<u64, Rc<PartUnit>>>,
+}
+
+/// Where a part of split DWARF is.
+enum Split {
+    /// A `.dwo` file.
+    File(PathBuf),
+    /// The unit of this id in the DWARF package.
+    Package(gimli::DwoId),
 }
 
 /// One file of DWARF.
@@ -360,18 +372,42 @@ impl DebugInfo {
     fn from_owner(path: &Path, debug_file: PathBuf, owner: Arc<Owner>) -> Result<DebugInfo, Error> {
         let dwarf = locate::load_dwarf(&debug_file, owner.clone(), false, false)?;
         let mut parts = vec![Part { dwarf }];
-        let dwo_files = locate::split_dwarf_files(&debug_file, &parts[0].dwarf)?;
-        for dwo in &dwo_files {
-            let owner = locate::map(dwo)?;
-            let mut dwarf = locate::load_dwarf(dwo, owner, false, true)?;
+        let mut split = Vec::new();
+        let (dwo_files, unfound) = locate::split_dwarf_files(&debug_file, &parts[0].dwarf)?;
+        for dwo in dwo_files {
+            let owner = locate::map(&dwo)?;
+            let mut dwarf = locate::load_dwarf(&dwo, owner, false, true)?;
             dwarf.file_type = gimli::DwarfFileType::Dwo;
             parts.push(Part { dwarf });
+            split.push(Split::File(dwo));
+        }
+        // Units whose .dwo is not there may be in a package beside.
+        let mut package = None;
+        if !unfound.is_empty() {
+            if let Some(dwp) = locate::package_beside(&[&debug_file, path]) {
+                let loaded = locate::load_package(&dwp, locate::map(&dwp)?)?;
+                for id in unfound {
+                    let found = loaded
+                        .find_cu(id, &parts[0].dwarf)
+                        .map_err(|e| Error::Dwarf {
+                            path: dwp.clone(),
+                            offset: 0,
+                            message: e.to_string(),
+                        })?;
+                    if let Some(dwarf) = found {
+                        parts.push(Part { dwarf });
+                        split.push(Split::Package(id));
+                    }
+                }
+                package = Some(loaded);
+            }
         }
         Ok(DebugInfo {
             path: path.to_path_buf(),
             debug_file,
             parts,
-            dwo_files,
+            split,
+            package,
             full_dwo: RefCell::new(HashMap::new()),
             owner,
             full: RefCell::new(None),
@@ -669,11 +705,18 @@ impl DebugInfo {
         if let Some(d) = self.full_dwo.borrow().get(&part) {
             return Ok(d.clone());
         }
-        let Some(path) = self.dwo_files.get(part.wrapping_sub(1)) else {
-            return Err(self.corrupt(0, "no such split DWARF file"));
+        let dwarf = match (self.split.get(part.wrapping_sub(1)), &self.package) {
+            (Some(Split::File(path)), _) => {
+                let mut dwarf = locate::load_dwarf(path, locate::map(path)?, true, true)?;
+                dwarf.make_dwo(main);
+                dwarf
+            }
+            (Some(Split::Package(id)), Some(package)) => package
+                .find_cu(*id, main)
+                .map_err(|e| self.corrupt(0, e))?
+                .ok_or_else(|| self.corrupt(0, "a split unit left its package"))?,
+            _ => return Err(self.corrupt(0, "no such split DWARF file")),
         };
-        let mut dwarf = locate::load_dwarf(path, locate::map(path)?, true, true)?;
-        dwarf.make_dwo(main);
         let dwarf = Rc::new(dwarf);
         self.full_dwo.borrow_mut().insert(part, dwarf.clone());
         Ok(dwarf)

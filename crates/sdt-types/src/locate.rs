@@ -148,17 +148,69 @@ pub(crate) fn load_dwarf(
     dwo: bool,
 ) -> Result<gimli::Dwarf<Reader>, Error> {
     let file = parse(path, owner.bytes())?;
-    let endian = if file.is_little_endian() {
+    gimli::Dwarf::load(sections(path, &file, owner.clone(), all, dwo))
+}
+
+/// Loads the DWARF package (`.dwp`) in `owner`, every section.
+pub(crate) fn load_package(
+    path: &Path,
+    owner: Arc<Owner>,
+) -> Result<gimli::DwarfPackage<Reader>, Error> {
+    let file = parse(path, owner.bytes())?;
+    let empty = Reader::new(
+        Bytes {
+            owner: owner.clone(),
+            start: 0,
+            end: 0,
+        },
+        endian(&file),
+    );
+    // The package's own index is parsed as it loads: its errors are
+    // gimli's, the sections' are ours.
+    enum Failed {
+        Section(Error),
+        Index(gimli::Error),
+    }
+    impl From<gimli::Error> for Failed {
+        fn from(e: gimli::Error) -> Failed {
+            Failed::Index(e)
+        }
+    }
+    let mut load = sections(path, &file, owner.clone(), true, true);
+    gimli::DwarfPackage::load(|id| load(id).map_err(Failed::Section), empty).map_err(|e| match e {
+        Failed::Section(e) => e,
+        Failed::Index(e) => Error::Dwarf {
+            path: path.to_path_buf(),
+            offset: 0,
+            message: format!("DWARF package index: {e}"),
+        },
+    })
+}
+
+fn endian(file: &object::File<'_>) -> gimli::RunTimeEndian {
+    if file.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
         gimli::RunTimeEndian::Big
-    };
+    }
+}
+
+/// Loads a section of `file` (held by `owner`) by its DWARF id: see
+/// [`load_dwarf`].
+fn sections<'a>(
+    path: &'a Path,
+    file: &'a object::File<'a>,
+    owner: Arc<Owner>,
+    all: bool,
+    dwo: bool,
+) -> impl FnMut(gimli::SectionId) -> Result<Reader, Error> + 'a {
+    let endian = endian(file);
     let elf_error = |e: object::Error| Error::Elf {
         path: path.to_path_buf(),
         message: e.to_string(),
     };
     let whole = Bytes::whole(owner.clone());
-    let load = |id: gimli::SectionId| -> Result<Reader, Error> {
+    move |id: gimli::SectionId| -> Result<Reader, Error> {
         let empty = Bytes {
             owner: owner.clone(),
             start: 0,
@@ -227,29 +279,32 @@ pub(crate) fn load_dwarf(
             },
             endian,
         ))
-    };
-    gimli::Dwarf::load(load)
+    }
 }
 
 /// The split DWARF (`.dwo`) files that the skeleton units of `dwarf`
 /// name, each once, where they exist: `DW_AT_dwo_name`, relative to
 /// `DW_AT_comp_dir` when not absolute. Only unit headers and skeleton
 /// root entries are read.
+///
+/// Also returns the ids of the skeleton units whose `.dwo` file is not
+/// there, which a DWARF package may hold ([`package_beside`]).
 pub(crate) fn split_dwarf_files(
     path: &Path,
     dwarf: &gimli::Dwarf<Reader>,
-) -> Result<Vec<PathBuf>, Error> {
+) -> Result<(Vec<PathBuf>, Vec<gimli::DwoId>), Error> {
     let fail = |e: gimli::Error| Error::Dwarf {
         path: path.to_path_buf(),
         offset: 0,
         message: e.to_string(),
     };
     let mut files = Vec::new();
+    let mut unfound = Vec::new();
     let mut headers = dwarf.units();
     while let Some(header) = headers.next().map_err(fail)? {
-        if !matches!(header.type_(), gimli::UnitType::Skeleton(_)) {
+        let gimli::UnitType::Skeleton(id) = header.type_() else {
             continue;
-        }
+        };
         let abbreviations = dwarf.abbreviations(&header).map_err(fail)?;
         let mut cursor = header.entries(&abbreviations);
         let Some(root) = cursor.next_dfs().map_err(fail)? else {
@@ -268,17 +323,32 @@ pub(crate) fn split_dwarf_files(
             Some(gimli::Reader::to_string_lossy(&s).ok()?.into_owned())
         };
         let Some(name) = text(gimli::DW_AT_dwo_name) else {
+            unfound.push(id);
             continue;
         };
         let file = match text(gimli::DW_AT_comp_dir) {
             Some(dir) => Path::new(&dir).join(&name),
             None => PathBuf::from(&name),
         };
-        if file.is_file() && !files.contains(&file) {
+        if !file.is_file() {
+            unfound.push(id);
+        } else if !files.contains(&file) {
             files.push(file);
         }
     }
-    Ok(files)
+    Ok((files, unfound))
+}
+
+/// The DWARF package (`.dwp`) beside one of `files`, as `dwp` makes it
+/// from a program's `.dwo` files: `FILE.dwp`.
+pub(crate) fn package_beside(files: &[&Path]) -> Option<PathBuf> {
+    files.iter().find_map(|f| {
+        let real = std::fs::canonicalize(f).ok()?;
+        let mut name = real.into_os_string();
+        name.push(".dwp");
+        let package = PathBuf::from(name);
+        package.is_file().then_some(package)
+    })
 }
 
 /// Opened debug information, shared by every probe of one run: one entry

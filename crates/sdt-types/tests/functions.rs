@@ -208,6 +208,42 @@ fn parameters_and_lines_with_split_dwarf() {
 }
 
 #[test]
+fn parameters_and_lines_from_a_dwarf_package() {
+    if !sdt_testing::require(sdt_testing::have("llvm-dwp"), "llvm-dwp (Debian llvm)") {
+        return;
+    }
+    // llvm-dwp 14 does not finish on GCC's -O2 location lists; -O0 has
+    // none to speak of.
+    let (Some(whole), Some(program)) = (
+        build("params-whole-O0", &["-g", "-O0"]),
+        build("params-package", &["-g", "-O0", "-gsplit-dwarf"]),
+    ) else {
+        return;
+    };
+    let package = program.with_extension("dwp");
+    let status = Command::new("llvm-dwp")
+        .arg("-e")
+        .arg(&program)
+        .arg("-o")
+        .arg(&package)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Only the package is left.
+    let work = program.with_extension("d");
+    for entry in std::fs::read_dir(&work).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "dwo") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let info = DebugInfo::open(&program).unwrap();
+    check_params(&info, &program);
+    let whole = check_lines(&DebugInfo::open(&whole).unwrap(), &whole, true);
+    assert_eq!(check_lines(&info, &program, false), whole);
+}
+
+#[test]
 fn a_separate_debug_file_is_found_in_a_debuginfo_dir_only_if_it_belongs() {
     let Some(program) = build("params-stripped", &["-g", "-Wl,--build-id"]) else {
         return;

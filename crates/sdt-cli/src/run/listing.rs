@@ -3,13 +3,21 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use globset::Glob;
 
 /// Lists the probes matching `pattern` (every probe of the process with
-/// `-p` and no pattern).
-pub fn list(pattern: &str, pid: Option<i32>, verbose: bool) -> anyhow::Result<ExitCode> {
+/// `-p` and no pattern); with `verbose`, a uprobe's parameters from the
+/// DWARF of its file (separate debug files looked for in `debug_dirs`
+/// first).
+pub fn list(
+    pattern: &str,
+    pid: Option<i32>,
+    verbose: bool,
+    debug_dirs: &[PathBuf],
+) -> anyhow::Result<ExitCode> {
     let pattern = if pattern.is_empty() { "*" } else { pattern };
     let mut lines = BTreeSet::new();
     let (kind, rest) = pattern.split_once(':').unwrap_or((pattern, "*"));
@@ -33,7 +41,8 @@ pub fn list(pattern: &str, pid: Option<i32>, verbose: bool) -> anyhow::Result<Ex
                 usdt_file(path, path, probe, &mut lines)?;
             }
             if (wants("uprobe") || wants("uretprobe")) && !path.contains('*') {
-                uprobe_file(path, path, probe, &mut lines)?;
+                let params = verbose.then_some(debug_dirs);
+                uprobe_file(path, path, probe, params, &mut lines)?;
             }
             if wants("tracepoint") {
                 tracepoints(rest, verbose, &mut lines)?;
@@ -88,17 +97,29 @@ fn usdt_file(
     Ok(())
 }
 
+/// The functions of a file matching `symbol`; with `params` (the
+/// `--debuginfo` directories), each with its parameters from DWARF, an
+/// indented `TYPE NAME` line each, as bpftrace's `-lv` shows them.
 fn uprobe_file(
     shown: &str,
     path: &str,
     symbol: &str,
+    params: Option<&[PathBuf]>,
     lines: &mut BTreeSet<String>,
 ) -> anyhow::Result<()> {
     let (shown, file) = open_listed(shown, path)?;
     let glob = matcher(symbol)?;
+    // Without debug information the functions are listed alone.
+    let dwarf = params
+        .and_then(|dirs| sdt_types::DebugInfo::open_with(&sdt_elf::resolve(path).ok()?, dirs).ok());
     for f in sdt_elf::functions(file.data())? {
         if glob.is_match(&f.name) || f.demangled.as_deref().is_some_and(|d| glob.is_match(d)) {
-            lines.insert(format!("uprobe:{shown}:{}", f.name));
+            let mut line = format!("uprobe:{shown}:{}", f.name);
+            let described = dwarf.as_ref().map(|d| d.parameter_lines(f.address));
+            for param in described.and_then(Result::ok).flatten().unwrap_or_default() {
+                line.push_str(&format!("\n    {param}"));
+            }
+            lines.insert(line);
         }
     }
     Ok(())
