@@ -109,12 +109,16 @@ impl ObjectFacts {
             })?;
         let dwarf = |e: sdt_types::Error| Refusal::new(e.to_string());
         let Some(function) = info.function_at(entry.address).map_err(dwarf)? else {
-            return Err(Refusal::new(format!(
+            let mut refusal = Refusal::new(format!(
                 "the debug information of {} does not describe {name}",
                 entry.object.display()
-            ))
-            .label(format!("read from {}", info.debug_file.display()))
-            .hint("its compilation unit was built without -g; read the parameters as arg0, arg1, ... with casts"));
+            ));
+            if info.debug_file != entry.object_file {
+                refusal = refusal.label(format!("read from {}", info.debug_file.display()));
+            }
+            return Err(refusal.hint(
+                "its source file was compiled without -g; read the parameters as arg0, arg1, ... with casts",
+            ));
         };
         if function.nocall || CLONES.iter().any(|c| name.contains(c)) {
             return Err(Refusal::new(format!(
