@@ -8,7 +8,8 @@
 //! found it, so that every safety check on a site (a no-op at a USDT
 //! site, an instruction boundary for a uprobe) stays in one place; and
 //! [`ObjectFacts`], which answers the checker's questions about those
-//! files (C types from DWARF, `args.NAME`, symbols for `uaddr()`).
+//! files (C types from DWARF, `args.NAME` of USDT probes, a uprobe's
+//! `args` and where each parameter is, symbols for `uaddr()`).
 //!
 //! It sits between the front end, which reads no file, and the code
 //! generator, which knows nothing of files: it must never depend on

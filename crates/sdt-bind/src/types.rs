@@ -1,6 +1,7 @@
 //! What a script asks of the traced objects, answered from their DWARF
 //! and symbol tables: C types for casts the script's own C definitions do
-//! not cover, the variables behind `args.NAME` of a USDT probe, and the
+//! not cover, the variables behind `args.NAME` of a USDT probe, the
+//! parameters behind a uprobe's `args` (in [`crate::params`]), and the
 //! globals `uaddr()` names ([`sdt_lang::check::Objects`]).
 //!
 //! A probe's object is the file that holds its USDT site or function (the

@@ -26,7 +26,9 @@ PROBES:
                                 or, with -p, empty (usdt::NAME) or a glob over the
                                 process's objects
   uprobe:PATH:FUNCTION          a function's entry; also FUNCTION+OFFSET or an address;
-                                globs match mangled and demangled C++ and Rust names
+                                globs match mangled and demangled C++ and Rust names;
+                                `args.NAME` reads a parameter, typed from DWARF
+  uprobe:PATH@FILE:LINE[:COL]   the code of a source line, from DWARF line tables
   uretprobe:PATH:FUNCTION       a function's return
   tracepoint:CATEGORY:NAME      a kernel tracepoint, e.g. tracepoint:syscalls:sys_enter_openat
   interval:s:N, interval:ms:N   every N seconds or milliseconds (also us, hz)
@@ -38,6 +40,7 @@ EXAMPLES:
   sdt run -e 'uretprobe:libc:malloc /pid == $1/ { @bytes = hist(retval); }' 1234
   sdt run script.bt ARG1 ARG2
   sdt run -l 'usdt:/usr/lib/postgresql/15/bin/postgres:*'
+  sdt run -lv 'uprobe:libc:fopen'                 # with its parameters, from DWARF
 
 AS BPFTRACE:
   Installed under the name `bpftrace` (ln -s \"$(command -v sdt)\" ~/bin/bpftrace), or run as
