@@ -137,6 +137,11 @@ uprobe:PROGRAM:scalars {
 uprobe:PROGRAM:pointers {
   printf("pointers text=%s id=%d name=%s score1=%d next=%d count=%d\n", str(args.text), args.node->id, args.node->name, args.node->scores[1], args.node.next.id, *args->count);
 }
+uprobe:PROGRAM:small_structs { printf("small_structs p=%d,%d t=%d,%d,%d after=%d\n", args.p.x, args.p.y, args.t.a, args.t.b, args.t.c, args.after); }
+uprobe:PROGRAM:bits {
+  printf("bits ready=%u level=%d id=%u at=%d,%d w=%d h=%d", args.f.ready, args.f.level, args.f.id, args.b.at.x, args.b.at.y, args.b.w, args.b.h);
+  printf(" s=%d,%d,%d,%d\n", args.s.a, args.s.at.x, args.s.at.y, args.s.b);
+}
 uprobe:PROGRAM:on_stack { printf("on_stack w=%ld,%ld,%ld after=%d\n", args.w.a, args.w.b, args.w.c, args.after); }
 uprobe:PROGRAM:many { printf("many a=%d f=%d g=%d h=%ld\n", args.a, args.f, args.g, args.h); }
 uprobe:PROGRAM:floats { printf("floats after=%d last=%d\n", args.after, args.last); }
@@ -159,6 +164,8 @@ fn args_name_every_parameter_the_calling_convention_passes() {
                 [
                     "scalars",
                     "pointers",
+                    "small_structs",
+                    "bits",
                     "on_stack",
                     "many",
                     "floats",
@@ -188,7 +195,7 @@ fn args_name_every_parameter_the_calling_convention_passes() {
             got.drain(..).partition(|l| l.starts_with("with_mixed"));
         rest.extend(mixed);
         assert_eq!(rest, want, "{variant}: {printed}");
-        assert_eq!(want.len(), 3 * 7, "{variant}: every call, every round");
+        assert_eq!(want.len(), 3 * 9, "{variant}: every call, every round");
     }
 }
 

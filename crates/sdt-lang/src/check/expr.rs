@@ -134,6 +134,10 @@ impl Checker<'_> {
                     return self.usdt_arg(field, *field_span, span);
                 }
                 let base = self.expr(expr, scope)?;
+                // A struct parameter that a uprobe read from registers.
+                if matches!(base.kind, TKind::Fields(_)) && !*arrow {
+                    return self.fields_member(base, field, *field_span, span);
+                }
                 self.field(base, field, *field_span, *arrow, span, scope)?
             }
             ExprKind::TupleIndex { expr, index } => {

@@ -115,23 +115,7 @@ impl Checker<'_> {
                 for (i, r) in registers.iter().enumerate() {
                     let at = 8 * i as u64;
                     let left = size.saturating_sub(at);
-                    let mut value = register(*r);
-                    if left < 8 {
-                        value = TExpr {
-                            kind: TKind::Binary {
-                                op: BinOp::BitAnd,
-                                lhs: Box::new(value),
-                                rhs: Box::new(TExpr::int(
-                                    ((1u64 << (8 * left)) - 1) as i64,
-                                    UINT64,
-                                    span,
-                                )),
-                            },
-                            ty: UINT64,
-                            span,
-                        };
-                    }
-                    parts.push((at as u32, value));
+                    parts.push((at as u32, masked(register(*r), 8 * left, span)));
                 }
                 Ok(TExpr {
                     kind: TKind::Fields(parts),
@@ -149,6 +133,122 @@ impl Checker<'_> {
             }
             ParamPlace::Unreadable(why) => Err(self.unreadable(args, p, why, span)),
         }
+    }
+
+    /// `.NAME` of a struct put together from registers (a struct
+    /// parameter passed by value in them): the bits of the register that
+    /// hold the member, shifted down and cut to its type.
+    pub(crate) fn fields_member(
+        &mut self,
+        base: TExpr,
+        name: &str,
+        name_span: Span,
+        span: Span,
+    ) -> R<TExpr> {
+        let (TKind::Fields(parts), Ty::Record(id)) = (&base.kind, &base.ty) else {
+            return Err(self.error(Diagnostic::error(span, "not a struct")));
+        };
+        let Some(found) = self.registry.field(*id, name) else {
+            let names: Vec<String> = self
+                .registry
+                .field_names(*id)
+                .into_iter()
+                .map(String::from)
+                .collect();
+            let mut d = Diagnostic::error(
+                name_span,
+                format!("{} has no field `{name}`", base.ty.display(&self.registry)),
+            );
+            if let Some(h) = did_you_mean(&suggest(name, names.iter().map(String::as_str))) {
+                d = d.hint(h);
+            }
+            return Err(self.error(d));
+        };
+        self.bits_at(parts, found.offset, &found.ty, found.bitfield, span)
+    }
+
+    /// The value of type `ty` at byte `offset` of the struct made of
+    /// `parts`, each an eight-byte register value or a struct of them.
+    fn bits_at(
+        &mut self,
+        parts: &[(u32, TExpr)],
+        offset: u64,
+        ty: &Ty,
+        bitfield: Option<(u8, u8)>,
+        span: Span,
+    ) -> R<TExpr> {
+        let size = self.registry.c_size(ty);
+        if !ty.is_scalar() {
+            // A struct or array member: its bytes, eight at a time, so
+            // that one lying across two registers keeps both halves.
+            let mut inner = Vec::new();
+            for at in (0..size).step_by(8) {
+                let bytes = self.bytes_at(parts, offset + at, (size - at).min(8), span)?;
+                inner.push((at as u32, bytes));
+            }
+            return Ok(TExpr {
+                kind: TKind::Fields(inner),
+                ty: ty.clone(),
+                span,
+            });
+        }
+        let Some((bit, bits)) = bitfield else {
+            let value = self.bytes_at(parts, offset, size.min(8), span)?;
+            return self.cast(value, ty.clone(), span);
+        };
+        let (bit, bits) = (u64::from(bit), u64::from(bits));
+        let value = self.bytes_at(parts, offset, (bit + bits).div_ceil(8), span)?;
+        let mut value = shifted(value, bit, span);
+        value = masked(value, bits, span);
+        if ty.is_signed() && bits > 0 {
+            // Sign-extended: flip the sign bit, then take it away.
+            let sign = 1i64 << (bits - 1);
+            value = binary(BinOp::BitXor, value, sign, span);
+            value = binary(BinOp::Sub, value, sign, span);
+        }
+        self.cast(value, ty.clone(), span)
+    }
+
+    /// Bytes `offset..offset + len` (at most eight) of the struct made of
+    /// `parts`, as an integer with the rest of its bits cleared.
+    fn bytes_at(&mut self, parts: &[(u32, TExpr)], offset: u64, len: u64, span: Span) -> R<TExpr> {
+        let holder = parts.iter().find(|(at, part)| {
+            let size = self.registry.c_size(&part.ty).max(8);
+            (u64::from(*at)..u64::from(*at) + size).contains(&offset)
+        });
+        let Some((at, part)) = holder else {
+            return Err(self.error(Diagnostic::error(
+                span,
+                "this member is in no register of the struct",
+            )));
+        };
+        let within = offset - u64::from(*at);
+        if let TKind::Fields(inner) = &part.kind {
+            return self.bytes_at(inner, within, len, span);
+        }
+        if !part.ty.is_scalar() {
+            return Err(self.error(Diagnostic::error(
+                span,
+                "reading a member of this struct value is not supported",
+            )));
+        }
+        let here = len.min(8 - within);
+        let low = masked(shifted(part.clone(), 8 * within, span), 8 * here, span);
+        if here == len {
+            return Ok(low);
+        }
+        // The rest is at the start of the next register.
+        let high = self.bytes_at(parts, offset + here, len - here, span)?;
+        let high = binary(BinOp::Shl, high, (8 * here) as i64, span);
+        Ok(TExpr {
+            kind: TKind::Binary {
+                op: BinOp::BitOr,
+                lhs: Box::new(low),
+                rhs: Box::new(high),
+            },
+            ty: UINT64,
+            span,
+        })
     }
 
     fn unreadable(
@@ -169,4 +269,33 @@ impl Checker<'_> {
             .hint("read the other parameters by name, or this one where the function passes it on"),
         )
     }
+}
+
+/// `lhs OP rhs` on 64-bit unsigned integers.
+fn binary(op: BinOp, lhs: TExpr, rhs: i64, span: Span) -> TExpr {
+    TExpr {
+        kind: TKind::Binary {
+            op,
+            lhs: Box::new(lhs),
+            rhs: Box::new(TExpr::int(rhs, UINT64, span)),
+        },
+        ty: UINT64,
+        span,
+    }
+}
+
+/// `value >> bits`, or `value` itself when there is nothing to shift.
+fn shifted(value: TExpr, bits: u64, span: Span) -> TExpr {
+    if bits == 0 {
+        return value;
+    }
+    binary(BinOp::Shr, value, bits as i64, span)
+}
+
+/// The low `bits` of `value`, or `value` itself when that is all of it.
+fn masked(value: TExpr, bits: u64, span: Span) -> TExpr {
+    if bits >= 64 {
+        return value;
+    }
+    binary(BinOp::BitAnd, value, ((1u64 << bits) - 1) as i64, span)
 }
