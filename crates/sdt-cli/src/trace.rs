@@ -150,12 +150,14 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
             pid: traced.pid,
             default_target: traced.program.clone(),
             debug_dirs: Vec::new(),
+            allow_unsafe: false,
         },
         mechanism,
+        missing_probes: Default::default(),
         codegen: sdt_codegen::Options {
             wake_at: args.buffer_size / 8,
             ring_size: args.buffer_size,
-            possible_cpus: sdt_codegen::possible_cpus(),
+            machine: sdt_codegen::Machine::current(),
             ..sdt_codegen::Options::default()
         },
     };
@@ -218,6 +220,8 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         pid: traced.pid,
         follow: !args.no_follow,
         allow_unsafe: false,
+        filter_tracepoints: false,
+        max_cat_bytes: u64::MAX,
     };
     let runner = Runner::load(&compilation, &run, format.sink(out))?;
     let sites = compilation.sites.len();

@@ -4,7 +4,7 @@ use super::{Checker, Scope, Stop, UsdtArg, R};
 use crate::ast::{BinOp, Expr, ExprKind, UnOp};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{ProbeKind, TExpr, TKind};
-use crate::types::{Ty, INT64, UINT64};
+use crate::types::{Ty, BOOL, INT64, UINT64};
 
 use super::builtins::{self, Checked, Role, Use};
 
@@ -21,11 +21,25 @@ impl Checker<'_> {
                 },
             ),
             ExprKind::Ident(name) => self.ident(name, span, scope)?,
-            ExprKind::Var(name) => match scope.vars.iter().position(|(n, _)| n == name) {
-                Some(i) => typed(TKind::Var(i), scope.vars[i].1.clone()),
+            ExprKind::Var(name) => match scope.lookup(name) {
+                Some(i) => {
+                    // `let $x;` read before any assignment: the integer 0.
+                    if scope.vars[i].1 == Ty::Void {
+                        scope.vars[i].1 = INT64;
+                    }
+                    typed(TKind::Var(i), scope.vars[i].1.clone())
+                }
+                None if scope.ended(name) => {
+                    return Err(self.error(
+                        Diagnostic::error(span, format!("${name} is not seen here"))
+                            .label("assigned only inside a block that has ended")
+                            .hint(format!(
+                                "a variable belongs to the block where it is first assigned; declare it before that block with `let ${name};`"
+                            )),
+                    ))
+                }
                 None => {
-                    let names: Vec<String> =
-                        scope.vars.iter().map(|(n, _)| format!("${n}")).collect();
+                    let names = scope.visible_names();
                     let mut d =
                         Diagnostic::error(span, format!("${name} is used before it is assigned"))
                             .label("not assigned yet in this probe");
@@ -59,13 +73,16 @@ impl Checker<'_> {
                     ));
                 }
                 if let Ty::Agg(agg) = decl.value {
-                    return Err(self.error(
-                        Diagnostic::error(
-                            span,
-                            format!("@{} holds {}(), which can only be printed, not read in a probe", map.name, agg.name()),
-                        )
-                        .hint("keep a plain copy in another map if a probe needs the value: @n = @n + 1"),
-                    ));
+                    let Some(ty) = agg.read_type() else {
+                        return Err(self.error(
+                            Diagnostic::error(
+                                span,
+                                format!("@{} holds {}(), which has no single value to read in a probe", map.name, agg.name()),
+                            )
+                            .hint("print it with print(); count(), sum(), min(), max() and avg() can be read"),
+                        ));
+                    };
+                    return Ok(typed(TKind::AggGet { map: id, keys }, ty));
                 }
                 typed(TKind::MapGet { map: id, keys }, decl.value)
             }
@@ -86,6 +103,7 @@ impl Checker<'_> {
                 let otherwise = self.expr(otherwise, scope)?;
                 let otherwise = self.value(otherwise)?;
                 let ty = match (&then.ty, &otherwise.ty) {
+                    (a, b) if a == b && a.is_scalar() => super::widen(a),
                     (a, b) if a.is_scalar() && b.is_scalar() => Ty::arithmetic(a, b),
                     (Ty::Str { size: a }, Ty::Str { size: b }) => Ty::Str { size: *a.max(b) },
                     (a, b) => {
@@ -193,7 +211,7 @@ impl Checker<'_> {
                 let delta = if *increment { 1 } else { -1 };
                 match &target.kind {
                     ExprKind::Var(name) => {
-                        let Some(var) = scope.vars.iter().position(|(n, _)| n == name) else {
+                        let Some(var) = scope.lookup(name) else {
                             return Err(self.error(Diagnostic::error(
                                 target.span,
                                 format!("${name} is used before it is assigned"),
@@ -246,6 +264,27 @@ impl Checker<'_> {
                     _ => unreachable!("the parser only makes ++/-- of variables and maps"),
                 }
             }
+            ExprKind::Block { stmts, value } => {
+                scope.blocks.push(Vec::new());
+                let body = self.statements(stmts, scope);
+                let value = match value {
+                    Some(v) => self.expr(v, scope).and_then(|v| self.value(v)),
+                    None => Err(self.error(
+                        Diagnostic::error(span, "this block gives no value")
+                            .hint("end it with an expression and no `;`: { let $x = 1; $x + 1 }"),
+                    )),
+                };
+                scope.blocks.pop();
+                let value = value?;
+                let ty = value.ty.clone();
+                typed(
+                    TKind::Block {
+                        stmts: body,
+                        value: Box::new(value),
+                    },
+                    ty,
+                )
+            }
             ExprKind::SizeofType(ty) => {
                 let t = self.resolve_type(ty)?;
                 typed(TKind::Int(self.registry.c_size(&t) as i64), UINT64)
@@ -258,10 +297,19 @@ impl Checker<'_> {
                         "offsetof() needs a struct or union",
                     )));
                 };
-                let Some(found) = self.registry.field(id, field) else {
-                    return Err(self.unknown_field(id, field, span));
-                };
-                typed(TKind::Int(found.offset as i64), UINT64)
+                let mut record = id;
+                let mut offset = 0;
+                for part in field.split('.') {
+                    let Some(found) = self.registry.field(record, part) else {
+                        return Err(self.unknown_field(record, part, span));
+                    };
+                    offset += found.offset;
+                    record = match found.ty {
+                        Ty::Record(inner) => inner,
+                        _ => record,
+                    };
+                }
+                typed(TKind::Int(offset as i64), UINT64)
             }
         })
     }
@@ -304,6 +352,11 @@ impl Checker<'_> {
 
     fn ident(&mut self, name: &str, span: Span, scope: &mut Scope) -> R<TExpr> {
         let typed = |kind, ty| Ok(TExpr { kind, ty, span });
+        match name {
+            "true" => return typed(TKind::Int(1), BOOL),
+            "false" => return typed(TKind::Int(0), BOOL),
+            _ => {}
+        }
         if let Some(builtin) = builtins::find(name, self.options.internal) {
             let use_ = Use {
                 name,
@@ -475,7 +528,10 @@ impl Checker<'_> {
     /// A value tested for truth: an integer or a pointer.
     pub(crate) fn condition(&mut self, e: TExpr) -> R<TExpr> {
         let e = self.value(e)?;
-        if matches!(e.ty, Ty::Int { .. } | Ty::Enum { .. } | Ty::Ptr(_)) {
+        if matches!(
+            e.ty,
+            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(_)
+        ) {
             return Ok(e);
         }
         Err(self.error(
@@ -573,7 +629,7 @@ impl Checker<'_> {
                     ));
                 }
                 let ty = match (op, &value.ty) {
-                    (UnOp::Not, _) => INT64,
+                    (UnOp::Not, _) => BOOL,
                     (_, Ty::Ptr(_)) => UINT64,
                     (_, ty) => super::widen(ty),
                 };
@@ -658,7 +714,7 @@ impl Checker<'_> {
                         rhs: Box::new(r),
                         negate: op == BinOp::Ne,
                     },
-                    ty: INT64,
+                    ty: BOOL,
                     span,
                 }),
                 (BinOp::Eq | BinOp::Ne, false) => Err(self.error(Diagnostic::error(
@@ -704,7 +760,7 @@ impl Checker<'_> {
                     lhs: Box::new(l),
                     rhs: Box::new(r),
                 },
-                ty: INT64,
+                ty: BOOL,
                 span,
             });
         }
@@ -721,8 +777,12 @@ impl Checker<'_> {
             }
             _ => (l, r),
         };
-        let ty = if op.is_comparison() {
-            INT64
+        let ty = if op.is_comparison()
+            || (l.ty == BOOL
+                && r.ty == BOOL
+                && matches!(op, BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor))
+        {
+            BOOL
         } else if let (Ty::Ptr(_), Ty::Ptr(_), BinOp::Sub) = (&l.ty, &r.ty, op) {
             INT64
         } else if let Ty::Ptr(_) = l.ty {
@@ -765,6 +825,34 @@ impl Checker<'_> {
         };
         let value = self.value(value)?;
         match (&target, &value.ty) {
+            // A number or pointer is true when it is not zero, a string
+            // when it is not empty.
+            (Ty::Bool, Ty::Bool) => Ok(TExpr { span, ..value }),
+            (Ty::Bool, from) if from.is_scalar() => Ok(match value.kind {
+                TKind::Int(v) => TExpr::int(i64::from(v != 0), BOOL, span),
+                _ => TExpr {
+                    kind: TKind::Binary {
+                        op: BinOp::Ne,
+                        rhs: Box::new(TExpr::int(0, value.ty.clone(), span)),
+                        lhs: Box::new(value),
+                    },
+                    ty: BOOL,
+                    span,
+                },
+            }),
+            (Ty::Bool, Ty::Str { .. }) => Ok(TExpr {
+                kind: TKind::StrEq {
+                    lhs: Box::new(value),
+                    rhs: Box::new(TExpr {
+                        kind: TKind::Str(Vec::new()),
+                        ty: Ty::Str { size: 1 },
+                        span,
+                    }),
+                    negate: true,
+                },
+                ty: BOOL,
+                span,
+            }),
             (Ty::Int { .. } | Ty::Enum { .. }, from) if from.is_scalar() => Ok(match value.kind {
                 TKind::Int(v) => TExpr::int(target.truncate(v), target, span),
                 _ => TExpr {
