@@ -373,6 +373,22 @@ fn listing_shows_the_parameters_as_bpftrace_does() {
             lines.next().is_none_or(|l| !l.starts_with(' ')),
             "{variant}: {text}"
         );
+        // With a program: its uprobes at entries with their parameters,
+        // its uretprobes without.
+        let out = sdt()
+            .args(["run", "-lv", "-e"])
+            .arg(format!("uprobe:{p}:bits {{}} uretprobe:{p}:bits {{}}"))
+            .output()
+            .unwrap();
+        assert_no_panic(&out);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!(
+                "uprobe:{p}:bits\n    struct flags f\n    struct box b\n    struct straddle s\n\
+                 uretprobe:{p}:bits\n"
+            ),
+            "{variant}"
+        );
         // Without -v, names only.
         let out = sdt()
             .args(["run", "-l", &format!("uprobe:{p}:main")])
