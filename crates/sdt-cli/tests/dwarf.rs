@@ -18,6 +18,7 @@ mod list_common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 use list_common::{assert_no_panic, have, require, sdt};
@@ -93,9 +94,11 @@ fn no_pie() -> Option<PathBuf> {
 }
 
 /// Runs `sdt run ARGS -e SCRIPT -c 'PROGRAM LOG ROUNDS'`; returns what it
-/// printed and the fixture's log.
-fn traced(program: &Path, script: &str, rounds: u32, args: &[&str]) -> (String, String) {
-    let log = program.with_extension("log");
+/// printed, the fixture's log, and the log's path.
+fn traced(program: &Path, script: &str, rounds: u32, args: &[&str]) -> (String, String, PathBuf) {
+    // A log of its own: tests run the same program at the same time.
+    static RUNS: AtomicU32 = AtomicU32::new(0);
+    let log = program.with_extension(format!("{}.log", RUNS.fetch_add(1, Ordering::Relaxed)));
     let command = format!("{} {} {rounds}", program.display(), log.display());
     let out = sdt()
         .arg("run")
@@ -112,6 +115,7 @@ fn traced(program: &Path, script: &str, rounds: u32, args: &[&str]) -> (String, 
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         std::fs::read_to_string(&log).expect("the fixture's log"),
+        log,
     )
 }
 
@@ -157,7 +161,7 @@ fn args_name_every_parameter_the_calling_convention_passes() {
     }
     for (variant, program) in &builds.all {
         let script = NAMED.replace("PROGRAM", program.to_str().unwrap());
-        let (printed, log) = traced(program, &script, 3, &[]);
+        let (printed, log, _) = traced(program, &script, 3, &[]);
         let want: Vec<String> = log
             .lines()
             .filter(|l| {
@@ -210,7 +214,7 @@ fn args_is_a_struct_to_print_and_keep_in_maps() {
         "uprobe:{p}:small_structs {{ print(args); @last = args; @calls[args] = count(); }}\n\
          uprobe:{p}:wide_int {{ print(args); }}"
     );
-    let (printed, log) = traced(&program, &script, 2, &[]);
+    let (printed, log, _) = traced(&program, &script, 2, &[]);
     // Structs passed in one and in two registers, put together again.
     for line in log.lines() {
         if let Some(rest) = line.strip_prefix("small_structs ") {
@@ -420,7 +424,7 @@ fn a_probe_on_a_source_line_fires_at_its_code() {
             "uprobe:{p}@params.c:{line} {{ @hits = count(); @ip[reg(\"ip\") - uaddr(\"main\") + {main:#x}] = count(); }}",
             main = symbol(program, "main")
         );
-        let (printed, _) = traced(program, &script, 4, &[]);
+        let (printed, _, _) = traced(program, &script, 4, &[]);
         assert!(
             printed.lines().any(|l| l == "@hits: 4"),
             "{variant}: once per round: {printed}"
@@ -510,7 +514,7 @@ fn debuginfo_finds_the_debug_file_of_a_stripped_program() {
         "{err}"
     );
     // Relative to the program's directory, as bpftrace takes it.
-    let (printed, log) = traced(&stripped, &script, 2, &["--debuginfo", "debug"]);
+    let (printed, log, _) = traced(&stripped, &script, 2, &["--debuginfo", "debug"]);
     let want: Vec<String> = log
         .lines()
         .filter_map(|l| {
@@ -550,8 +554,7 @@ fn libc_parameters_from_libc6_dbg() {
     // log, then reads its rounds with atoi(), which is strtol(s, NULL, 10).
     let script = "uprobe:libc:fopen /pid == cpid/ { printf(\"fopen %s\\n\", str(args.filename)); }\n\
                   uprobe:libc:strtol /pid == cpid/ { printf(\"strtol %s %d %d\\n\", str(args.nptr), args.endptr, args.base); }";
-    let (printed, _) = traced(&program, script, 7, &[]);
-    let log = program.with_extension("log");
+    let (printed, _, log) = traced(&program, script, 7, &[]);
     let got: Vec<&str> = printed
         .lines()
         .filter(|l| l.starts_with("fopen ") || l.starts_with("strtol "))
