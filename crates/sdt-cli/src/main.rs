@@ -73,7 +73,8 @@ struct Cli {
 enum Command {
     List(list::ListArgs),
     Trace(trace::TraceArgs),
-    Run(run::RunArgs),
+    // Boxed: its many options make it far larger than the others.
+    Run(Box<run::RunArgs>),
     Types(types::TypesArgs),
     Calls(tools::CallsArgs),
     Flow(tools::FlowArgs),
@@ -122,7 +123,7 @@ fn main() -> ExitCode {
         match Cli::parse().command {
             Command::List(args) => list::run(args),
             Command::Trace(args) => trace::run(args),
-            Command::Run(args) => run::run(args, run::Mode::Sdt),
+            Command::Run(args) => run::run(*args, run::Mode::Sdt),
             Command::Calls(args) => tools::calls(args),
             Command::Flow(args) => tools::flow(args),
             Command::Gc(args) => tools::gc(args),
