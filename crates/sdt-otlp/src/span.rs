@@ -12,7 +12,9 @@
 use std::collections::HashMap;
 use std::io;
 
-use sdt_output::{Datum, Hit, Losses, MapPrint, Printed, Sink, TextKind, TraceSummary};
+use sdt_output::{
+    Cell, Datum, Hit, Losses, MapPrint, Note, Printed, Sink, Stream, Table, TextKind, TraceSummary,
+};
 
 use crate::pusher::SpanSender;
 
@@ -167,6 +169,18 @@ impl Sink for SpanSink<'_> {
 
     fn summary(&mut self, summary: &TraceSummary) {
         self.inner.summary(summary)
+    }
+
+    fn table(&mut self, table: &Table) {
+        self.inner.table(table)
+    }
+
+    fn row(&mut self, stream: &Stream, row: &[Cell]) {
+        self.inner.row(stream, row)
+    }
+
+    fn note(&mut self, note: &Note) {
+        self.inner.note(note)
     }
 
     fn flush(&mut self) {

@@ -250,13 +250,17 @@ fn compile(
             strlen: DEFAULT_STRLEN,
             // Served programs never run commands.
             allow_unsafe: false,
+            named_params: Default::default(),
             internal: false,
         },
         scope: Scope {
             pid: None,
             default_target: None,
+            debug_dirs: Vec::new(),
+            allow_unsafe: false,
         },
         mechanism: options.mechanism,
+        missing_probes: sdt_lang::config::Config::default().missing_probes,
         codegen: sdt_codegen::Options {
             wake_at: options.ring_size / 8,
             start_ns: monotonic_ns(),
@@ -320,6 +324,8 @@ impl Compiled<'_> {
             pid: None,
             follow: false,
             allow_unsafe: false,
+            filter_tracepoints: false,
+            max_cat_bytes: sdt_lang::config::Config::default().max_cat_bytes,
         };
         let mut runner = Runner::load(self.compilation, &run_options, sink)
             .map_err(|e| one_line(&e.to_string()))?;
