@@ -260,16 +260,16 @@ pub fn execute<'c>(
     let mechanism = sdt_trace::mechanism(None)?;
     let options = sdt_script::Options {
         check: CheckOptions {
-            params: Vec::new(),
             strlen,
-            allow_unsafe: false,
-            internal: false,
+            ..CheckOptions::default()
         },
         scope: Scope {
             pid: traced.pid,
             default_target: traced.program.clone(),
+            allow_unsafe: false,
         },
         mechanism,
+        missing_probes: Default::default(),
         codegen: sdt_codegen::Options {
             wake_at: (4 << 20) / 8,
             start_ns: 0,
@@ -291,6 +291,8 @@ pub fn execute<'c>(
         pid: traced.pid,
         follow: true,
         allow_unsafe: false,
+        filter_tracepoints: false,
+        max_cat_bytes: u64::MAX,
     };
     let sink = sdt_output::Format::TEXT.sink(Box::new(io::sink()));
     let mut runner = Runner::load(&compilation, &run, sink)?;

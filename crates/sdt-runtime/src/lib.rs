@@ -76,6 +76,8 @@ pub struct Runtime<'p> {
     /// Entries of `print(@m)` snapshots still arriving, by the thread and
     /// nonce of their walk (see [`sdt_codegen::layout::snapshot`]).
     snapshots: HashMap<(u64, u64), Vec<Entry>>,
+    /// Bytes `cat()` prints of a file at most.
+    cat_limit: u64,
 }
 
 /// What values are resolved with: the program's names and types, and
@@ -120,7 +122,13 @@ impl<'p> Runtime<'p> {
             compilation,
             hits: Hits::default(),
             snapshots: HashMap::new(),
+            cat_limit: u64::MAX,
         }
+    }
+
+    /// `cat()` prints at most `bytes` of a file (`max_cat_bytes`).
+    pub fn limit_cat(&mut self, bytes: u64) {
+        self.cat_limit = bytes;
     }
 
     /// The hits of `sdt trace` so far.
@@ -307,7 +315,13 @@ impl<'p> Runtime<'p> {
 
     fn cat(&mut self, path: &[u8]) {
         let path = String::from_utf8_lossy(path).into_owned();
-        match std::fs::read(&path) {
+        let limit = self.cat_limit;
+        let read = std::fs::File::open(&path).and_then(|f| {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, limit), &mut bytes)?;
+            Ok(bytes)
+        });
+        match read {
             Ok(bytes) => self.sink.text(TextKind::Cat, &bytes),
             Err(e) => eprintln!("sdt: cat(\"{path}\"): {e}"),
         }
@@ -483,7 +497,7 @@ impl Known<'_> {
                     value: u64::from(*uid),
                     signed: false,
                 },
-                (Value::Strerror(e), _) => Arg::Int {
+                (Value::Strerror(e) | Value::SignalName(e), _) => Arg::Int {
                     value: *e as u64,
                     signed: true,
                 },

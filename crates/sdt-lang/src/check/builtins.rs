@@ -174,14 +174,18 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     function("reg", 1, 1, reg),
     function("strncmp", 3, 3, strncmp),
     function("strcontains", 2, 2, strcontains),
+    function("strstr", 2, 2, strstr),
+    function("strlen", 1, 1, strlen),
     function("has_key", 2, 2, has_key),
     function("len", 1, 1, len),
     function("find", 3, 3, find_entry),
     function("delete", 1, 2, delete),
     function("ntop", 1, 2, ntop),
     function("strerror", 1, 1, strerror),
+    function("signal_name", 1, 1, signal_name),
     function("strftime", 2, 2, strftime),
     function("bswap", 1, 1, bswap),
+    function("getopt", 1, 3, getopt),
     function("cgroupid", 1, 1, |c, u, _| {
         Err(c.error(Diagnostic::error(u.span, "cgroupid() is not supported yet")))
     }),
@@ -218,6 +222,28 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     aggregation("hist", 1, 2, hist),
     aggregation("lhist", 4, 4, lhist),
 ];
+
+/// `getopt(name[, default[, description]])`: a named program parameter,
+/// a constant once the command line is known (see [`crate::getopt`]).
+fn getopt(c: &mut Checker<'_>, u: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    use crate::getopt::{declaration, value as given, Value};
+    let d = declaration(u.args).map_err(|(span, why)| c.error(Diagnostic::error(span, why)))?;
+    let text = c.options.named_params.get(&d.name);
+    let v = match text {
+        Some(text) => given(&d, text.as_deref()),
+        None => Ok(d.default.clone()),
+    };
+    let (kind, ty) = match v.map_err(|why| c.error(Diagnostic::error(u.span, why)))? {
+        Value::Bool(b) => (TKind::Int(b.into()), crate::types::BOOL),
+        Value::Unsigned(n) => (TKind::Int(n as i64), UINT64),
+        Value::Signed(n) => (TKind::Int(n), INT64),
+        Value::Text(s) => {
+            let size = s.len() as u32 + 1;
+            (TKind::Str(s.into_bytes()), Ty::Str { size })
+        }
+    };
+    value(u, kind, ty)
+}
 
 type CheckFn = fn(&mut Checker<'_>, &Use<'_>, &mut Scope) -> R<Checked>;
 
@@ -770,6 +796,49 @@ fn strcontains(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Chec
     )
 }
 
+fn strstr(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let [haystack, needle] = two_strings(c, use_.args, scope, "strstr() takes two strings")?;
+    value(
+        use_,
+        TKind::StrStr {
+            haystack: Box::new(haystack),
+            needle: Box::new(needle),
+        },
+        INT64,
+    )
+}
+
+/// `strlen(s)` of a string, or of a `char` array or pointer, read as
+/// `str()` reads it.
+fn strlen(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let arg = &use_.args[0];
+    let v = c.expr(arg, scope)?;
+    let v = c.value(v)?;
+    let s = if v.ty.is_string() {
+        v
+    } else if matches!(v.ty, Ty::Ptr(_) | Ty::Array { .. }) {
+        let call = Expr {
+            kind: ExprKind::Call {
+                name: "str".to_string(),
+                name_span: arg.span,
+                args: vec![arg.clone()],
+            },
+            span: arg.span,
+        };
+        let s = c.expr(&call, scope)?;
+        c.value(s)?
+    } else {
+        return Err(c.error(Diagnostic::error(
+            arg.span,
+            format!(
+                "strlen() takes a string, a char array or a pointer to one, and this is {}",
+                v.ty.display(&c.registry)
+            ),
+        )));
+    };
+    value(use_, TKind::StrLen(Box::new(s)), UINT64)
+}
+
 fn ntop(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     const AF_INET: i64 = 2;
     const AF_INET6: i64 = 10;
@@ -820,6 +889,18 @@ fn integer(c: &mut Checker<'_>, e: &Expr, scope: &mut Scope, message: &str) -> R
 fn strerror(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let v = integer(c, &use_.args[0], scope, "strerror() takes an errno value")?;
     value(use_, TKind::Retype(Box::new(v)), Ty::Strerror)
+}
+
+/// `signal_name(N)`: the signal's description, as `strsignal(3)` gives
+/// it, made in user space.
+fn signal_name(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let v = integer(
+        c,
+        &use_.args[0],
+        scope,
+        "signal_name() takes a signal number",
+    )?;
+    value(use_, TKind::Retype(Box::new(v)), Ty::SignalName)
 }
 
 fn strftime(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
