@@ -392,3 +392,32 @@ fn a_script_of_only_begin_and_end_ends_by_itself() {
     };
     assert_eq!(lines, ["begin", "end"]);
 }
+
+#[test]
+fn pointers_step_by_their_pointee_and_sizeof_takes_expressions() {
+    let Some(lines) = lines(
+        r#"struct Foo { int x; long y; }
+        BEGIN {
+            $q = (int32 *)8; $q++; printf("%d ", (uint64)$q); $q -= 2; printf("%d ", (uint64)$q);
+            $f = (struct Foo *)0; ++$f; printf("%d\n", (uint64)$f);
+            $x = 1; $s = "abc";
+            printf("%d %d %d %d\n", sizeof($x), sizeof($s), sizeof(*$f), sizeof(struct Foo));
+            printf("%d\n", nsecs(sw_tai) > nsecs(monotonic));
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(lines, ["12 4 16", "8 4 16 16", "1"]);
+}
+
+#[test]
+fn an_import_is_refused_where_it_stands_never_ignored() {
+    fails_with(
+        "import \"helpers.bt\";\nBEGIN { printf(\"x\\n\"); }",
+        "stdin:1:1",
+    );
+    fails_with(
+        "import \"helpers.bt\";\nBEGIN { printf(\"x\\n\"); }",
+        "sdt does not import files",
+    );
+}

@@ -176,6 +176,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     function("strcontains", 2, 2, strcontains),
     function("strstr", 2, 2, strstr),
     function("strlen", 1, 1, strlen),
+    function("sizeof", 1, 1, sizeof_value),
     function("has_key", 2, 2, has_key),
     function("len", 1, 1, len),
     function("find", 3, 3, find_entry),
@@ -373,10 +374,13 @@ fn helper(
 /// `nsecs`, or `nsecs(CLOCK)`: nanoseconds of the monotonic clock (the
 /// default), of the boot clock (which counts suspended time too), or TAI.
 fn nsecs(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
-    const CLOCKS: [(&str, u32); 3] = [
+    // `sw_tai` is bpftrace's TAI for kernels without the TAI helper; this
+    // one has it, so both read the kernel's TAI clock.
+    const CLOCKS: [(&str, u32); 4] = [
         ("monotonic", helper::KTIME_GET_NS),
         ("boot", helper::KTIME_GET_BOOT_NS),
         ("tai", helper::KTIME_GET_TAI_NS),
+        ("sw_tai", helper::KTIME_GET_TAI_NS),
     ];
     let clock = match use_.args.first() {
         None => "monotonic",
@@ -387,7 +391,7 @@ fn nsecs(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
         Some(other) => {
             return Err(c.error(
                 Diagnostic::error(other.span, "nsecs() takes the name of a clock")
-                    .hint("monotonic, boot or tai"),
+                    .hint("monotonic, boot, tai or sw_tai"),
             ))
         }
     };
@@ -397,7 +401,7 @@ fn nsecs(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
             let mut d = Diagnostic::error(use_.args[0].span, format!("`{clock}` is not a clock"));
             d = d.hint(
                 did_you_mean(&suggest(clock, CLOCKS.iter().map(|c| c.0)))
-                    .unwrap_or_else(|| "the clocks are monotonic, boot and tai".into()),
+                    .unwrap_or_else(|| "the clocks are monotonic, boot, tai and sw_tai".into()),
             );
             Err(c.error(d))
         }
@@ -794,6 +798,17 @@ fn strcontains(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Chec
         },
         crate::types::BOOL,
     )
+}
+
+/// `sizeof(EXPR)`: the size of the expression's type, known when the
+/// script compiles (the expression is never run). `sizeof(TYPE)` is
+/// parsed as a type.
+fn sizeof_value(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let v = c.expr(&use_.args[0], scope)?;
+    let v = c.value(v)?;
+    c.not_void(&v)?;
+    let size = c.registry.c_size(&v.ty);
+    value(use_, TKind::Int(size as i64), UINT64)
 }
 
 fn strstr(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
