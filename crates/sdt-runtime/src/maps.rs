@@ -381,7 +381,6 @@ fn resolved(
     buckets: impl Fn(&BTreeMap<u64, u64>) -> Vec<Bucket>,
 ) -> MapPrint {
     let registry = env.registry().clone();
-    let stats_like = matches!(decl.aggregation(), Some(Agg::Stats { .. }));
     let offsets = decl.key_offsets(&registry);
     let rows = rows
         .into_iter()
