@@ -33,4 +33,5 @@ pub mod hir;
 pub mod lexer;
 pub mod macros;
 pub mod parser;
+mod rewrite;
 pub mod types;

@@ -22,6 +22,7 @@ use std::collections::HashMap;
 
 use crate::ast::*;
 use crate::diag::{Diagnostic, Span};
+use crate::rewrite::Rewrite;
 
 /// How deep expansions may nest: far beyond any script that means it.
 const MAX_DEPTH: usize = 64;
@@ -70,180 +71,25 @@ struct Expander<'m> {
     uses: usize,
 }
 
-impl Expander<'_> {
-    fn block(&mut self, stmts: Block) -> Result<Block, Diagnostic> {
-        stmts.into_iter().map(|s| self.stmt(s)).collect()
-    }
-
-    fn stmt(&mut self, stmt: Stmt) -> Result<Stmt, Diagnostic> {
-        let kind = match stmt.kind {
-            StmtKind::Expr(e) => StmtKind::Expr(self.expr(e)?),
-            StmtKind::AssignVar {
-                name,
-                name_span,
-                op,
-                value,
-            } => StmtKind::AssignVar {
-                name,
-                name_span,
-                op,
-                value: self.expr(value)?,
-            },
-            StmtKind::AssignMap { map, op, value } => StmtKind::AssignMap {
-                map: self.map_ref(map)?,
-                op,
-                value: self.expr(value)?,
-            },
-            StmtKind::If {
-                cond,
-                then,
-                otherwise,
-            } => StmtKind::If {
-                cond: self.expr(cond)?,
-                then: self.block(then)?,
-                otherwise: otherwise.map(|b| self.block(b)).transpose()?,
-            },
-            StmtKind::Unroll { count, body } => StmtKind::Unroll {
-                count: self.expr(count)?,
-                body: self.block(body)?,
-            },
-            StmtKind::While { cond, body } => StmtKind::While {
-                cond: self.expr(cond)?,
-                body: self.block(body)?,
-            },
-            StmtKind::For {
-                var,
-                var_span,
-                iter,
-                body,
-            } => StmtKind::For {
-                var,
-                var_span,
-                iter: match iter {
-                    ForIter::Range { start, end } => ForIter::Range {
-                        start: self.expr(start)?,
-                        end: self.expr(end)?,
-                    },
-                    map @ ForIter::Map { .. } => map,
-                },
-                body: self.block(body)?,
-            },
-            StmtKind::Let {
-                name,
-                name_span,
-                ty,
-                value,
-            } => StmtKind::Let {
-                name,
-                name_span,
-                ty,
-                value: value.map(|v| self.expr(v)).transpose()?,
-            },
-            other @ (StmtKind::Break | StmtKind::Continue | StmtKind::Return) => other,
-        };
-        Ok(Stmt {
-            kind,
-            span: stmt.span,
-        })
-    }
-
-    fn map_ref(&mut self, map: MapRef) -> Result<MapRef, Diagnostic> {
-        Ok(MapRef {
-            keys: self.exprs(map.keys)?,
-            ..map
-        })
-    }
-
-    fn exprs(&mut self, exprs: Vec<Expr>) -> Result<Vec<Expr>, Diagnostic> {
-        exprs.into_iter().map(|e| self.expr(e)).collect()
-    }
-
-    fn boxed(&mut self, e: Expr) -> Result<Box<Expr>, Diagnostic> {
-        Ok(Box::new(self.expr(e)?))
-    }
-
-    fn expr(&mut self, e: Expr) -> Result<Expr, Diagnostic> {
+impl Rewrite for Expander<'_> {
+    /// A use of a macro, its arguments expanded, becomes the macro's body.
+    fn after(&mut self, e: Expr) -> Result<Expr, Diagnostic> {
         let span = e.span;
-        let kind = match e.kind {
-            ExprKind::Call {
-                name,
-                name_span,
-                args,
-            } => {
-                let args = self.exprs(args)?;
-                if self.macros.contains_key(&(name.clone(), args.len())) {
-                    return self.use_macro(&name, args, span);
-                }
-                ExprKind::Call {
-                    name,
-                    name_span,
-                    args,
-                }
+        match e.kind {
+            ExprKind::Call { name, args, .. }
+                if self.macros.contains_key(&(name.clone(), args.len())) =>
+            {
+                self.use_macro(&name, args, span)
             }
             ExprKind::Ident(name) if self.macros.contains_key(&(name.clone(), 0)) => {
-                return self.use_macro(&name, Vec::new(), span)
+                self.use_macro(&name, Vec::new(), span)
             }
-            ExprKind::Map(map) => ExprKind::Map(self.map_ref(map)?),
-            ExprKind::Unary { op, expr } => ExprKind::Unary {
-                op,
-                expr: self.boxed(*expr)?,
-            },
-            ExprKind::Binary { op, lhs, rhs } => ExprKind::Binary {
-                op,
-                lhs: self.boxed(*lhs)?,
-                rhs: self.boxed(*rhs)?,
-            },
-            ExprKind::Ternary {
-                cond,
-                then,
-                otherwise,
-            } => ExprKind::Ternary {
-                cond: self.boxed(*cond)?,
-                then: self.boxed(*then)?,
-                otherwise: self.boxed(*otherwise)?,
-            },
-            ExprKind::Cast { ty, expr } => ExprKind::Cast {
-                ty,
-                expr: self.boxed(*expr)?,
-            },
-            ExprKind::Field {
-                expr,
-                field,
-                field_span,
-                arrow,
-            } => ExprKind::Field {
-                expr: self.boxed(*expr)?,
-                field,
-                field_span,
-                arrow,
-            },
-            ExprKind::TupleIndex { expr, index } => ExprKind::TupleIndex {
-                expr: self.boxed(*expr)?,
-                index,
-            },
-            ExprKind::Index { expr, index } => ExprKind::Index {
-                expr: self.boxed(*expr)?,
-                index: self.boxed(*index)?,
-            },
-            ExprKind::Tuple(items) => ExprKind::Tuple(self.exprs(items)?),
-            ExprKind::IncDec {
-                target,
-                increment,
-                prefix,
-            } => ExprKind::IncDec {
-                target: self.boxed(*target)?,
-                increment,
-                prefix,
-            },
-            ExprKind::Block { stmts, value } => ExprKind::Block {
-                stmts: self.block(stmts)?,
-                value: value.map(|v| self.boxed(*v)).transpose()?,
-            },
-            other => other,
-        };
-        Ok(Expr { kind, span })
+            kind => Ok(Expr { kind, span }),
+        }
     }
+}
 
+impl Expander<'_> {
     /// The block a use of macro `name` becomes; `args` are expanded.
     fn use_macro(&mut self, name: &str, args: Vec<Expr>, span: Span) -> Result<Expr, Diagnostic> {
         let Some(&definition) = self.macros.get(&(name.to_string(), args.len())) else {
@@ -330,16 +176,16 @@ struct Binding<'n> {
     exprs: HashMap<String, Expr>,
 }
 
-impl Binding<'_> {
-    fn var(&self, name: String) -> String {
+impl Rewrite for Binding<'_> {
+    fn var(&mut self, name: String) -> String {
         match self.vars.get(&name) {
             Some(bound) => bound.clone(),
             None => format!("{name}@{}", self.suffix),
         }
     }
 
-    fn map(&self, name: &str, span: Span) -> Result<String, Diagnostic> {
-        self.maps.get(name).cloned().ok_or_else(|| {
+    fn map(&mut self, name: String, span: Span) -> Result<String, Diagnostic> {
+        self.maps.get(&name).cloned().ok_or_else(|| {
             Diagnostic::error(
                 span,
                 format!(
@@ -353,177 +199,11 @@ impl Binding<'_> {
         })
     }
 
-    fn block(&self, stmts: Block) -> Result<Block, Diagnostic> {
-        stmts.into_iter().map(|s| self.stmt(s)).collect()
-    }
-
-    fn stmt(&self, stmt: Stmt) -> Result<Stmt, Diagnostic> {
-        let kind = match stmt.kind {
-            StmtKind::Expr(e) => StmtKind::Expr(self.expr(e)?),
-            StmtKind::AssignVar {
-                name,
-                name_span,
-                op,
-                value,
-            } => StmtKind::AssignVar {
-                name: self.var(name),
-                name_span,
-                op,
-                value: self.expr(value)?,
-            },
-            StmtKind::AssignMap { map, op, value } => StmtKind::AssignMap {
-                map: self.map_ref(map)?,
-                op,
-                value: self.expr(value)?,
-            },
-            StmtKind::If {
-                cond,
-                then,
-                otherwise,
-            } => StmtKind::If {
-                cond: self.expr(cond)?,
-                then: self.block(then)?,
-                otherwise: otherwise.map(|b| self.block(b)).transpose()?,
-            },
-            StmtKind::Unroll { count, body } => StmtKind::Unroll {
-                count: self.expr(count)?,
-                body: self.block(body)?,
-            },
-            StmtKind::While { cond, body } => StmtKind::While {
-                cond: self.expr(cond)?,
-                body: self.block(body)?,
-            },
-            StmtKind::For {
-                var,
-                var_span,
-                iter,
-                body,
-            } => StmtKind::For {
-                var: self.var(var),
-                var_span,
-                iter: match iter {
-                    ForIter::Range { start, end } => ForIter::Range {
-                        start: self.expr(start)?,
-                        end: self.expr(end)?,
-                    },
-                    ForIter::Map { name, span } => ForIter::Map {
-                        name: self.map(&name, span)?,
-                        span,
-                    },
-                },
-                body: self.block(body)?,
-            },
-            StmtKind::Let {
-                name,
-                name_span,
-                ty,
-                value,
-            } => StmtKind::Let {
-                name: self.var(name),
-                name_span,
-                ty,
-                value: value.map(|v| self.expr(v)).transpose()?,
-            },
-            other @ (StmtKind::Break | StmtKind::Continue | StmtKind::Return) => other,
-        };
-        Ok(Stmt {
-            kind,
-            span: stmt.span,
-        })
-    }
-
-    fn map_ref(&self, map: MapRef) -> Result<MapRef, Diagnostic> {
-        Ok(MapRef {
-            name: self.map(&map.name, map.span)?,
-            keys: self.exprs(map.keys)?,
-            span: map.span,
-        })
-    }
-
-    fn exprs(&self, exprs: Vec<Expr>) -> Result<Vec<Expr>, Diagnostic> {
-        exprs.into_iter().map(|e| self.expr(e)).collect()
-    }
-
-    fn boxed(&self, e: Expr) -> Result<Box<Expr>, Diagnostic> {
-        Ok(Box::new(self.expr(e)?))
-    }
-
-    fn expr(&self, e: Expr) -> Result<Expr, Diagnostic> {
-        let span = e.span;
-        let kind = match e.kind {
-            ExprKind::Ident(name) => match self.exprs.get(&name) {
-                Some(bound) => return Ok(bound.clone()),
-                None => ExprKind::Ident(name),
-            },
-            ExprKind::Var(name) => ExprKind::Var(self.var(name)),
-            ExprKind::Map(map) => ExprKind::Map(self.map_ref(map)?),
-            ExprKind::Call {
-                name,
-                name_span,
-                args,
-            } => ExprKind::Call {
-                name,
-                name_span,
-                args: self.exprs(args)?,
-            },
-            ExprKind::Unary { op, expr } => ExprKind::Unary {
-                op,
-                expr: self.boxed(*expr)?,
-            },
-            ExprKind::Binary { op, lhs, rhs } => ExprKind::Binary {
-                op,
-                lhs: self.boxed(*lhs)?,
-                rhs: self.boxed(*rhs)?,
-            },
-            ExprKind::Ternary {
-                cond,
-                then,
-                otherwise,
-            } => ExprKind::Ternary {
-                cond: self.boxed(*cond)?,
-                then: self.boxed(*then)?,
-                otherwise: self.boxed(*otherwise)?,
-            },
-            ExprKind::Cast { ty, expr } => ExprKind::Cast {
-                ty,
-                expr: self.boxed(*expr)?,
-            },
-            ExprKind::Field {
-                expr,
-                field,
-                field_span,
-                arrow,
-            } => ExprKind::Field {
-                expr: self.boxed(*expr)?,
-                field,
-                field_span,
-                arrow,
-            },
-            ExprKind::TupleIndex { expr, index } => ExprKind::TupleIndex {
-                expr: self.boxed(*expr)?,
-                index,
-            },
-            ExprKind::Index { expr, index } => ExprKind::Index {
-                expr: self.boxed(*expr)?,
-                index: self.boxed(*index)?,
-            },
-            ExprKind::Tuple(items) => ExprKind::Tuple(self.exprs(items)?),
-            ExprKind::IncDec {
-                target,
-                increment,
-                prefix,
-            } => ExprKind::IncDec {
-                target: self.boxed(*target)?,
-                increment,
-                prefix,
-            },
-            ExprKind::Block { stmts, value } => ExprKind::Block {
-                stmts: self.block(stmts)?,
-                value: value.map(|v| self.boxed(*v)).transpose()?,
-            },
-            other => other,
-        };
-        Ok(Expr { kind, span })
+    fn after(&mut self, e: Expr) -> Result<Expr, Diagnostic> {
+        match &e.kind {
+            ExprKind::Ident(name) => Ok(self.exprs.get(name).cloned().unwrap_or(e)),
+            _ => Ok(e),
+        }
     }
 }
 
