@@ -37,6 +37,7 @@ mod dce;
 mod expr;
 pub mod layout;
 mod mem;
+mod place;
 mod stmt;
 mod walk;
 

@@ -346,7 +346,9 @@ pub enum TKind {
         lhs: Box<TExpr>,
         rhs: Box<TExpr>,
     },
-    /// String (in)equality.
+    /// (In)equality of two values of one layout, byte by byte: strings
+    /// (NUL-padded, so a shorter one compares as if padded), buffers,
+    /// arrays and tuples.
     StrEq {
         lhs: Box<TExpr>,
         rhs: Box<TExpr>,
@@ -407,7 +409,8 @@ pub enum TKind {
         ptr: Box<TExpr>,
         len: Option<Box<TExpr>>,
     },
-    /// `buf(ptr, len)`.
+    /// `buf(ptr, len)`: `len` bytes read from the traced process at
+    /// `ptr`, or, when `ptr` is a string value, its first `len` bytes.
     BufRead {
         ptr: Box<TExpr>,
         len: Box<TExpr>,
@@ -428,6 +431,9 @@ pub enum TKind {
     /// A value whose type only changes how it prints (`username`,
     /// `strerror`).
     Retype(Box<TExpr>),
+    /// A value laid out again in the expression's type, which holds it:
+    /// a tuple with shorter strings in one with longer ones.
+    Convert(Box<TExpr>),
 }
 
 impl TExpr {

@@ -514,40 +514,67 @@ fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
 fn buf(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let (args, span) = (use_.args, use_.span);
     let ptr = c.expr(&args[0], scope)?;
-    let (ptr, len, size) = if ptr.is_place() {
-        if args.len() > 1 {
-            return Err(c.error(Diagnostic::error(span, "buf() of an array takes no length")));
+    // An array in the traced process is read at its address; a string or
+    // another value the program holds gives its own bytes (`buf("k", 3)`).
+    // Either has a size of its own, the most a buffer of it holds.
+    let (ptr, own_size) = if ptr.is_place() && !super::in_program_memory(&ptr) {
+        if super::expr_is_ctx(&ptr) {
+            return Err(c.error(Diagnostic::error(
+                span,
+                "buf() of a tracepoint field is not supported",
+            )));
         }
-        let size = c.registry.c_size(&ptr.ty).min(u64::from(super::MAX_STRLEN)) as u32;
+        let size = c.registry.c_size(&ptr.ty);
         let addr = TExpr {
             kind: TKind::AddrOf(Box::new(ptr)),
             ty: UINT64,
             span,
         };
-        (addr, TExpr::int(i64::from(size), UINT64, span), size)
+        (addr, Some(size))
     } else {
         let ptr = c.value(ptr)?;
-        let Some(len) = args.get(1) else {
+        let size = (!ptr.ty.is_scalar()).then(|| c.registry.c_size(&ptr.ty));
+        (ptr, size)
+    };
+    if !matches!(
+        ptr.ty,
+        Ty::Int { .. } | Ty::Ptr(_) | Ty::Str { .. } | Ty::Array { .. } | Ty::Record(_)
+    ) {
+        return Err(c.error(Diagnostic::error(
+            args[0].span,
+            format!(
+                "buf() reads bytes from an address or a value, and this is {}",
+                ptr.ty.display(&c.registry)
+            ),
+        )));
+    }
+    let own_size = own_size.map(|s| s.min(u64::from(super::MAX_STRLEN)) as u32);
+    let len = match (args.get(1), own_size) {
+        (Some(len), _) => {
+            let len = c.expr(len, scope)?;
+            let len = c.value(len)?;
+            if !len.ty.is_integer() {
+                return Err(c.error(Diagnostic::error(
+                    len.span,
+                    "buf()'s length must be an integer",
+                )));
+            }
+            len
+        }
+        (None, Some(size)) => TExpr::int(i64::from(size), UINT64, span),
+        (None, None) => {
             return Err(c.error(Diagnostic::error(
                 span,
                 "buf() of an address needs a length: buf(ptr, len)",
-            )));
-        };
-        let len = c.expr(len, scope)?;
-        let len = c.value(len)?;
-        let size = match (args.get(2), &len.kind) {
-            (Some(e), _) => c.literal_int(e, scope, "buf()'s maximum length")? as u32,
-            (None, TKind::Int(v)) => *v as u32,
-            (None, _) => c.options.strlen,
-        };
-        (ptr, len, size.clamp(1, super::MAX_STRLEN))
+            )))
+        }
     };
-    if matches!(ptr.kind, TKind::AddrOf(ref p) if super::expr_is_ctx(p)) {
-        return Err(c.error(Diagnostic::error(
-            span,
-            "buf() of a tracepoint field is not supported",
-        )));
-    }
+    let size = match (args.get(2), &len.kind) {
+        (Some(e), _) => c.literal_int(e, scope, "buf()'s maximum length")?,
+        (None, TKind::Int(v)) => *v,
+        (None, _) => i64::from(own_size.unwrap_or(c.options.strlen)),
+    };
+    let size = size.clamp(1, i64::from(super::MAX_STRLEN)) as u32;
     value(
         use_,
         TKind::BufRead {

@@ -15,6 +15,7 @@ mod builtins;
 mod calls;
 mod expr;
 mod objects;
+mod values;
 
 use std::collections::HashMap;
 
@@ -567,6 +568,24 @@ impl<'o> Checker<'o> {
     }
 
     fn expr_stmt(&mut self, e: &Expr, scope: &mut Scope) -> R<Option<TStmt>> {
+        // `c ? printf("a") : printf("b")`: a ternary whose value is not
+        // used chooses between statements, as `if` does.
+        if let ExprKind::Ternary {
+            cond,
+            then,
+            otherwise,
+        } = &e.kind
+        {
+            let cond = self.expr(cond, scope)?;
+            let cond = self.condition(cond)?;
+            let then = self.expr_stmt(then, scope)?;
+            let otherwise = self.expr_stmt(otherwise, scope)?;
+            return Ok(Some(TStmt::If {
+                cond,
+                then: then.into_iter().collect(),
+                otherwise: otherwise.into_iter().collect(),
+            }));
+        }
         if let ExprKind::Call { name, args, .. } = &e.kind {
             if let Some(builtin) = builtins::find(name, self.options.internal) {
                 let use_ = builtins::Use {
@@ -864,6 +883,17 @@ pub(crate) fn expr_is_ctx(e: &TExpr) -> bool {
     match &e.kind {
         TKind::CtxRecord => true,
         TKind::Field { base, .. } | TKind::Index { base, .. } => expr_is_ctx(base),
+        _ => false,
+    }
+}
+
+/// Whether a place is (inside) a value the program holds (a variable, a
+/// map value, a copy), not memory of the traced process.
+pub(crate) fn in_program_memory(e: &TExpr) -> bool {
+    match &e.kind {
+        TKind::Field { base, .. } | TKind::Index { base, .. } => {
+            !base.is_place() || in_program_memory(base)
+        }
         _ => false,
     }
 }
