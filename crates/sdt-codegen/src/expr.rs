@@ -676,10 +676,11 @@ impl Gen<'_> {
             }
             TKind::UStack => {
                 if !self.kind().is_uprobe() && self.kind() != ProbeKind::Tracepoint {
-                    return Err(Diagnostic::error(
-                        e.span,
-                        "ustack is only available in probes of processes",
-                    ));
+                    // BEGIN, END and interval interrupt no process of
+                    // their own: the stack is empty, as in bpftrace.
+                    dst.store_imm(&mut self.b, Size::DW, 0, -1);
+                    dst.store_imm(&mut self.b, Size::DW, 8, 0);
+                    return Ok(());
                 }
                 self.shared.stacks = true;
                 self.b.push(Insn::mov64_reg(Reg::R1, CTX));
