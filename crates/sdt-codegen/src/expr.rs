@@ -587,7 +587,13 @@ impl Gen<'_> {
                 self.call_helper(*helper);
             }
             TKind::StrRead { ptr, len } => {
-                let p = self.scalar(ptr)?;
+                // From the traced process at an address, or a string value
+                // cut short.
+                let source = if ptr.ty.is_scalar() {
+                    Err(self.scalar(ptr)?)
+                } else {
+                    Ok(self.aggregate(ptr)?)
+                };
                 let n = match len {
                     Some(len) => Some(self.scalar(len)?),
                     None => None,
@@ -598,22 +604,29 @@ impl Gen<'_> {
                         self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
                     }
                     Some(Op::Imm(v)) => {
-                        let n = v.saturating_add(1).clamp(0, i64::from(size));
+                        let n = v.clamp(0, i64::from(size));
                         self.b.push(Insn::mov64_imm(Reg::R2, n as i32));
                     }
                     Some(n) => {
-                        // Read min(len + 1, size) bytes, NUL included.
+                        // Read min(len, size) bytes, NUL included.
                         let ok = self.b.label();
                         self.load_op(n, Reg::R2);
-                        self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R2, 1));
                         self.b.jump_imm(JmpOp::Le, Reg::R2, size as i32, ok);
                         self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
                         self.b.bind(ok);
                     }
                 }
-                self.load_op(p, Reg::R3);
                 dst.address(&mut self.b, Reg::R1, 0);
-                self.b.call(Helper::ProbeReadUserStr);
+                match source {
+                    Err(address) => {
+                        self.load_op(address, Reg::R3);
+                        self.b.call(Helper::ProbeReadUserStr);
+                    }
+                    Ok(string) => {
+                        string.address(&mut self.b, Reg::R3, 0);
+                        self.b.call(Helper::ProbeReadKernelStr);
+                    }
+                }
             }
             TKind::ArrayStr(place) => {
                 let p = self.place(place)?;

@@ -462,30 +462,8 @@ fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
 
 fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let args = use_.args;
-    // `str($1)` is the parameter's text, also when it is a number
-    // (`str($1)` of 42 is "42", not a read at address 42).
-    if let (ExprKind::Param(n), None) = (&args[0].kind, args.get(1)) {
-        let text = c.positional(*n).unwrap_or_default().as_bytes().to_vec();
-        let size = text.len() as u32 + 1;
-        return value(use_, TKind::Str(text), Ty::Str { size });
-    }
-    let ptr = c.expr(&args[0], scope)?;
-    if ptr.ty.is_string() && args.len() == 1 {
-        return Ok(Checked::Value(ptr));
-    }
-    if ptr.is_place() {
-        return Ok(Checked::Value(c.value(ptr)?));
-    }
-    let ptr = c.value(ptr)?;
-    if !matches!(ptr.ty, Ty::Int { .. } | Ty::Ptr(_)) {
-        return Err(c.error(Diagnostic::error(
-            args[0].span,
-            format!(
-                "str() reads a string from an address, and this is {}",
-                ptr.ty.display(&c.registry)
-            ),
-        )));
-    }
+    // A length is the string's size, NUL included: `str(p, 5)` keeps at
+    // most 4 bytes, as in bpftrace 0.26.
     let len = match args.get(1) {
         Some(e) => {
             let v = c.expr(e, scope)?;
@@ -496,16 +474,54 @@ fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
                     "str()'s length must be an integer",
                 )));
             }
-            Some(Box::new(v))
+            Some(v)
         }
         None => None,
     };
-    let size = c.options.strlen;
+    let size = match len.as_ref().map(|l| &l.kind) {
+        Some(TKind::Int(n)) => (*n).clamp(1, i64::from(c.options.strlen)) as u32,
+        _ => c.options.strlen,
+    };
+    // `str($1)` is the parameter's text, also when it is a number
+    // (`str($1)` of 42 is "42", not a read at address 42), and
+    // `str($1 + 2)` its text from the third byte.
+    if let Some(text) = c.parameter_text(&args[0])? {
+        let keep = match len.as_ref().map(|l| &l.kind) {
+            Some(TKind::Int(_)) => text.len().min(size as usize - 1),
+            _ => text.len(),
+        };
+        let text = text[..keep].to_vec();
+        let size = text.len() as u32 + 1;
+        return value(use_, TKind::Str(text), Ty::Str { size });
+    }
+    let ptr = c.expr(&args[0], scope)?;
+    if ptr.is_place() {
+        return Ok(Checked::Value(c.value(ptr)?));
+    }
+    let ptr = c.value(ptr)?;
+    if let (Ty::Str { size: have }, None) = (&ptr.ty, &len) {
+        let _ = have;
+        return Ok(Checked::Value(ptr));
+    }
+    let size = match ptr.ty {
+        // A string value is cut to the length.
+        Ty::Str { size: have } => size.min(have),
+        Ty::Int { .. } | Ty::Ptr(_) => size,
+        _ => {
+            return Err(c.error(Diagnostic::error(
+                args[0].span,
+                format!(
+                    "str() reads a string from an address, and this is {}",
+                    ptr.ty.display(&c.registry)
+                ),
+            )))
+        }
+    };
     value(
         use_,
         TKind::StrRead {
             ptr: Box::new(ptr),
-            len,
+            len: len.map(Box::new),
         },
         Ty::Str { size },
     )

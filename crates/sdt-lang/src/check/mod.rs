@@ -947,14 +947,19 @@ fn tracepoint_field_type(registry: &TypeRegistry, f: &TracepointField) -> Ty {
         };
     }
     if decl.ends_with('*') {
-        let base = decl.trim_end_matches('*').trim();
-        let pointee = base
+        // `const char *const *argv`: every `*` is a level of pointer.
+        let spaced = decl.replace('*', " * ");
+        let words: Vec<&str> = spaced
             .split_whitespace()
             .filter(|w| !matches!(*w, "const" | "volatile" | "__user"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let pointee = crate::cdecl::base_type(registry, &pointee).unwrap_or(Ty::int(1, true));
-        return Ty::Ptr(Box::new(pointee));
+            .collect();
+        let depth = words.iter().filter(|w| **w == "*").count();
+        let base: Vec<&str> = words.into_iter().filter(|w| *w != "*").collect();
+        let mut ty = crate::cdecl::base_type(registry, &base.join(" ")).unwrap_or(Ty::int(1, true));
+        for _ in 0..depth {
+            ty = Ty::Ptr(Box::new(ty));
+        }
+        return ty;
     }
     int
 }

@@ -6,7 +6,7 @@
 //! them writes one arm or the other into a block big enough for both.
 
 use super::{unify, Checker, R};
-use crate::ast::BinOp;
+use crate::ast::{BinOp, Expr, ExprKind};
 use crate::diag::{Diagnostic, Span};
 use crate::hir::{TExpr, TKind};
 use crate::types::{Ty, BOOL};
@@ -68,6 +68,37 @@ impl Checker<'_> {
             ty: item,
             span,
         })
+    }
+
+    /// The text a positional parameter stands for where `str()` reads
+    /// it: `$N`, or `$N + K` (its text from byte K on, as bpftrace allows
+    /// pointer arithmetic on it).
+    pub(crate) fn parameter_text(&mut self, e: &Expr) -> R<Option<Vec<u8>>> {
+        let (n, skip) = match &e.kind {
+            ExprKind::Param(n) => (*n, 0),
+            ExprKind::Binary {
+                op: BinOp::Add,
+                lhs,
+                rhs,
+            } => match (&lhs.kind, &rhs.kind) {
+                (ExprKind::Param(n), ExprKind::Int(k)) | (ExprKind::Int(k), ExprKind::Param(n)) => {
+                    (*n, *k)
+                }
+                _ => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        let text = self.positional(n).unwrap_or_default().as_bytes().to_vec();
+        match usize::try_from(skip).ok().filter(|&k| k <= text.len()) {
+            Some(k) => Ok(Some(text[k..].to_vec())),
+            None => Err(self.error(Diagnostic::error(
+                e.span,
+                format!(
+                    "${n} + {skip} is outside ${n}, which has {} bytes",
+                    text.len()
+                ),
+            ))),
+        }
     }
 
     /// `a == b` or `a != b` on values larger than a register, if either

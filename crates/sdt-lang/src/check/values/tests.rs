@@ -165,3 +165,58 @@ impl ShowIn for Ty {
         self.display(&p.registry).to_string()
     }
 }
+
+#[test]
+fn tracepoint_pointers_keep_every_level() {
+    let registry = crate::types::TypeRegistry::default();
+    let field = |c_type: &str| crate::check::TracepointField {
+        name: "argv".into(),
+        c_type: c_type.into(),
+        offset: 24,
+        size: 8,
+        signed: false,
+    };
+    let char_ptr = Ty::Ptr(Box::new(Ty::int(1, true)));
+    assert_eq!(
+        crate::check::tracepoint_field_type(&registry, &field("const char *const *")),
+        Ty::Ptr(Box::new(char_ptr.clone()))
+    );
+    assert_eq!(
+        crate::check::tracepoint_field_type(&registry, &field("const char *")),
+        char_ptr
+    );
+    assert_eq!(
+        crate::check::tracepoint_field_type(&registry, &field("unsigned long *")),
+        Ty::Ptr(Box::new(crate::types::UINT64))
+    );
+}
+
+#[test]
+fn str_of_parameters_and_string_values() {
+    let p = run(
+        "uprobe:/bin/x:f { $a = str($1); $b = str($1 + 2); $c = str($1, 3); $d = str($2); \
+         $s = \"hello\"; $e = str($s, 3); $f = str(arg0, 5); }",
+        &["hello", "42"],
+    )
+    .unwrap();
+    let texts: Vec<Option<&[u8]>> = (0..4)
+        .map(|n| match &assigned(&p, n).kind {
+            TKind::Str(text) => Some(&text[..]),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            Some(&b"hello"[..]),
+            Some(&b"llo"[..]),
+            Some(&b"he"[..]),
+            Some(&b"42"[..])
+        ]
+    );
+    assert!(matches!(assigned(&p, 5).kind, TKind::StrRead { .. }));
+    assert_eq!(p.probes[0].vars[5], Ty::Str { size: 3 });
+    assert_eq!(p.probes[0].vars[6], Ty::Str { size: 5 });
+    let e = run("BEGIN { $a = str($1 + 6); }", &["hello"]).unwrap_err();
+    assert!(e.contains("$1 + 6 is outside $1, which has 5 bytes"), "{e}");
+}
