@@ -177,19 +177,19 @@ impl Checker<'_> {
                             )));
                         };
                         let ty = scope.vars[var].1.clone();
-                        if !ty.is_integer() {
+                        let Some(step) = self.incdec_step(&ty) else {
                             return Err(self.error(Diagnostic::error(
                                 target.span,
                                 format!(
-                                    "`++` and `--` need an integer; ${name} is {}",
+                                    "`++` and `--` need an integer or a pointer; ${name} is {}",
                                     ty.display(&self.registry)
                                 ),
                             )));
-                        }
+                        };
                         typed(
                             TKind::VarIncDec {
                                 var,
-                                delta,
+                                delta: delta * step,
                                 prefix: *prefix,
                             },
                             ty,
@@ -200,21 +200,21 @@ impl Checker<'_> {
                         let zero = TExpr::int(0, INT64, span);
                         let id = self.learn_map(map, &keys, zero.ty.clone(), span)?;
                         let ty = self.maps[id].value.clone();
-                        if !ty.is_integer() {
+                        let Some(step) = self.incdec_step(&ty) else {
                             return Err(self.error(Diagnostic::error(
                                 target.span,
                                 format!(
-                                    "`++` and `--` need an integer; @{} holds {}",
+                                    "`++` and `--` need an integer or a pointer; @{} holds {}",
                                     map.name,
                                     ty.display(&self.registry)
                                 ),
                             )));
-                        }
+                        };
                         typed(
                             TKind::MapIncDec {
                                 map: id,
                                 keys,
-                                delta,
+                                delta: delta * step,
                                 prefix: *prefix,
                             },
                             ty,

@@ -231,7 +231,20 @@ pub(crate) struct Checker<'o> {
     per_site: bool,
     /// The arguments the current probe instance reads, one bit each.
     args_read: u16,
+    /// The probe instance being checked: block, attach point, target.
+    current_instance: (usize, usize, usize),
+    /// Where each variable of the current instance is first assigned.
+    var_definitions: Vec<Span>,
+    /// The type each variable has at the end of its probe, learned on
+    /// the previous run, so that a read before a later assignment widens
+    /// it (`$t = ("a", 1); print($t); $t = ("longer", 2);`) sees the
+    /// layout the variable really has.
+    var_types: HashMap<VarKey, Ty>,
 }
+
+/// A variable: its probe instance, its name, and where it is first
+/// assigned.
+type VarKey = ((usize, usize, usize), String, u32);
 
 /// What is known inside one probe block instance.
 pub(crate) struct Scope {
@@ -288,6 +301,9 @@ impl<'o> Checker<'o> {
             current_target: TargetInfo::default(),
             per_site: false,
             args_read: 0,
+            current_instance: (0, 0, 0),
+            var_definitions: Vec::new(),
+            var_types: HashMap::new(),
         };
         for entry in &script.config {
             checker.config_entry(entry)?;
@@ -373,6 +389,8 @@ impl<'o> Checker<'o> {
         info: &TargetInfo,
     ) -> Option<ProbeInstance> {
         self.current_target = info.clone();
+        self.current_instance = (block, attach_point, target);
+        self.var_definitions.clear();
         self.per_site = false;
         self.args_read = 0;
         let tracepoint = info
@@ -812,6 +830,7 @@ impl<'o> Checker<'o> {
             let old = scope.vars[i].1.clone();
             return match unify(&old, &ty) {
                 Some(t) => {
+                    self.remember_var_type(i, name, &t);
                     scope.vars[i].1 = t;
                     Ok(i)
                 }
@@ -825,8 +844,34 @@ impl<'o> Checker<'o> {
                 ))),
             };
         }
-        scope.vars.push((name.to_string(), ty));
+        // What later assignments widen it to, as the previous run found.
+        let ty = self.learned_var_type(name, span, &ty).unwrap_or(ty);
+        scope.vars.push((name.to_string(), ty.clone()));
+        self.var_definitions.push(span);
+        self.remember_var_type(scope.vars.len() - 1, name, &ty);
         Ok(scope.vars.len() - 1)
+    }
+
+    fn var_key(&self, name: &str, definition: Span) -> VarKey {
+        (self.current_instance, name.to_string(), definition.start)
+    }
+
+    fn learned_var_type(&self, name: &str, definition: Span, ty: &Ty) -> Option<Ty> {
+        let learned = self.var_types.get(&self.var_key(name, definition))?;
+        unify(learned, ty)
+    }
+
+    /// Notes that variable `var` holds `ty`; a type not seen before means
+    /// another run.
+    fn remember_var_type(&mut self, var: VarId, name: &str, ty: &Ty) {
+        let Some(&definition) = self.var_definitions.get(var) else {
+            return;
+        };
+        let key = self.var_key(name, definition);
+        if self.var_types.get(&key) != Some(ty) {
+            self.var_types.insert(key, ty.clone());
+            self.learned = true;
+        }
     }
 
     fn positional(&self, n: u32) -> Option<&str> {

@@ -101,6 +101,16 @@ impl Checker<'_> {
         }
     }
 
+    /// How far `++` moves a value of `ty`: 1 for an integer, the size of
+    /// what a pointer points at (as C's pointer arithmetic does).
+    pub(crate) fn incdec_step(&self, ty: &Ty) -> Option<i64> {
+        match ty {
+            t if t.is_integer() => Some(1),
+            Ty::Ptr(pointee) => Some(self.registry.c_size(pointee).max(1) as i64),
+            _ => None,
+        }
+    }
+
     /// `a == b` or `a != b` on values larger than a register, if either
     /// side is one; both sides back when both are scalars.
     pub(crate) fn value_equality(

@@ -220,3 +220,39 @@ fn str_of_parameters_and_string_values() {
     let e = run("BEGIN { $a = str($1 + 6); }", &["hello"]).unwrap_err();
     assert!(e.contains("$1 + 6 is outside $1, which has 5 bytes"), "{e}");
 }
+
+#[test]
+fn pointers_step_by_their_pointees_size() {
+    let p = ok(
+        "struct s { int32_t a; int32_t b; char c[28] }\n\
+                BEGIN { @p = (int32 *)32; @p++; $q = (struct s *)1024; $q--; --$q; $i = 1; $i++; }",
+    );
+    let deltas: Vec<i64> = p.probes[0]
+        .body
+        .iter()
+        .filter_map(|s| match s {
+            TStmt::Expr(TExpr {
+                kind: TKind::MapIncDec { delta, .. } | TKind::VarIncDec { delta, .. },
+                ..
+            }) => Some(*delta),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, [4, -36, -36, 1]);
+    let e = err("BEGIN { $s = \"x\"; $s++; }");
+    assert!(
+        e.contains("need an integer or a pointer; $s is string[2]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_variable_has_one_layout_from_its_first_read_on() {
+    let p = ok("BEGIN { $t = (\"hi\", 1); print($t); $t = (\"longer string\", 2); print($t.0); }");
+    let wide = Ty::Tuple(vec![Ty::Str { size: 14 }, crate::types::INT64]);
+    assert_eq!(p.probes[0].vars[0], wide);
+    let TStmt::Output(crate::hir::Output::PrintValue(first)) = &p.probes[0].body[1] else {
+        panic!("{:?}", p.probes[0].body[1])
+    };
+    assert_eq!(first.ty, wide, "the first print reads the final layout");
+}
