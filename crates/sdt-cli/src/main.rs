@@ -89,9 +89,11 @@ fn main() -> ExitCode {
         .and_then(|a| std::path::Path::new(a).file_name())
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let result = if invoked_as == "bpftrace" {
+    // How errors are worded: bpftrace's way under its name.
+    let mut as_bpftrace = invoked_as == "bpftrace";
+    let result = if as_bpftrace {
         argv.remove(0);
-        bpftrace(argv)
+        run::bpftrace(argv)
     } else if invoked_as == "dtrace" {
         dtrace::run_args(&argv[1..])
     } else if let Some(tool) = tools::bcc::tool_named(&invoked_as) {
@@ -112,7 +114,12 @@ fn main() -> ExitCode {
             Command::Stat(args) => tools::stat(args),
             Command::Types(args) => types::run(args),
             Command::Dtrace(args) => dtrace::run(args),
-            Command::Bpftrace { args } => bpftrace(args),
+            Command::Bpftrace { args } => {
+                as_bpftrace = true;
+                // Scripts and wrappers look for a process named bpftrace.
+                let _ = rustix::thread::set_name(c"bpftrace");
+                run::bpftrace(args)
+            }
             Command::Release { socket } => {
                 if let Ok(fds) = sdt_proc::receive(&socket) {
                     traced::close_all(fds);
@@ -123,25 +130,13 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(err) if as_bpftrace => {
+            eprintln!("ERROR: {err:#}");
+            ExitCode::from(1)
+        }
         Err(err) => {
             eprintln!("sdt: {err:#}");
             ExitCode::from(2)
-        }
-    }
-}
-
-/// bpftrace's command line, as `sdt run` in bpftrace's mode.
-fn bpftrace(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
-    if args.iter().any(|a| a == "-V" || a == "--version") {
-        println!("bpftrace v0.17.0 (sdt {})", env!("CARGO_PKG_VERSION"));
-        return Ok(ExitCode::SUCCESS);
-    }
-    let argv = std::iter::once(OsString::from("bpftrace")).chain(args);
-    match run::RunArgs::try_parse_from(argv) {
-        Ok(args) => run::run(args, run::Mode::Bpftrace),
-        Err(e) => {
-            let _ = e.print();
-            Ok(ExitCode::from(if e.use_stderr() { 1 } else { 0 }))
         }
     }
 }

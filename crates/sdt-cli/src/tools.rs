@@ -260,16 +260,16 @@ pub fn execute<'c>(
     let mechanism = sdt_trace::mechanism(None)?;
     let options = sdt_script::Options {
         check: CheckOptions {
-            params: Vec::new(),
             strlen,
-            allow_unsafe: false,
-            internal: false,
+            ..CheckOptions::default()
         },
         scope: Scope {
             pid: traced.pid,
             default_target: traced.program.clone(),
+            allow_unsafe: false,
         },
         mechanism,
+        missing_probes: Default::default(),
         codegen: sdt_codegen::Options {
             wake_at: (4 << 20) / 8,
             start_ns: 0,
@@ -277,7 +277,7 @@ pub fn execute<'c>(
             // As `sdt run`: a full map is reported, never silent.
             map_entries: 4096,
             ring_size: 4 << 20,
-            possible_cpus: sdt_codegen::possible_cpus(),
+            machine: sdt_codegen::Machine::current(),
         },
     };
     let compilation = sdt_script::compile(program, &options).map_err(|d| {
@@ -291,6 +291,8 @@ pub fn execute<'c>(
         pid: traced.pid,
         follow: true,
         allow_unsafe: false,
+        filter_tracepoints: false,
+        max_cat_bytes: u64::MAX,
     };
     let sink = sdt_output::Format::TEXT.sink(Box::new(io::sink()));
     let mut runner = Runner::load(&compilation, &run, sink)?;

@@ -149,12 +149,14 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         scope: Scope {
             pid: traced.pid,
             default_target: traced.program.clone(),
+            allow_unsafe: false,
         },
         mechanism,
+        missing_probes: Default::default(),
         codegen: sdt_codegen::Options {
             wake_at: args.buffer_size / 8,
             ring_size: args.buffer_size,
-            possible_cpus: sdt_codegen::possible_cpus(),
+            machine: sdt_codegen::Machine::current(),
             ..sdt_codegen::Options::default()
         },
     };
@@ -217,6 +219,8 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         pid: traced.pid,
         follow: !args.no_follow,
         allow_unsafe: false,
+        filter_tracepoints: false,
+        max_cat_bytes: u64::MAX,
     };
     let runner = Runner::load(&compilation, &run, format.sink(out))?;
     let sites = compilation.sites.len();

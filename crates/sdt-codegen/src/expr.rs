@@ -48,9 +48,14 @@ impl Gen<'_> {
 
     /// Stores `reg` in a new temporary slot.
     pub(super) fn spill(&mut self, reg: Reg) -> Op {
+        Op::Slot(self.spill_slot(reg))
+    }
+
+    /// Stores `reg` in a new temporary slot and returns the slot.
+    pub(super) fn spill_slot(&mut self, reg: Reg) -> i16 {
         let slot = self.frame.slot();
         self.b.push(Insn::stx(Size::DW, Reg::R10, slot, reg));
-        Op::Slot(slot)
+        slot
     }
 
     /// Evaluates a scalar expression.
@@ -65,6 +70,20 @@ impl Gen<'_> {
                 }
             },
             TKind::Helper(h) => self.helper_value(*h)?,
+            TKind::NsPid { thread } => self.ns_pid(*thread),
+            TKind::UserMode => {
+                // The privilege level of the interrupted code: the low two
+                // bits of `cs` in `pt_regs`, 3 for user space.
+                const CS: i16 = 136;
+                let kernel = self.b.label();
+                self.b.push(Insn::ldx(Size::DW, Reg::R1, CTX, CS));
+                self.b.push(Insn::alu64_imm(AluOp::And, Reg::R1, 3));
+                self.b.push(Insn::mov64_imm(Reg::R0, 0));
+                self.b.jump_imm(JmpOp::Ne, Reg::R1, 3, kernel);
+                self.b.push(Insn::mov64_imm(Reg::R0, 1));
+                self.b.bind(kernel);
+                self.spill(Reg::R0)
+            }
             TKind::Param(p) => Op::Imm(self.param(*p)),
             TKind::Arg(n) => self.arg(*n)?,
             TKind::SArg(n) => {
@@ -108,11 +127,11 @@ impl Gen<'_> {
                 self.b.bind(skip);
                 Op::Slot(slot)
             }
-            TKind::StrContains { .. } => {
-                return Err(
-                    Diagnostic::error(e.span, "strcontains() is not supported yet")
-                        .hint("compare a prefix with strncmp()"),
-                )
+            TKind::StrContains { haystack, needle } => {
+                let h = self.aggregate(haystack)?;
+                let n = self.aggregate(needle)?;
+                let (hl, nl) = (self.value_size(&haystack.ty), self.value_size(&needle.ty));
+                Op::Slot(self.str_contains(h, hl, n, nl))
             }
             TKind::Ternary {
                 cond,
@@ -157,6 +176,57 @@ impl Gen<'_> {
                 self.b.bind(missing);
                 Op::Slot(slot)
             }
+            TKind::AggGet { map, keys } => {
+                let key = self.build_key(*map, keys, None)?;
+                key.address(&mut self.b, Reg::R0, 0);
+                let key = self.spill_slot(Reg::R0);
+                match self.program.maps[*map].aggregation() {
+                    Some(agg) => self.merged_aggregation(*map, agg, key),
+                    None => Op::Imm(0),
+                }
+            }
+            TKind::Block { stmts, value } => {
+                self.block(stmts)?;
+                self.scalar(value)?
+            }
+            TKind::Delete { map, keys } => {
+                let key = self.build_key(*map, keys, None)?;
+                self.b.ld_map_index(Reg::R1, layout::user_map(*map));
+                key.address(&mut self.b, Reg::R2, 0);
+                self.b.call(Helper::MapDeleteElem);
+                self.truth_of_zero(Reg::R0)
+            }
+            TKind::Find { map, keys, var } => {
+                let key = self.build_key(*map, keys, None)?;
+                let size = self.program.maps[*map].value_size(&self.program.registry);
+                let home = self.vars[*var];
+                let absent = self.b.label();
+                let result = self.frame.slot();
+                self.b.push(Insn::st(Size::DW, Reg::R10, result, 0));
+                self.lookup(layout::user_map(*map), key);
+                self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, absent);
+                let var_size = self.value_size(&self.instance.vars[*var]);
+                self.copy_from_reg(Reg::R0, home, size.min(var_size.next_multiple_of(8)));
+                self.b.push(Insn::st(Size::DW, Reg::R10, result, 1));
+                self.b.bind(absent);
+                Op::Slot(result)
+            }
+            TKind::HasKey { map, keys } => {
+                let key = self.build_key(*map, keys, None)?;
+                self.lookup(layout::user_map(*map), key);
+                self.b.push(Insn::mov64_reg(Reg::R1, Reg::R0));
+                self.b.push(Insn::mov64_imm(Reg::R0, 0));
+                let absent = self.b.label();
+                self.b.jump_imm(JmpOp::Eq, Reg::R1, 0, absent);
+                self.b.push(Insn::mov64_imm(Reg::R0, 1));
+                self.b.bind(absent);
+                self.spill(Reg::R0)
+            }
+            TKind::MapLen(map) => {
+                self.count_entries(*map);
+                self.spill(Reg::R0)
+            }
+            TKind::StackLen(stack) => self.stack_len(stack)?,
             TKind::MapIncDec {
                 map,
                 keys,
@@ -235,6 +305,43 @@ impl Gen<'_> {
                 ))
             }
         })
+    }
+
+    /// A slot holding 1 if `reg` is 0, else 0 (a helper's success).
+    fn truth_of_zero(&mut self, reg: Reg) -> Op {
+        let done = self.b.label();
+        self.b.push(Insn::mov64_reg(Reg::R1, reg));
+        self.b.push(Insn::mov64_imm(Reg::R0, 1));
+        self.b.jump_imm(JmpOp::Eq, Reg::R1, 0, done);
+        self.b.push(Insn::mov64_imm(Reg::R0, 0));
+        self.b.bind(done);
+        self.spill(Reg::R0)
+    }
+
+    /// The frames of a user stack: `bpf_get_stack` of this moment's user
+    /// stack, the one `ustack` records in the same probe, into scratch
+    /// memory; its byte count over 8. Probes of no process have none.
+    fn stack_len(&mut self, stack: &TExpr) -> R<Op> {
+        let Ty::UStack { depth, .. } = stack.ty else {
+            return Ok(Op::Imm(0));
+        };
+        if !self.kind().is_uprobe() && self.kind() != ProbeKind::Tracepoint {
+            return Ok(Op::Imm(0));
+        }
+        let bytes = 8 * depth.clamp(1, layout::STACK_DEPTH);
+        let buffer = self.frame.scratch(bytes);
+        let done = self.b.label();
+        self.b.push(Insn::mov64_reg(Reg::R1, CTX));
+        buffer.address(&mut self.b, Reg::R2, 0);
+        self.b.push(Insn::mov64_imm(Reg::R3, bytes as i32));
+        self.b
+            .push(Insn::mov64_imm(Reg::R4, sdt_bpf::STACKID_USER as i32));
+        self.b.call(Helper::GetStack);
+        self.b.jump_imm(JmpOp::Sge, Reg::R0, 0, done);
+        self.b.push(Insn::mov64_imm(Reg::R0, 0));
+        self.b.bind(done);
+        self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 3));
+        Ok(self.spill(Reg::R0))
     }
 
     /// `R0 = (R0 <op> 0) ? 1 : 0`.
@@ -336,7 +443,43 @@ impl Gen<'_> {
         match p {
             Param::Cpid => i64::from(self.options.cpid),
             Param::StartNs => self.options.start_ns as i64,
+            Param::OnlineCpus => i64::from(self.options.machine.online_cpus),
+            Param::HasCpid => i64::from(self.options.cpid != 0),
         }
+    }
+
+    /// The current process (or thread) id as sdt's PID namespace sees
+    /// it: `bpf_get_ns_current_pid_tgid` when sdt runs in a namespace of
+    /// its own, 0 for a task outside it.
+    fn ns_pid(&mut self, thread: bool) -> Op {
+        const GET_NS_CURRENT_PID_TGID: i32 = 120;
+        let Some((dev, ino)) = self.options.machine.pid_namespace else {
+            return match self.helper_value(HelperValue {
+                helper: Helper::GetCurrentPidTgid as u32,
+                shift: if thread { 0 } else { 32 },
+                bits: 32,
+            }) {
+                Ok(op) => op,
+                Err(_) => Op::Imm(0),
+            };
+        };
+        let info = self.frame.slot();
+        self.b.push(Insn::st(Size::DW, Reg::R10, info, 0));
+        self.b.load_imm(Reg::R1, dev as i64);
+        self.b.load_imm(Reg::R2, ino as i64);
+        self.b.push(Insn::mov64_reg(Reg::R3, Reg::R10));
+        self.b
+            .push(Insn::alu64_imm(AluOp::Add, Reg::R3, i32::from(info)));
+        self.b.push(Insn::mov64_imm(Reg::R4, 8));
+        self.b.push(Insn::call_id(GET_NS_CURRENT_PID_TGID));
+        // `struct bpf_pidns_info { u32 pid; u32 tgid; }`.
+        self.b.push(Insn::ldx(
+            Size::W,
+            Reg::R0,
+            Reg::R10,
+            info + if thread { 0 } else { 4 },
+        ));
+        self.spill(Reg::R0)
     }
 
     fn arg(&mut self, n: u8) -> R<Op> {
@@ -740,6 +883,10 @@ impl Gen<'_> {
             TKind::Var(_) | TKind::TupleIndex { .. } => {
                 let src = self.aggregate(e)?;
                 self.copy(src, dst, padded);
+            }
+            TKind::Block { stmts, value } => {
+                self.block(stmts)?;
+                self.write_value(value, dst, &e.ty)?;
             }
             _ if e.ty.is_scalar() => {
                 let v = self.scalar(e)?;

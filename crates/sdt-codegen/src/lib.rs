@@ -36,7 +36,9 @@
 mod dce;
 mod expr;
 pub mod layout;
+mod loops;
 mod mem;
+mod percpu;
 mod place;
 mod stmt;
 mod walk;
@@ -108,8 +110,52 @@ pub struct Options {
     pub map_entries: u32,
     /// Bytes of the ring buffer.
     pub ring_size: u32,
+    /// What the programs know about the machine they run on.
+    pub machine: Machine,
+}
+
+/// Facts about the machine, fixed into the programs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Machine {
     /// CPUs the kernel may bring up: a per-CPU map holds a value for each.
     pub possible_cpus: u32,
+    /// CPUs online when the programs were made (`ncpus`).
+    pub online_cpus: u32,
+    /// The device and inode of sdt's PID namespace, when it is not the
+    /// initial one: `pid` and `tid` are then numbers as seen from it.
+    pub pid_namespace: Option<(u64, u64)>,
+}
+
+impl Machine {
+    /// This machine, as sdt sees it (reads sysfs and `/proc/self/ns/pid`).
+    pub fn current() -> Machine {
+        let possible_cpus = possible_cpus();
+        Machine {
+            possible_cpus,
+            online_cpus: sdt_bpf::online_cpus().map_or(possible_cpus, |n| n as u32),
+            pid_namespace: pid_namespace(),
+        }
+    }
+}
+
+impl Default for Machine {
+    fn default() -> Self {
+        Machine {
+            possible_cpus: 1,
+            online_cpus: 1,
+            pid_namespace: None,
+        }
+    }
+}
+
+/// The inode of the initial PID namespace (`PROC_PID_INIT_INO`).
+const INITIAL_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
+
+/// sdt's PID namespace, unless it is the initial one.
+fn pid_namespace() -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let ns = std::fs::metadata("/proc/self/ns/pid").ok()?;
+    (ns.ino() != INITIAL_PID_NAMESPACE).then(|| (ns.dev(), ns.ino()))
 }
 
 impl Default for Options {
@@ -120,7 +166,7 @@ impl Default for Options {
             cpid: 0,
             map_entries: 4096,
             ring_size: 4 << 20,
-            possible_cpus: possible_cpus(),
+            machine: Machine::current(),
         }
     }
 }
@@ -226,7 +272,7 @@ pub fn compile(
             spec: MapSpec::new(
                 MapType::StackTrace,
                 4,
-                8 * 127,
+                8 * layout::STACK_DEPTH,
                 if shared.stacks { 16384 } else { 1 },
             )
             .name("sdt_stacks"),
@@ -238,17 +284,20 @@ pub fn compile(
         },
     ];
     for decl in &program.maps {
-        let map_type = if decl.is_per_cpu() {
-            MapType::PerCpuHash
-        } else {
-            MapType::Hash
+        let lru = decl.declared.is_some_and(|d| d.lru);
+        let map_type = match (decl.is_per_cpu(), lru) {
+            (true, false) => MapType::PerCpuHash,
+            (true, true) => MapType::LruPerCpuHash,
+            (false, false) => MapType::Hash,
+            (false, true) => MapType::LruHash,
         };
+        let entries = decl.declared.map_or(options.map_entries, |d| d.entries);
         maps.push(MapDef {
             spec: MapSpec::new(
                 map_type,
                 decl.key_size(registry),
                 decl.value_size(registry),
-                options.map_entries,
+                entries,
             )
             .name(format!("m_{}", decl.name)),
             used: true,
@@ -292,6 +341,14 @@ struct Gen<'a> {
     span: Span,
     /// Map walks and their callbacks' labels (see [`walk`]).
     walks: Vec<(sdt_bpf::Label, walk::Walk)>,
+    /// Loop bodies to emit as callbacks (see [`loops`]).
+    callbacks: Vec<loops::Callback>,
+    /// The program's functions: its code, then each loop callback.
+    functions: Vec<loops::Function>,
+    /// The function being generated.
+    function: usize,
+    /// The most scratch memory a callback uses.
+    scratch_peak: u32,
 }
 
 /// The context pointer, kept for the whole program.
@@ -323,6 +380,13 @@ impl<'a> Gen<'a> {
             spans: Vec::new(),
             span: instance.span,
             walks: Vec::new(),
+            callbacks: Vec::new(),
+            functions: vec![loops::Function {
+                stack: 0,
+                caller: None,
+            }],
+            function: 0,
+            scratch_peak: 0,
         }
     }
 
@@ -344,7 +408,11 @@ impl<'a> Gen<'a> {
             self.b.jump_imm(sdt_bpf::JmpOp::Ne, Reg::R1, 0, exit);
         }
         for ty in &self.instance.vars {
-            let home = self.frame.alloc_for(ty, &self.program.registry);
+            let home = if self.instance.loops {
+                self.frame.alloc_shared(ty, &self.program.registry)
+            } else {
+                self.frame.alloc_for(ty, &self.program.registry)
+            };
             self.vars.push(home);
         }
         if let Some(predicate) = &self.instance.predicate {
@@ -353,13 +421,15 @@ impl<'a> Gen<'a> {
             let exit = self.exit;
             self.cond_jump(predicate, exit, false)?;
         }
-        let body = &self.instance.body;
-        self.block(body)?;
+        let instance = self.instance;
+        self.block(&instance.body)?;
         self.b.bind(self.exit);
         self.b.push(Insn::mov64_imm(Reg::R0, 0)).exit();
+        self.functions[0].stack = self.frame.stack_size();
+        self.emit_callbacks()?;
         self.emit_walks();
 
-        let scratch = self.frame.scratch_size();
+        let scratch = self.frame.scratch_size().max(self.scratch_peak);
         if scratch > MAX_SCRATCH {
             return Err(Diagnostic::error(
                 self.instance.span,
@@ -367,17 +437,20 @@ impl<'a> Gen<'a> {
             )
             .hint("use shorter strings (BPFTRACE_STRLEN) or fewer string values in one statement"));
         }
-        // A callback's frame (16 bytes, rounded up to 32) counts too.
-        let stack_limit = if self.walks.is_empty() { 512 } else { 512 - 32 };
-        if self.frame.stack_size() > stack_limit {
+        // A map walk's callback frame (16 bytes, rounded up to 32) counts
+        // too, below the deepest chain of loop callbacks.
+        let walk_frame = if self.walks.is_empty() { 0 } else { 32 };
+        let stack = self.deepest_stack() + walk_frame;
+        if stack > 512 {
             return Err(Diagnostic::error(
                 self.instance.span,
-                format!(
-                    "this probe needs {} bytes of BPF stack, more than {stack_limit}",
-                    self.frame.stack_size()
-                ),
+                format!("this probe needs {stack} bytes of BPF stack, more than 512"),
             )
-            .hint("split long expressions into several statements"));
+            .hint(if self.functions.len() > 1 {
+                "split long expressions into several statements, or nest fewer loops"
+            } else {
+                "split long expressions into several statements"
+            }));
         }
         self.shared.scratch = self.shared.scratch.max(scratch);
         let mut insns = self.b.finish().map_err(|e| {
@@ -390,7 +463,7 @@ impl<'a> Gen<'a> {
         // Whether the program needs the scratch pointer is only known once
         // its body is generated, so the load is spliced in after the first
         // instruction (`r6 = r1`), where no jump crosses it.
-        if scratch > 0 {
+        if self.frame.scratch_size() > 0 {
             let prologue = scratch_prologue();
             let at = 1;
             let extra = prologue.len();

@@ -67,12 +67,6 @@ impl Gen<'_> {
                 value,
                 ..
             } => self.aggregate_stmt(*map, keys, *agg, value.as_ref())?,
-            TStmt::Delete { map, keys } => {
-                let key = self.build_key(*map, keys, None)?;
-                self.b.ld_map_index(Reg::R1, layout::user_map(*map));
-                key.address(&mut self.b, Reg::R2, 0);
-                self.b.call(Helper::MapDeleteElem);
-            }
             TStmt::If {
                 cond,
                 then,
@@ -104,9 +98,23 @@ impl Gen<'_> {
                     self.block(body)?;
                 }
             }
+            TStmt::ForRange {
+                var,
+                start,
+                end,
+                body,
+                ..
+            } => self.for_range(*var, start, end, body)?,
+            TStmt::ForMap { var, map, body, .. } => self.for_map(*var, *map, body),
+            TStmt::ZeroVar(var) => {
+                let size = self.value_size(&self.instance.vars[*var]);
+                let home = self.vars[*var];
+                self.zero(home, size.next_multiple_of(8));
+            }
+            TStmt::Block(body) => self.block(body)?,
             TStmt::Break | TStmt::Continue => {
                 let Some(&(top, end)) = self.loops.last() else {
-                    return Err(self.error("`break` and `continue` belong inside a while loop"));
+                    return Err(self.error("`break` and `continue` belong inside a loop"));
                 };
                 self.b.jump(if matches!(stmt, TStmt::Break) {
                     end
@@ -351,6 +359,21 @@ impl Gen<'_> {
                 args.iter().collect(),
                 true,
             ),
+            Output::Message {
+                format,
+                args,
+                error,
+                span,
+            } => (
+                OutputInfo::Message {
+                    format: *format,
+                    fields: fields(args),
+                    error: *error,
+                    span: *span,
+                },
+                args.iter().collect(),
+                true,
+            ),
             Output::Cat { format, args } => (
                 OutputInfo::Cat {
                     format: *format,
@@ -392,6 +415,7 @@ impl Gen<'_> {
         let id = self.output_id(info.clone());
         let field_list = match &info {
             OutputInfo::Printf { fields, .. }
+            | OutputInfo::Message { fields, .. }
             | OutputInfo::System { fields, .. }
             | OutputInfo::Cat { fields, .. } => fields.clone(),
             OutputInfo::PrintValue { field } => vec![field.clone()],
@@ -596,7 +620,10 @@ fn stmt_span(stmt: &TStmt) -> Option<sdt_lang::diag::Span> {
         TStmt::Expr(e) => Some(e.span),
         TStmt::AssignVar { value, .. } => Some(value.span),
         TStmt::AssignMap { value, .. } => Some(value.span),
-        TStmt::Aggregate { span, .. } | TStmt::While { span, .. } => Some(*span),
+        TStmt::Aggregate { span, .. }
+        | TStmt::While { span, .. }
+        | TStmt::ForRange { span, .. }
+        | TStmt::ForMap { span, .. } => Some(*span),
         TStmt::If { cond, .. } => Some(cond.span),
         TStmt::Output(Output::Printf { args, .. }) => args.first().map(|a| a.span),
         _ => None,

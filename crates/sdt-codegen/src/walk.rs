@@ -34,6 +34,8 @@ use sdt_lang::hir::MapId;
 /// What a walk does with each entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Walk {
+    /// Visits each entry and does nothing: the walk's count is `len()`.
+    Count(MapId),
     Clear(MapId),
     Zero(MapId),
     /// Copies each entry into a record with this output id.
@@ -72,6 +74,11 @@ impl Gen<'_> {
         }
         self.b.push(Insn::mov64_imm(Reg::R4, 0));
         self.b.call(Helper::ForEachMapElem);
+    }
+
+    /// `R0` = the number of entries of `map`.
+    pub(super) fn count_entries(&mut self, map: MapId) {
+        self.walk(map, Walk::Count(map), None);
     }
 
     /// `clear(@m)`.
@@ -118,7 +125,7 @@ impl Gen<'_> {
         let decl = &self.program.maps[map];
         let registry = &self.program.registry;
         let copies = if decl.is_per_cpu() {
-            self.options.possible_cpus
+            self.options.machine.possible_cpus
         } else {
             1
         };
@@ -132,6 +139,7 @@ impl Gen<'_> {
             let (label, walk) = self.walks[done];
             self.b.bind(label);
             match walk {
+                Walk::Count(_) => {}
                 Walk::Clear(map) => {
                     self.b.ld_map_index(Reg::R1, layout::user_map(map));
                     self.b.call(Helper::MapDeleteElem);
@@ -155,7 +163,7 @@ impl Gen<'_> {
             return;
         }
         self.b.push(Insn::mov64_reg(Reg::R6, Reg::R2));
-        for cpu in 0..self.options.possible_cpus {
+        for cpu in 0..self.options.machine.possible_cpus {
             let next = self.b.label();
             self.lookup_percpu(map, cpu);
             self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, next);
@@ -215,7 +223,7 @@ impl Gen<'_> {
         self.copy_kernel(snapshot::HEADER_END, key_size, Reg::R6);
         let values_at = snapshot::HEADER_END + key_size;
         if per_cpu {
-            for cpu in 0..self.options.possible_cpus {
+            for cpu in 0..self.options.machine.possible_cpus {
                 let at = values_at + cpu * value_size;
                 let absent = self.b.label();
                 let next = self.b.label();

@@ -33,6 +33,9 @@ pub struct Program {
     /// Where C types came from: the debug files read, and the USDT
     /// arguments that DWARF typed or could not type (for `-v`).
     pub type_notes: Vec<String>,
+    /// What is allowed but probably a mistake (a declared map no probe
+    /// uses).
+    pub warnings: Vec<crate::diag::Diagnostic>,
 }
 
 /// A map, with the types every use of it agreed on.
@@ -44,6 +47,18 @@ pub struct MapDecl {
     pub value: Ty,
     /// Where it was first assigned.
     pub span: Span,
+    /// What `let @name = KIND(N);` chose, if the script declares it.
+    pub declared: Option<Declared>,
+}
+
+/// A map's kind and size, as a declaration chose them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Declared {
+    /// Evicts its least recently used entries when full.
+    pub lru: bool,
+    /// Holds a value per CPU: the kind aggregations need.
+    pub per_cpu: bool,
+    pub entries: u32,
 }
 
 impl MapDecl {
@@ -150,6 +165,9 @@ pub struct ProbeInstance {
     /// The body needs to know which site fired (`uaddr()`), so each site
     /// gets a program of its own.
     pub per_site: bool,
+    /// The body has `for` loops, whose bodies run as functions of their
+    /// own and reach the block's variables wherever they are.
+    pub loops: bool,
     /// The USDT arguments the block reads (`argN`, `args.NAME`), bit N
     /// for argument N: a site where one of them cannot be read is not
     /// traced.
@@ -177,10 +195,6 @@ pub enum TStmt {
         value: Option<TExpr>,
         span: Span,
     },
-    Delete {
-        map: MapId,
-        keys: Vec<TExpr>,
-    },
     If {
         cond: TExpr,
         then: Vec<TStmt>,
@@ -195,6 +209,27 @@ pub enum TStmt {
         count: u32,
         body: Vec<TStmt>,
     },
+    /// `for ($i : start..end)`: `body` once for each `$i` from `start`
+    /// up to `end`, both evaluated once.
+    ForRange {
+        var: VarId,
+        start: TExpr,
+        end: TExpr,
+        body: Vec<TStmt>,
+        span: Span,
+    },
+    /// `for ($kv : @map)`: `body` once per entry, `$kv` the tuple of its
+    /// key and value (an aggregation's value read as in expressions).
+    ForMap {
+        var: VarId,
+        map: MapId,
+        body: Vec<TStmt>,
+        span: Span,
+    },
+    /// `let $x;`: the variable starts at zero (or empty).
+    ZeroVar(VarId),
+    /// `{ ... }`: statements in a scope of their own.
+    Block(Vec<TStmt>),
     Break,
     Continue,
     Return,
@@ -213,6 +248,14 @@ pub enum Output {
     System {
         format: u32,
         args: Vec<TExpr>,
+    },
+    /// `errorf(fmt, ...)` and `warnf(fmt, ...)`: a message on standard
+    /// error with its place in the script.
+    Message {
+        format: u32,
+        args: Vec<TExpr>,
+        error: bool,
+        span: Span,
     },
     /// `cat(fmt, ...)`: print a file's contents.
     Cat {
@@ -279,6 +322,10 @@ pub enum Param {
     Cpid,
     /// `CLOCK_MONOTONIC` when the run started, in nanoseconds.
     StartNs,
+    /// CPUs online (`ncpus`).
+    OnlineCpus,
+    /// Whether there is a `-c` command (`has_cpid`).
+    HasCpid,
 }
 
 #[derive(Clone, Debug)]
@@ -289,6 +336,13 @@ pub enum TKind {
     Var(VarId),
     /// A map's value; zero (or empty) when the key is missing.
     MapGet {
+        map: MapId,
+        keys: Vec<TExpr>,
+    },
+    /// An aggregation's value, its per-CPU values merged (summed for
+    /// `count` and `sum`, the least or greatest for `min` and `max`, the
+    /// integer mean for `avg`); zero when the key is missing.
+    AggGet {
         map: MapId,
         keys: Vec<TExpr>,
     },
@@ -314,6 +368,13 @@ pub enum TKind {
         size: u32,
     },
     Param(Param),
+    /// The process (or, with `thread`, thread) id as seen from sdt's PID
+    /// namespace (`pid`, `pid(curr_ns)`).
+    NsPid {
+        thread: bool,
+    },
+    /// 1 when the probe interrupted user-space code (`usermode`).
+    UserMode,
     /// `argN` of a USDT probe (read as each site's note says) or of a
     /// uprobe (the calling convention's registers).
     Arg(u8),
@@ -436,6 +497,32 @@ pub enum TKind {
     /// A value laid out again in the expression's type, which holds it:
     /// a tuple with shorter strings in one with longer ones.
     Convert(Box<TExpr>),
+    /// `delete(...)`: removes an entry; true when there was one.
+    Delete {
+        map: MapId,
+        keys: Vec<TExpr>,
+    },
+    /// `find(@m, k, $v)`: whether the key is there, copying its value
+    /// into the variable when it is.
+    Find {
+        map: MapId,
+        keys: Vec<TExpr>,
+        var: VarId,
+    },
+    /// `has_key(@m, k)`.
+    HasKey {
+        map: MapId,
+        keys: Vec<TExpr>,
+    },
+    /// `len(@m)`: the entries of a map, counted by walking it.
+    MapLen(MapId),
+    /// `len(stack)`: the frames of a user stack.
+    StackLen(Box<TExpr>),
+    /// `{ statements; value }`.
+    Block {
+        stmts: Vec<TStmt>,
+        value: Box<TExpr>,
+    },
 }
 
 impl TExpr {

@@ -113,6 +113,19 @@ impl Agg {
         }
     }
 
+    /// The type of the aggregation's value read in an expression (its
+    /// per-CPU values merged), or `None` when it has no single number.
+    pub fn read_type(self) -> Option<Ty> {
+        match self {
+            Agg::Count => Some(UINT64),
+            Agg::Sum { signed }
+            | Agg::Min { signed }
+            | Agg::Max { signed }
+            | Agg::Avg { signed } => Some(Ty::Int { bytes: 8, signed }),
+            Agg::Stats { .. } | Agg::Hist { .. } | Agg::Lhist { .. } => None,
+        }
+    }
+
     pub fn is_histogram(self) -> bool {
         matches!(self, Agg::Hist { .. } | Agg::Lhist { .. })
     }
@@ -127,6 +140,10 @@ pub const UINT64: Ty = Ty::Int {
     signed: false,
 };
 pub const BOOL: Ty = Ty::Bool;
+pub const UINT8: Ty = Ty::Int {
+    bytes: 1,
+    signed: false,
+};
 pub const UINT32: Ty = Ty::Int {
     bytes: 4,
     signed: false,

@@ -76,6 +76,8 @@ pub struct Runtime<'p> {
     /// Entries of `print(@m)` snapshots still arriving, by the thread and
     /// nonce of their walk (see [`sdt_codegen::layout::snapshot`]).
     snapshots: HashMap<(u64, u64), Vec<Entry>>,
+    /// Bytes `cat()` prints of a file at most.
+    cat_limit: u64,
 }
 
 /// What values are resolved with: the program's names and types, and
@@ -120,7 +122,13 @@ impl<'p> Runtime<'p> {
             compilation,
             hits: Hits::default(),
             snapshots: HashMap::new(),
+            cat_limit: u64::MAX,
         }
+    }
+
+    /// `cat()` prints at most `bytes` of a file (`max_cat_bytes`).
+    pub fn limit_cat(&mut self, bytes: u64) {
+        self.cat_limit = bytes;
     }
 
     /// The hits of `sdt trace` so far.
@@ -200,6 +208,22 @@ impl<'p> Runtime<'p> {
                     }
                     None => self.sink.printf(&mut printed),
                 }
+            }
+            OutputInfo::Message {
+                format,
+                ref fields,
+                error,
+                span,
+            } => {
+                let text = self.known.render(format, fields, record, maps);
+                let compilation = self.compilation;
+                eprintln!(
+                    "{}:{}: {}: {}",
+                    compilation.source_name,
+                    span.location(&compilation.source),
+                    if error { "ERROR" } else { "WARNING" },
+                    String::from_utf8_lossy(&text)
+                );
             }
             OutputInfo::System { format, ref fields } => {
                 let command = self.known.render(format, fields, record, maps);
@@ -291,7 +315,13 @@ impl<'p> Runtime<'p> {
 
     fn cat(&mut self, path: &[u8]) {
         let path = String::from_utf8_lossy(path).into_owned();
-        match std::fs::read(&path) {
+        let limit = self.cat_limit;
+        let read = std::fs::File::open(&path).and_then(|f| {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, limit), &mut bytes)?;
+            Ok(bytes)
+        });
+        match read {
             Ok(bytes) => self.sink.text(TextKind::Cat, &bytes),
             Err(e) => eprintln!("sdt: cat(\"{path}\"): {e}"),
         }
@@ -658,6 +688,7 @@ mod tests {
             keys: vec![INT64],
             value: INT64,
             span: Default::default(),
+            declared: None,
         });
         let compilation = Compilation {
             program,
@@ -711,6 +742,7 @@ mod tests {
             keys: vec![INT64],
             value: INT64,
             span: Default::default(),
+            declared: None,
         });
         let compilation = Compilation {
             program,

@@ -25,6 +25,7 @@ use sdt_codegen::{ArgAccess, Compiled, Ids, Unit};
 use sdt_lang::ast::Script;
 use sdt_lang::attach::AttachSpec;
 use sdt_lang::check::{self, CheckOptions, NoObjects};
+use sdt_lang::config::MissingProbes;
 use sdt_lang::diag::{Diagnostic, Diagnostics};
 use sdt_lang::hir::{ProbeInstance, ProbeKind, Program};
 
@@ -43,6 +44,8 @@ pub struct Options {
     /// How programs will be attached: without cookies, each site gets a
     /// program of its own.
     pub mechanism: Mechanism,
+    /// What an attach point that matches nothing does (`missing_probes`).
+    pub missing_probes: MissingProbes,
     pub codegen: sdt_codegen::Options,
 }
 
@@ -76,6 +79,13 @@ pub struct Compilation {
     pub probe_count: usize,
     /// Sites refused and notes skipped, one line each.
     pub warnings: Vec<String>,
+    /// The script's text and the name messages give it (`stdin` for
+    /// `-e`), for messages about places in it at run time (`errorf`).
+    pub source: String,
+    pub source_name: String,
+    /// Attach points left out because they match nothing
+    /// (`missing_probes = warn`), as warnings placed in the script.
+    pub skipped: Vec<Diagnostic>,
 }
 
 impl Compilation {
@@ -97,13 +107,61 @@ impl Compilation {
 
 /// Compiles script text.
 pub fn compile(source: &str, options: &Options) -> Result<Compilation, Diagnostics> {
+    compile_named("stdin", source, options)
+}
+
+/// Compiles script text that messages call `name`.
+pub fn compile_named(
+    name: &str,
+    source: &str,
+    options: &Options,
+) -> Result<Compilation, Diagnostics> {
     let script = sdt_lang::parser::parse(source)?;
-    compile_script(script, options)
+    compile_parsed(name, source, script, options)
+}
+
+/// Compiles a script already parsed from `source`, which messages call
+/// `name`.
+pub fn compile_parsed(
+    name: &str,
+    source: &str,
+    script: Script,
+    options: &Options,
+) -> Result<Compilation, Diagnostics> {
+    let mut compilation = compile_script(script, options)?;
+    compilation.source = source.to_string();
+    compilation.source_name = name.to_string();
+    for w in &compilation.program.warnings {
+        let (line, column) = w.line_column(source);
+        compilation
+            .warnings
+            .push(format!("line {line}, column {column}: {}", w.message));
+    }
+    Ok(compilation)
 }
 
 /// Compiles a parsed script.
-pub fn compile_script(script: Script, options: &Options) -> Result<Compilation, Diagnostics> {
-    let bound = sdt_bind::bind(&script, &options.check.params, &options.scope)?;
+pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilation, Diagnostics> {
+    let mut bindings = sdt_bind::bind(
+        &script,
+        &options.check.params,
+        &options.scope,
+        options.missing_probes,
+    )?;
+    bindings.prune(&mut script);
+    let skipped: Vec<Diagnostic> = match options.missing_probes {
+        MissingProbes::Warn => bindings
+            .missing
+            .iter()
+            .map(|(_, _, d)| Diagnostic {
+                message: format!("{} Skipping.", d.message),
+                warning: true,
+                ..d.clone()
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let bound = bindings.bound;
     let attach_info: Vec<Vec<_>> = bound
         .iter()
         .map(|points| points.iter().map(Bound::info).collect())
@@ -147,6 +205,9 @@ pub fn compile_script(script: Script, options: &Options) -> Result<Compilation, 
         sites: lowering.sites,
         probe_count,
         warnings,
+        source: String::new(),
+        source_name: "stdin".to_string(),
+        skipped,
     })
 }
 

@@ -35,6 +35,9 @@ pub struct CheckOptions {
     pub strlen: u32,
     /// Whether `system()` and `signal()` are allowed (`--unsafe`).
     pub allow_unsafe: bool,
+    /// Named program parameters (`-- --name=value`), read by `getopt()`:
+    /// the value as given, `None` for a bare `--name`.
+    pub named_params: HashMap<String, Option<String>>,
     /// Whether `__sdt_event(...)`, the statement behind `sdt trace`, may
     /// be used. Scripts from users never have it.
     pub internal: bool,
@@ -46,6 +49,7 @@ impl Default for CheckOptions {
             params: Vec::new(),
             strlen: DEFAULT_STRLEN,
             allow_unsafe: false,
+            named_params: HashMap::new(),
             internal: false,
         }
     }
@@ -133,10 +137,12 @@ pub fn check(
     checker.final_pass = true;
     checker.errors.clear();
     let probes = checker.run(script, attach);
+    let warnings = checker.apply_declarations(&script.map_declarations);
     if !checker.errors.is_empty() {
         return Err(Diagnostics(checker.errors));
     }
     Ok(Program {
+        warnings,
         registry: checker.registry,
         maps: checker.maps,
         probes,
@@ -229,6 +235,8 @@ pub(crate) struct Checker<'o> {
     current_target: TargetInfo,
     /// The current probe instance needs a program per site.
     per_site: bool,
+    /// The current probe instance has `for` loops.
+    loops: bool,
     /// The arguments the current probe instance reads, one bit each.
     args_read: u16,
     /// The probe instance being checked: block, attach point, target.
@@ -247,9 +255,18 @@ pub(crate) struct Checker<'o> {
 type VarKey = ((usize, usize, usize), String, u32);
 
 /// What is known inside one probe block instance.
+///
+/// A variable belongs to the block where it is first assigned or
+/// declared with `let`, and is seen in that block and the blocks inside
+/// it only, as in bpftrace 0.22 and later.
 pub(crate) struct Scope {
     pub kind: ProbeKind,
+    /// Every variable of the instance, by [`VarId`]: its name and type.
     pub vars: Vec<(String, Ty)>,
+    /// The names seen in each open block, innermost last.
+    pub blocks: Vec<Vec<(String, VarId)>>,
+    /// Types given by `let $x: type`, which assignments convert to.
+    pub declared: HashMap<VarId, Ty>,
     /// The tracepoint's record and its `__data_loc` fields.
     pub tracepoint: Option<(RecordId, HashMap<String, u32>)>,
     pub loops: u32,
@@ -285,7 +302,7 @@ impl<'o> Checker<'o> {
         if !errors.is_empty() {
             return Err(Diagnostics(errors));
         }
-        let mut checker = Checker {
+        let checker = Checker {
             options,
             objects,
             registry,
@@ -300,42 +317,93 @@ impl<'o> Checker<'o> {
             learned: false,
             current_target: TargetInfo::default(),
             per_site: false,
+            loops: false,
             args_read: 0,
             current_instance: (0, 0, 0),
             var_definitions: Vec::new(),
             var_types: HashMap::new(),
         };
-        for entry in &script.config {
-            checker.config_entry(entry)?;
-        }
         Ok(checker)
     }
 
-    fn config_entry(&mut self, entry: &ast::ConfigEntry) -> Result<(), Diagnostics> {
-        let known = [
-            "max_strlen",
-            "max_map_keys",
-            "missing_probes",
-            "print_maps_on_exit",
-            "perf_rb_pages",
-            "stack_mode",
-            "max_bpf_progs",
-            "max_probes",
-            "log_size",
-            "on_stack_limit",
-            "lazy_symbolication",
+    /// Gives each declared map its kind and size; returns warnings.
+    fn apply_declarations(&mut self, declarations: &[ast::MapDeclaration]) -> Vec<Diagnostic> {
+        const KINDS: [(&str, bool, bool); 4] = [
+            ("hash", false, false),
+            ("lruhash", true, false),
+            ("percpuhash", false, true),
+            ("percpulruhash", true, true),
         ];
-        if !known.contains(&entry.name.as_str()) {
-            let mut d = Diagnostic::error(
-                entry.span,
-                format!("unknown config option `{}`", entry.name),
-            );
-            if let Some(h) = did_you_mean(&suggest(&entry.name, known)) {
-                d = d.hint(h);
+        let mut warnings = Vec::new();
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        for d in declarations {
+            if let Some(first) = seen.insert(&d.name, d.span) {
+                self.error(
+                    Diagnostic::error(d.span, format!("@{} is declared twice", d.name))
+                        .related(first, "first declared here"),
+                );
+                continue;
             }
-            return Err(d.into());
+            let Some(&(_, lru, per_cpu)) = KINDS.iter().find(|(k, _, _)| *k == d.kind) else {
+                let mut e =
+                    Diagnostic::error(d.kind_span, format!("`{}` is not a kind of map", d.kind));
+                e = match did_you_mean(&suggest(&d.kind, KINDS.iter().map(|(k, _, _)| *k))) {
+                    Some(h) => e.hint(h),
+                    None => e.hint("the kinds are hash, lruhash, percpuhash and percpulruhash"),
+                };
+                self.error(e);
+                continue;
+            };
+            let entries = match u32::try_from(d.entries) {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    self.error(Diagnostic::error(
+                        d.span,
+                        format!("a map holds 1 to {} entries, not {}", u32::MAX, d.entries),
+                    ));
+                    continue;
+                }
+            };
+            let Some(&id) = self.map_index.get(&d.name) else {
+                warnings.push(Diagnostic::warning(
+                    d.span,
+                    format!("unused map: @{} is declared but no probe uses it", d.name),
+                ));
+                continue;
+            };
+            let decl = &self.maps[id];
+            if per_cpu != decl.is_per_cpu() {
+                let e = if per_cpu {
+                    Diagnostic::error(
+                        d.kind_span,
+                        format!("@{} is a {}, which holds aggregations such as count(), but a probe assigns it plain values", d.name, d.kind),
+                    )
+                    .hint(format!("declare it {}", if lru { "lruhash" } else { "hash" }))
+                } else {
+                    Diagnostic::error(
+                        d.kind_span,
+                        format!(
+                            "@{} holds {}, which keeps a value per CPU, but is declared {}",
+                            d.name,
+                            decl.value.display(&self.registry),
+                            d.kind
+                        ),
+                    )
+                    .hint(format!(
+                        "declare it {}",
+                        if lru { "percpulruhash" } else { "percpuhash" }
+                    ))
+                };
+                self.error(e.related(decl.span, "assigned here"));
+                continue;
+            }
+            self.maps[id].declared = Some(crate::hir::Declared {
+                lru,
+                per_cpu,
+                entries,
+            });
         }
-        Ok(())
+        warnings
     }
 
     /// What an object could not answer, placed at `span`.
@@ -392,6 +460,7 @@ impl<'o> Checker<'o> {
         self.current_instance = (block, attach_point, target);
         self.var_definitions.clear();
         self.per_site = false;
+        self.loops = false;
         self.args_read = 0;
         let tracepoint = info
             .tracepoint
@@ -400,6 +469,8 @@ impl<'o> Checker<'o> {
         let mut scope = Scope {
             kind,
             vars: Vec::new(),
+            blocks: vec![Vec::new()],
+            declared: HashMap::new(),
             tracepoint,
             loops: 0,
         };
@@ -417,10 +488,23 @@ impl<'o> Checker<'o> {
             target,
             kind,
             span: probe.attach_points[attach_point].span,
-            vars: scope.vars.into_iter().map(|(_, t)| t).collect(),
+            // A variable declared with `let $x;` and never assigned is
+            // an integer, 0.
+            vars: scope
+                .vars
+                .into_iter()
+                .map(|(_, t)| {
+                    if t == Ty::Void {
+                        crate::types::INT64
+                    } else {
+                        t
+                    }
+                })
+                .collect(),
             predicate,
             body,
             per_site: self.per_site,
+            loops: self.loops,
             args_read: self.args_read,
         })
     }
@@ -471,7 +555,15 @@ impl<'o> Checker<'o> {
         Some((id, data_locs))
     }
 
+    /// The statements of a block, in a scope of their own.
     fn block(&mut self, stmts: &[Stmt], scope: &mut Scope) -> Vec<TStmt> {
+        scope.blocks.push(Vec::new());
+        let out = self.statements(stmts, scope);
+        scope.blocks.pop();
+        out
+    }
+
+    fn statements(&mut self, stmts: &[Stmt], scope: &mut Scope) -> Vec<TStmt> {
         let mut out = Vec::new();
         for stmt in stmts {
             if let Ok(s) = self.stmt(stmt, scope) {
@@ -500,20 +592,14 @@ impl<'o> Checker<'o> {
                         self.binary(*op, &current, value, stmt.span, scope)?
                     }
                 };
-                let value = self.value(value)?;
-                self.not_void(&value)?;
-                if let Ty::Agg(agg) = value.ty {
-                    return Err(self.error(
-                        Diagnostic::error(
-                            value.span,
-                            format!("{}() can only be assigned to a map", agg.name()),
-                        )
-                        .hint(format!("write @{name} = {}(...)", agg.name())),
-                    ));
-                }
-                let var = self.define_var(scope, name, value.ty.clone(), *name_span)?;
-                TStmt::AssignVar { var, value }
+                return self.assign_var(name, *name_span, value, scope).map(Some);
             }
+            StmtKind::Let {
+                name,
+                name_span,
+                ty,
+                value,
+            } => return self.let_stmt(name, *name_span, ty.as_ref(), value.as_ref(), scope),
             StmtKind::AssignMap { map, op, value } => {
                 return self.assign_map(map, *op, value, stmt.span, scope).map(Some)
             }
@@ -567,22 +653,203 @@ impl<'o> Checker<'o> {
                     span: stmt.span,
                 }
             }
-            StmtKind::For { map_span, .. } => {
-                return Err(self.error(
-                    Diagnostic::error(*map_span, "`for` loops over maps are not supported yet")
-                        .hint("print the map with print(@map), or use a while loop over an index"),
-                ))
+            StmtKind::For {
+                var,
+                var_span,
+                iter,
+                body,
+            } => {
+                return self
+                    .for_stmt(var, *var_span, iter, body, stmt.span, scope)
+                    .map(Some)
             }
             StmtKind::Break | StmtKind::Continue if scope.loops == 0 => {
                 return Err(self.error(Diagnostic::error(
                     stmt.span,
-                    "`break` and `continue` belong inside a while loop",
+                    "`break` and `continue` belong inside a loop",
                 )))
             }
             StmtKind::Break => TStmt::Break,
             StmtKind::Continue => TStmt::Continue,
             StmtKind::Return => TStmt::Return,
         }))
+    }
+
+    /// `$name = value`, where `value` is checked.
+    fn assign_var(
+        &mut self,
+        name: &str,
+        name_span: Span,
+        value: TExpr,
+        scope: &mut Scope,
+    ) -> R<TStmt> {
+        let mut value = self.value(value)?;
+        self.not_void(&value)?;
+        if let Ty::Agg(agg) = value.ty {
+            return Err(self.error(
+                Diagnostic::error(
+                    value.span,
+                    format!("{}() can only be assigned to a map", agg.name()),
+                )
+                .hint(format!("write @{name} = {}(...)", agg.name())),
+            ));
+        }
+        if let Some(var) = scope.lookup(name) {
+            if let Some(declared) = scope.declared.get(&var).cloned() {
+                if declared.is_integer() && value.ty.is_integer() {
+                    let span = value.span;
+                    if let TKind::Int(v) = value.kind {
+                        if declared.truncate(v) != v || (v < 0 && !declared.is_signed()) {
+                            return Err(self.error(
+                                Diagnostic::error(
+                                    span,
+                                    format!(
+                                        "{v} does not fit in ${name}'s type, {}",
+                                        declared.display(&self.registry)
+                                    ),
+                                )
+                                .hint("cast it if the cut is meant: (type)value"),
+                            ));
+                        }
+                    }
+                    value = self.cast(value, declared, span)?;
+                }
+            }
+        }
+        let var = self.define_var(scope, name, value.ty.clone(), name_span)?;
+        Ok(TStmt::AssignVar { var, value })
+    }
+
+    /// `let $name [: type] [= value];`: a new variable of this block.
+    fn let_stmt(
+        &mut self,
+        name: &str,
+        name_span: Span,
+        ty: Option<&ast::TypeName>,
+        value: Option<&Expr>,
+        scope: &mut Scope,
+    ) -> R<Option<TStmt>> {
+        if let Some(var) = scope.lookup(name) {
+            let first = scope
+                .blocks
+                .iter()
+                .flatten()
+                .find(|(_, id)| *id == var)
+                .map(|(n, _)| n.clone())
+                .unwrap_or_default();
+            return Err(self.error(
+                Diagnostic::error(name_span, format!("${first} is already declared"))
+                    .hint("a variable is declared once in a block and the blocks inside it; assign it without `let`"),
+            ));
+        }
+        let declared = match ty {
+            Some(t) => Some(self.resolve_type(t)?),
+            None => None,
+        };
+        let var = scope.vars.len();
+        scope
+            .vars
+            .push((name.to_string(), declared.clone().unwrap_or(Ty::Void)));
+        self.var_definitions.push(name_span);
+        if let Some(blocks) = scope.blocks.last_mut() {
+            blocks.push((name.to_string(), var));
+        }
+        if let Some(t) = declared {
+            scope.declared.insert(var, t);
+        }
+        match value {
+            Some(v) => {
+                let v = self.expr(v, scope)?;
+                self.assign_var(name, name_span, v, scope).map(Some)
+            }
+            None => Ok(Some(TStmt::ZeroVar(var))),
+        }
+    }
+
+    /// `for ($v : @map) { ... }` or `for ($i : start..end) { ... }`.
+    fn for_stmt(
+        &mut self,
+        var: &str,
+        var_span: Span,
+        iter: &ast::ForIter,
+        body: &[Stmt],
+        span: Span,
+        scope: &mut Scope,
+    ) -> R<TStmt> {
+        let (head, var_ty) = match iter {
+            ast::ForIter::Range { start, end } => {
+                let bound = |e: &Expr, this: &mut Self, scope: &mut Scope| -> R<TExpr> {
+                    let v = this.expr(e, scope)?;
+                    let v = this.value(v)?;
+                    if !v.ty.is_integer() {
+                        return Err(this.error(Diagnostic::error(
+                            e.span,
+                            format!(
+                                "a range's ends must be integers, not {}",
+                                v.ty.display(&this.registry)
+                            ),
+                        )));
+                    }
+                    Ok(v)
+                };
+                let start = bound(start, self, scope)?;
+                let end = bound(end, self, scope)?;
+                let ty = Ty::arithmetic(&start.ty, &end.ty);
+                (ForHead::Range { start, end }, ty)
+            }
+            ast::ForIter::Map { name, span } => {
+                let map = self.known_map(name, *span)?;
+                let decl = self.maps[map].clone();
+                let key = match decl.keys.as_slice() {
+                    [] => {
+                        return Err(self.error(
+                            Diagnostic::error(*span, format!("@{name} has no keys to walk"))
+                                .hint("a for loop walks a map with keys: @m[k] = v"),
+                        ))
+                    }
+                    [one] => one.clone(),
+                    many => Ty::Tuple(many.to_vec()),
+                };
+                let value = match &decl.value {
+                    Ty::Agg(agg) => match agg.read_type() {
+                        Some(t) => t,
+                        None => {
+                            return Err(self.error(Diagnostic::error(
+                                *span,
+                                format!(
+                                    "@{name} holds {}(), whose entries cannot be read in a probe",
+                                    agg.name()
+                                ),
+                            )))
+                        }
+                    },
+                    other => other.clone(),
+                };
+                (ForHead::Map(map), Ty::Tuple(vec![key, value]))
+            }
+        };
+        self.loops = true;
+        scope.blocks.push(Vec::new());
+        let id = self.define_var(scope, var, var_ty, var_span)?;
+        scope.loops += 1;
+        let body = self.statements(body, scope);
+        scope.loops -= 1;
+        scope.blocks.pop();
+        Ok(match head {
+            ForHead::Range { start, end } => TStmt::ForRange {
+                var: id,
+                start,
+                end,
+                body,
+                span,
+            },
+            ForHead::Map(map) => TStmt::ForMap {
+                var: id,
+                map,
+                body,
+                span,
+            },
+        })
     }
 
     fn expr_stmt(&mut self, e: &Expr, scope: &mut Scope) -> R<Option<TStmt>> {
@@ -603,6 +870,17 @@ impl<'o> Checker<'o> {
                 then: then.into_iter().collect(),
                 otherwise: otherwise.into_iter().collect(),
             }));
+        }
+        if let ExprKind::Block { stmts, value } = &e.kind {
+            scope.blocks.push(Vec::new());
+            let mut body = self.statements(stmts, scope);
+            if let Some(value) = value {
+                if let Ok(Some(s)) = self.expr_stmt(value, scope) {
+                    body.push(s);
+                }
+            }
+            scope.blocks.pop();
+            return Ok(Some(TStmt::Block(body)));
         }
         if let ExprKind::Call { name, args, .. } = &e.kind {
             if let Some(builtin) = builtins::find(name, self.options.internal) {
@@ -740,6 +1018,7 @@ impl<'o> Checker<'o> {
                 keys: key_types,
                 value,
                 span,
+                declared: None,
             });
             self.map_index.insert(map.name.clone(), self.maps.len() - 1);
             self.learned = true;
@@ -824,10 +1103,32 @@ impl<'o> Checker<'o> {
         Err(self.error(d))
     }
 
-    fn define_var(&mut self, scope: &mut Scope, name: &str, ty: Ty, span: Span) -> R<VarId> {
+    /// The variable `name` seen here, now holding `ty`: a new one of the
+    /// innermost block if none is seen.
+    pub(crate) fn define_var(
+        &mut self,
+        scope: &mut Scope,
+        name: &str,
+        ty: Ty,
+        span: Span,
+    ) -> R<VarId> {
         let ty = widen(&ty);
-        if let Some(i) = scope.vars.iter().position(|(n, _)| n == name) {
+        if let Some(i) = scope.lookup(name) {
             let old = scope.vars[i].1.clone();
+            if old == Ty::Void {
+                // `let $x;` then its first assignment.
+                let ty = match self.var_definitions.get(i) {
+                    Some(&definition) => self.learned_var_type(name, definition, &ty),
+                    None => None,
+                }
+                .unwrap_or(ty);
+                self.remember_var_type(i, name, &ty);
+                scope.vars[i].1 = ty;
+                return Ok(i);
+            }
+            if scope.declared.contains_key(&i) && old.is_integer() && ty.is_integer() {
+                return Ok(i);
+            }
             return match unify(&old, &ty) {
                 Some(t) => {
                     self.remember_var_type(i, name, &t);
@@ -846,10 +1147,14 @@ impl<'o> Checker<'o> {
         }
         // What later assignments widen it to, as the previous run found.
         let ty = self.learned_var_type(name, span, &ty).unwrap_or(ty);
+        let id = scope.vars.len();
         scope.vars.push((name.to_string(), ty.clone()));
         self.var_definitions.push(span);
-        self.remember_var_type(scope.vars.len() - 1, name, &ty);
-        Ok(scope.vars.len() - 1)
+        self.remember_var_type(id, name, &ty);
+        if let Some(blocks) = scope.blocks.last_mut() {
+            blocks.push((name.to_string(), id));
+        }
+        Ok(id)
     }
 
     fn var_key(&self, name: &str, definition: Span) -> VarKey {
@@ -879,6 +1184,39 @@ impl<'o> Checker<'o> {
             .checked_sub(1)
             .and_then(|i| self.options.params.get(i))
             .map(String::as_str)
+    }
+}
+
+/// What a checked `for` loop walks.
+enum ForHead {
+    Range { start: TExpr, end: TExpr },
+    Map(MapId),
+}
+
+impl Scope {
+    /// The variable `name` as seen from the innermost block.
+    pub(crate) fn lookup(&self, name: &str) -> Option<VarId> {
+        self.blocks
+            .iter()
+            .rev()
+            .flat_map(|b| b.iter().rev())
+            .find(|(n, _)| n == name)
+            .map(|(_, id)| *id)
+    }
+
+    /// The names seen here, for suggestions.
+    pub(crate) fn visible_names(&self) -> Vec<String> {
+        self.blocks
+            .iter()
+            .flatten()
+            .map(|(n, _)| format!("${n}"))
+            .collect()
+    }
+
+    /// Whether `name` is a variable of a block that has ended, to explain
+    /// why it is not seen.
+    pub(crate) fn ended(&self, name: &str) -> bool {
+        self.vars.iter().any(|(n, _)| n == name)
     }
 }
 
