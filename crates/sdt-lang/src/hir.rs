@@ -466,8 +466,8 @@ pub enum TKind {
     /// A struct or array place copied as a value.
     CopyPlace(Box<TExpr>),
     /// `str(ptr)` or `str(ptr, len)`: a string read from the traced
-    /// process, of at most `len - 1` bytes and a NUL; or, when `ptr` is a
-    /// string value, that string cut to `len - 1` bytes.
+    /// process, of at most `len` bytes and a NUL; or, when `ptr` is a
+    /// string value, that string cut to `len` bytes.
     StrRead {
         ptr: Box<TExpr>,
         len: Option<Box<TExpr>>,

@@ -568,8 +568,10 @@ fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
 
 fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let args = use_.args;
-    // A length is the string's size, NUL included: `str(p, 5)` keeps at
-    // most 4 bytes, as in bpftrace 0.26.
+    // A length is how many bytes to keep, the NUL not counted: `str(p, 5)`
+    // keeps at most 5, as bpftrace 0.17 does and as the `sdt` crate's
+    // `str(argN, argN+1)` for a `&str` expects. (Newer bpftrace, 0.26
+    // among them, counts the NUL in it and keeps 4.)
     let len = match args.get(1) {
         Some(e) => {
             let v = c.expr(e, scope)?;
@@ -585,7 +587,7 @@ fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
         None => None,
     };
     let size = match len.as_ref().map(|l| &l.kind) {
-        Some(TKind::Int(n)) => (*n).clamp(1, i64::from(c.options.strlen)) as u32,
+        Some(TKind::Int(n)) => n.saturating_add(1).clamp(1, i64::from(c.options.strlen)) as u32,
         _ => c.options.strlen,
     };
     // `str($1)` is the parameter's text, also when it is a number

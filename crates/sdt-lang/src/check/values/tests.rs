@@ -210,13 +210,13 @@ fn str_of_parameters_and_string_values() {
         [
             Some(&b"hello"[..]),
             Some(&b"llo"[..]),
-            Some(&b"he"[..]),
+            Some(&b"hel"[..]),
             Some(&b"42"[..])
         ]
     );
     assert!(matches!(assigned(&p, 5).kind, TKind::StrRead { .. }));
-    assert_eq!(p.probes[0].vars[5], Ty::Str { size: 3 });
-    assert_eq!(p.probes[0].vars[6], Ty::Str { size: 5 });
+    assert_eq!(p.probes[0].vars[5], Ty::Str { size: 4 });
+    assert_eq!(p.probes[0].vars[6], Ty::Str { size: 6 });
     let e = run("BEGIN { $a = str($1 + 6); }", &["hello"]).unwrap_err();
     assert!(e.contains("$1 + 6 is outside $1, which has 5 bytes"), "{e}");
 }
