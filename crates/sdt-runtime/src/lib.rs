@@ -503,7 +503,7 @@ impl Known<'_> {
                     value: u64::from(*uid),
                     signed: false,
                 },
-                (Value::Strerror(e), _) => Arg::Int {
+                (Value::Strerror(e) | Value::SignalName(e), _) => Arg::Int {
                     value: *e as u64,
                     signed: true,
                 },

@@ -691,6 +691,7 @@ impl Checker<'_> {
                     | Ty::Func
                     | Ty::Username
                     | Ty::Strerror
+                    | Ty::SignalName
                     | Ty::Inet { .. }
                     | Ty::Timestamp { .. }
             );
