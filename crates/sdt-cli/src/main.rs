@@ -1,10 +1,11 @@
 //! `sdt`: find and trace user-space statically defined tracing probes.
 //!
-//! The binary is deliberately thin: argument parsing and output formatting
-//! live here, every piece of real logic lives in a library crate
-//! (`sdt-elf` for discovery, `sdt-script` for the language, `sdt-trace`
-//! for the engine, `sdt-bpf` for the kernel interface, `sdt-proc` for
-//! process control).
+//! The binary is deliberately thin: argument parsing and the choice of an
+//! output format live here, every piece of real logic lives in a library
+//! crate (`sdt-elf` for discovery, `sdt-script` for the language,
+//! `sdt-trace` for the engine, `sdt-bpf` for the kernel interface,
+//! `sdt-proc` for process control, `sdt-runtime` for running a program,
+//! `sdt-output` for the formats, `sdt-tools` for the language tools).
 //!
 //! Installed (or linked) under the name `bpftrace`, the binary takes
 //! bpftrace's command line, so that wrappers written for bpftrace run it;
@@ -23,8 +24,26 @@ mod list;
 mod run;
 mod tools;
 mod trace;
-mod traced;
 mod types;
+
+/// The `-c` option's `--help`, the same for every command that takes it.
+pub const COMMAND_HELP: &str = "\
+Run CMD (split into words like a shell would, then found in PATH), trace it and the \
+processes it starts, and exit with its exit status when it ends. A probe that names \
+no file is looked for in the program CMD runs in the end: past `env`, and for a \
+script, the interpreter its #! line names.
+
+CMD starts as a shell would start it: with the signal mask, ignored signals, \
+environment and open descriptors sdt itself was given, and held just before its \
+first instruction until the probes are attached. Output of BEGIN comes before \
+anything CMD prints.
+
+On SIGINT, SIGTERM or SIGHUP (Ctrl-C), or when the program calls exit(), sdt stops \
+tracing, sends SIGTERM to CMD if it still runs (as bpftrace does), runs END and \
+prints the maps, then waits for CMD at most half a second from the stop before \
+killing it with SIGKILL (bpftrace kills it at once). sdt then exits with CMD's \
+status (128+N for a signal N). A second SIGINT, SIGTERM or SIGHUP ends sdt at \
+once, killing CMD.";
 
 /// Statically defined tracing for Linux: list and trace USDT probes, and
 /// run bpftrace programs on them.
@@ -54,7 +73,8 @@ struct Cli {
 enum Command {
     List(list::ListArgs),
     Trace(trace::TraceArgs),
-    Run(run::RunArgs),
+    // Boxed: its many options make it far larger than the others.
+    Run(Box<run::RunArgs>),
     Types(types::TypesArgs),
     Calls(tools::CallsArgs),
     Flow(tools::FlowArgs),
@@ -103,7 +123,7 @@ fn main() -> ExitCode {
         match Cli::parse().command {
             Command::List(args) => list::run(args),
             Command::Trace(args) => trace::run(args),
-            Command::Run(args) => run::run(args, run::Mode::Sdt),
+            Command::Run(args) => run::run(*args, run::Mode::Sdt),
             Command::Calls(args) => tools::calls(args),
             Command::Flow(args) => tools::flow(args),
             Command::Gc(args) => tools::gc(args),
@@ -122,7 +142,7 @@ fn main() -> ExitCode {
             }
             Command::Release { socket } => {
                 if let Ok(fds) = sdt_proc::receive(&socket) {
-                    traced::close_all(fds);
+                    sdt_runtime::traced::close_all(fds);
                 }
                 Ok(ExitCode::SUCCESS)
             }

@@ -10,9 +10,9 @@ use sdt_lang::check::CheckOptions;
 use sdt_lang::hir::StringArg;
 use sdt_output::{Format, TraceSummary};
 use sdt_runtime::run::{RunOptions, Runner};
-use sdt_trace::{ProbeSpec, Scope};
+use sdt_trace::ProbeSpec;
 
-use crate::traced::Traced;
+use sdt_runtime::traced::Traced;
 
 const AFTER_HELP: &str = "\
 PROBES:
@@ -67,7 +67,7 @@ pub struct TraceArgs {
 
     /// Run this command (split like a shell would) and trace it and the
     /// processes it starts.
-    #[arg(short, long, value_name = "CMD", long_help = crate::traced::COMMAND_HELP)]
+    #[arg(short, long, value_name = "CMD", long_help = crate::COMMAND_HELP)]
     command: Option<String>,
 
     /// With -p or -c, trace only that process, not the processes it starts.
@@ -146,11 +146,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
             internal: true,
             ..CheckOptions::default()
         },
-        scope: Scope {
-            pid: traced.pid,
-            default_target: traced.program.clone(),
-            allow_unsafe: false,
-        },
+        scope: traced.scope(false),
         mechanism,
         missing_probes: Default::default(),
         codegen: sdt_codegen::Options {

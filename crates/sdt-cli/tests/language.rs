@@ -409,3 +409,15 @@ fn pointers_step_by_their_pointee_and_sizeof_takes_expressions() {
     };
     assert_eq!(lines, ["12 4 16", "8 4 16 16", "1"]);
 }
+
+#[test]
+fn an_import_is_refused_where_it_stands_never_ignored() {
+    fails_with(
+        "import \"helpers.bt\";\nBEGIN { printf(\"x\\n\"); }",
+        "stdin:1:1",
+    );
+    fails_with(
+        "import \"helpers.bt\";\nBEGIN { printf(\"x\\n\"); }",
+        "sdt does not import files",
+    );
+}

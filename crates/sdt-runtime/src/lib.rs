@@ -9,7 +9,12 @@
 //! each into data, resolves what only user space knows (symbols, names,
 //! times) and hands it to the sink: a `printf`, a `print(@m)` snapshot, an
 //! `exit()` that asks the caller to stop. How anything looks is the sink's
-//! business; this crate must never format output itself.
+//! business; this crate must never format output itself. [`traced::Traced`]
+//! is the loop around a runner: what is traced (`-p`, `-c`, everything),
+//! and when the run ends.
+//!
+//! What it must never depend on: the command line (`sdt-cli`) or anything
+//! built on top of it (`sdt-tools`). They hand it a compilation and a sink.
 
 #![forbid(unsafe_code)]
 
@@ -17,6 +22,7 @@ pub mod event;
 mod maps;
 pub mod run;
 mod symbols;
+pub mod traced;
 pub mod value;
 
 use std::collections::HashMap;
@@ -30,7 +36,7 @@ use sdt_output::text::{escape_buffer, hex_buffer, raw_text, Context};
 use sdt_output::{Printed, Sink, TextKind};
 use sdt_script::{Compilation, Names};
 
-pub use self::maps::{datum, map_print, map_rows, Datum, Entry, MapRow};
+pub use self::maps::{map_print, Entry};
 pub use self::symbols::Symbols;
 use self::value::{decode, resolve, Env, Symbol, Value};
 
@@ -50,21 +56,8 @@ pub enum Action {
     Exit(Option<i64>),
 }
 
-/// Takes a program's output as data instead of text: the tools of
-/// `sdt` (calls, flow, ...) lay out their own tables and JSON from it.
-/// With a receiver set, `printf` and `print(@map)` go to it and nothing
-/// else is written for them.
-pub trait Receiver {
-    /// A `printf`: its format's index in the program and its arguments.
-    fn printf(&mut self, format: u32, args: Vec<Datum>);
-    /// A `print(@map)`, or a map printed when the program ends: its name
-    /// (`@calls`) and its entries, in `print`'s order.
-    fn map(&mut self, name: &str, rows: Vec<MapRow>);
-}
-
 /// Handles records and prints maps.
 pub struct Runtime<'p> {
-    receiver: Option<Box<dyn Receiver + 'p>>,
     sink: Box<dyn Sink + 'p>,
     known: Known<'p>,
     /// Whether `system()` may run commands (`--unsafe`).
@@ -110,7 +103,6 @@ impl<'p> Runtime<'p> {
         sink: Box<dyn Sink + 'p>,
     ) -> Runtime<'p> {
         Runtime {
-            receiver: None,
             sink,
             known: Known {
                 program: &compilation.program,
@@ -134,12 +126,6 @@ impl<'p> Runtime<'p> {
     /// The hits of `sdt trace` so far.
     pub fn hits(&self) -> Hits {
         self.hits
-    }
-
-    /// Sends `printf` and map output to `receiver` as data; see
-    /// [`Receiver`].
-    pub fn set_receiver(&mut self, receiver: Box<dyn Receiver + 'p>) {
-        self.receiver = Some(receiver);
     }
 
     /// Where the output goes, for what the caller reports itself
@@ -197,17 +183,7 @@ impl<'p> Runtime<'p> {
                     record,
                     text: None,
                 };
-                match &mut self.receiver {
-                    Some(receiver) => {
-                        let args = printed
-                            .args()
-                            .iter()
-                            .map(|d| datum(d, Context::Printf))
-                            .collect();
-                        receiver.printf(format, args);
-                    }
-                    None => self.sink.printf(&mut printed),
-                }
+                self.sink.printf(&mut printed);
             }
             OutputInfo::Message {
                 format,
@@ -404,22 +380,14 @@ impl<'p> Runtime<'p> {
         let Some(decl) = program.maps.get(map) else {
             return;
         };
-        let mut env = self.known.env(maps);
-        match &mut self.receiver {
-            Some(receiver) => receiver.map(&decl.display_name(), map_rows(decl, entries, &mut env)),
-            None => {
-                let print = map_print(decl, entries, top, div, &mut env);
-                self.sink.map(&print);
-            }
-        }
+        let print = map_print(decl, entries, top, div, &mut self.known.env(maps));
+        self.sink.map(&print);
     }
 
     /// Prints every map, sorted by name, as bpftrace does when a program
     /// ends.
     pub fn print_all_maps(&mut self, maps: &dyn Maps) {
-        if self.receiver.is_none() {
-            self.sink.maps_follow();
-        }
+        self.sink.maps_follow();
         let program = self.known.program;
         let mut order: Vec<MapId> = (0..program.maps.len()).collect();
         order.sort_by(|a, b| program.maps[*a].name.cmp(&program.maps[*b].name));
@@ -718,47 +686,5 @@ mod tests {
         assert_eq!(end(true, false), (json.into(), "".into()));
         // bpftrace with -o FILE: on standard output, not in the file.
         assert_eq!(end(false, true), ("@x[1]: 5\n".into(), "\n\n".into()));
-    }
-
-    /// A map's name and rows, as a receiver gets them.
-    type PrintedMap = (String, Vec<MapRow>);
-
-    /// Keeps what a [`Receiver`] is given.
-    #[derive(Clone, Default)]
-    struct Kept(Rc<RefCell<Vec<PrintedMap>>>);
-
-    impl Receiver for Kept {
-        fn printf(&mut self, _: u32, _: Vec<Datum>) {}
-        fn map(&mut self, name: &str, rows: Vec<MapRow>) {
-            self.0.borrow_mut().push((name.to_string(), rows));
-        }
-    }
-
-    #[test]
-    fn a_receiver_gets_maps_as_data_and_nothing_is_printed() {
-        let mut program = Program::default();
-        program.maps.push(MapDecl {
-            name: "x".into(),
-            keys: vec![INT64],
-            value: INT64,
-            span: Default::default(),
-            declared: None,
-        });
-        let compilation = Compilation {
-            program,
-            ..Compilation::default()
-        };
-        let (out, kept) = (Shared::default(), Kept::default());
-        let sink = Box::new(sdt_output::text::Text::new(Box::new(out.clone())));
-        let mut runtime = Runtime::new(&compilation, false, sink);
-        runtime.set_receiver(Box::new(kept.clone()));
-        runtime.print_all_maps(&OneEntry);
-        runtime.flush();
-        assert_eq!(out.text(), "");
-        let rows = vec![MapRow {
-            keys: vec![Datum::Int(1)],
-            value: Datum::Int(5),
-        }];
-        assert_eq!(*kept.0.borrow(), vec![("@x".to_string(), rows)]);
     }
 }

@@ -123,6 +123,12 @@ impl Checker<'_> {
                 field_span,
                 arrow,
             } => {
+                // A uprobe's `args` are its function's parameters.
+                if matches!(scope.kind, ProbeKind::Uprobe | ProbeKind::Uretprobe)
+                    && matches!(&expr.kind, ExprKind::Ident(n) if n == "args")
+                {
+                    return self.uprobe_arg(field, *field_span, span, scope.kind);
+                }
                 // A USDT probe's `args` are its arguments as DWARF names
                 // them, when there is an object to read DWARF from.
                 if scope.kind == ProbeKind::Usdt
@@ -132,6 +138,10 @@ impl Checker<'_> {
                     return self.usdt_arg(field, *field_span, span);
                 }
                 let base = self.expr(expr, scope)?;
+                // A struct parameter that a uprobe read from registers.
+                if matches!(base.kind, TKind::Fields(_)) && !*arrow {
+                    return self.fields_member(base, field, *field_span, span);
+                }
                 self.field(base, field, *field_span, *arrow, span, scope)?
             }
             ExprKind::TupleIndex { expr, index } => {
@@ -423,6 +433,9 @@ impl Checker<'_> {
     }
 
     pub(crate) fn args_record(&mut self, span: Span, scope: &Scope) -> R<TExpr> {
+        if matches!(scope.kind, ProbeKind::Uprobe | ProbeKind::Uretprobe) {
+            return self.uprobe_args(span, scope.kind);
+        }
         match &scope.tracepoint {
             Some((id, _)) => Ok(TExpr {
                 kind: TKind::CtxRecord,
@@ -619,7 +632,7 @@ impl Checker<'_> {
     }
 
     /// What `*ptr` is: a scalar read, or a place for a struct or array.
-    fn pointee_place(&mut self, ptr: TExpr, pointee: Ty, span: Span) -> R<TExpr> {
+    pub(crate) fn pointee_place(&mut self, ptr: TExpr, pointee: Ty, span: Span) -> R<TExpr> {
         match pointee {
             Ty::Void => Err(self.error(
                 Diagnostic::error(span, "cannot read through a `void *`")
