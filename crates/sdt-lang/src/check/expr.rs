@@ -304,10 +304,10 @@ impl Checker<'_> {
         if let Ok(v) = i64::try_from(n) {
             return Ok(TExpr::int(v, INT64, span));
         }
-        // As in bpftrace, a literal above i64::MAX is still an int64:
-        // `0xffffffffffffffff` is -1.
+        // As in bpftrace 0.22 and later, a literal above i64::MAX is a
+        // uint64: `0xffffffffffffffff` is 18446744073709551615.
         if let Ok(v) = u64::try_from(n) {
-            return Ok(TExpr::int(v as i64, INT64, span));
+            return Ok(TExpr::int(v as i64, UINT64, span));
         }
         Err(self.error(Diagnostic::error(
             span,
@@ -601,7 +601,14 @@ impl Checker<'_> {
                     )));
                 }
                 // `-` and `~` keep their operand's type, as in bpftrace:
-                // `-arg0` is a uint64, `~(uint32)0` is 4294967295.
+                // `-arg0` is a uint64, `~(uint32)0` is 4294967295. A
+                // positive literal is unsigned to bpftrace 0.22 and later,
+                // so `~10` is 18446744073709551605.
+                if let (UnOp::BitNot, ExprKind::Int(n)) = (op, &operand.kind) {
+                    if let Ok(v) = u64::try_from(*n) {
+                        return Ok(TExpr::int(!v as i64, UINT64, span));
+                    }
+                }
                 if let (UnOp::Neg | UnOp::BitNot, TKind::Int(v)) = (op, &value.kind) {
                     let folded = if op == UnOp::Neg {
                         v.wrapping_neg()
