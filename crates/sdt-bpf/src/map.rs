@@ -115,6 +115,19 @@ impl Map {
         })
     }
 
+    /// The same map through a descriptor of its own, for another thread:
+    /// the kernel keeps the map while either is open, and reads and
+    /// updates through both see the same elements.
+    pub fn try_clone(&self) -> Result<Map> {
+        Ok(Map {
+            fd: self
+                .fd
+                .try_clone()
+                .map_err(|e| Error::sys("duplicating a map descriptor", e))?,
+            spec: self.spec.clone(),
+        })
+    }
+
     /// How the map was created.
     pub fn spec(&self) -> &MapSpec {
         &self.spec

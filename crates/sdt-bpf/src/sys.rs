@@ -168,6 +168,15 @@ pub(crate) fn map_create(m: &MapCreate<'_>) -> io::Result<MapFd> {
 }
 
 impl MapFd {
+    /// A second descriptor of the same map (`F_DUPFD_CLOEXEC`).
+    pub fn try_clone(&self) -> io::Result<MapFd> {
+        Ok(MapFd {
+            fd: self.fd.try_clone()?,
+            key_size: self.key_size,
+            value_len: self.value_len,
+        })
+    }
+
     pub fn fd(&self) -> BorrowedFd<'_> {
         use std::os::fd::AsFd;
         self.fd.as_fd()

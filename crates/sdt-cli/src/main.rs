@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod dtrace;
+mod fleet;
 mod list;
 mod run;
 mod tools;
@@ -61,6 +62,7 @@ once, killing CMD.";
         sdt trace -p 1234 'postgresql:query__*'\n  \
         sdt run -e 'usdt::python:function__entry { @[str(arg1)] = count(); }' -c 'python3.11 app.py'\n  \
         sdt calls -L -c 'python3.11 app.py'      count calls; also flow, gc, objnew, threads, stat\n  \
+        sdt serve /etc/sdt                       every program of a directory, as Prometheus metrics\n  \
         sdt types ./server 'struct request'      a C type from the debug information, laid out like pahole\n\n\
         Run `sdt help COMMAND` (list, trace, run, types, calls, ...) for more."
 )]
@@ -84,6 +86,7 @@ enum Command {
     Dbslower(tools::DbslowerArgs),
     Readline(tools::ReadlineArgs),
     Stat(tools::StatArgs),
+    Serve(fleet::ServeArgs),
     Dtrace(dtrace::DtraceArgs),
     /// Closes probes handed over by an sdt that has exited (internal).
     #[command(name = "__release", hide = true)]
@@ -132,6 +135,7 @@ fn main() -> ExitCode {
             Command::Dbslower(args) => tools::dbslower(args),
             Command::Readline(args) => tools::readline(args),
             Command::Stat(args) => tools::stat(args),
+            Command::Serve(args) => fleet::serve(args),
             Command::Types(args) => types::run(args),
             Command::Dtrace(args) => dtrace::run(args),
             Command::Bpftrace { args } => {

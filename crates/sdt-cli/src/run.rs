@@ -32,6 +32,8 @@ use sdt_output::{Format, Losses, Sink};
 use sdt_runtime::run::{RunOptions, Runner, Summary};
 use sdt_runtime::traced::Traced;
 use sdt_script::Compilation;
+use sdt_serve::fleet::{Fleet, FleetError};
+use sdt_serve::program::ProgramFiles;
 
 use self::output::{Buffering, Output};
 
@@ -167,8 +169,18 @@ pub struct RunArgs {
     dump: bool,
 
     /// Allow system(), and uprobes on functions of unknown size.
-    #[arg(long = "unsafe")]
+    #[arg(long = "unsafe", conflicts_with = "serve")]
     allow_unsafe: bool,
+
+    /// Serve the maps as Prometheus metrics at http://ADDR/metrics while
+    /// the program runs. ADDR is PORT (on loopback) or HOST:PORT; names
+    /// and labels come from the program's `// sdt:` pragmas and
+    /// FILE.conf beside it (see the README).
+    #[arg(long, value_name = "ADDR")]
+    serve: Option<String>,
+
+    #[command(flatten)]
+    fleet: crate::fleet::FleetArgs,
 
     /// Look for separate debug files in DIR first (absolute, or relative
     /// to the traced file's directory; several with `:` or by repeating
@@ -314,6 +326,7 @@ pub fn bpftrace(args: Vec<std::ffi::OsString>) -> anyhow::Result<ExitCode> {
 }
 
 pub fn run(args: RunArgs, mode: Mode) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
     if args.info {
         info::print();
         return Ok(ExitCode::SUCCESS);
@@ -358,6 +371,7 @@ pub fn run(args: RunArgs, mode: Mode) -> anyhow::Result<ExitCode> {
         source: &source,
         params,
         named,
+        started,
     };
     run.start(script, traced)
 }
@@ -598,6 +612,8 @@ struct Run<'a> {
     source: &'a str,
     params: Vec<String>,
     named: getopt::Given,
+    /// When sdt started, for the program's load time in its metrics.
+    started: std::time::Instant,
 }
 
 impl Run<'_> {
@@ -619,6 +635,24 @@ impl Run<'_> {
             Mode::Bpftrace => eprintln!("WARNING: {text}"),
             Mode::Sdt => eprintln!("sdt: warning: {text}"),
         }
+    }
+
+    /// `--include` and `--probe-filter` applied again, to the text the
+    /// fleet compiles (they worked on the script already).
+    fn reprepare(&self, mut script: Script) -> Result<Script, Diagnostics> {
+        let base = Path::new(self.name)
+            .parent()
+            .filter(|_| self.name != "stdin");
+        let args = self.args;
+        include::read(&mut script, &args.include, &args.include_dirs, base)?;
+        if let Some(regex) = args
+            .probe_filter
+            .as_deref()
+            .and_then(|f| regex::Regex::new(f).ok())
+        {
+            filter_probes(&mut script, &regex);
+        }
+        Ok(script)
     }
 
     fn start(&self, script: Script, traced: Traced) -> anyhow::Result<ExitCode> {
@@ -658,19 +692,44 @@ impl Run<'_> {
                 machine: sdt_codegen::Machine::current(),
             },
         };
-        let compilation = match sdt_script::compile_parsed(self.name, self.source, script, &options)
-        {
-            Ok(c) => c,
-            Err(diagnostics) => return Ok(report(&diagnostics, self.mode, self.name, self.source)),
+        let (text, compilation, fleet) = match args.fleet.options(args.serve.as_deref())? {
+            None => match sdt_script::compile_parsed(self.name, self.source, script, &options) {
+                Ok(c) => (self.source.to_string(), c, None),
+                Err(diagnostics) => {
+                    return Ok(report(&diagnostics, self.mode, self.name, self.source))
+                }
+            },
+            Some(fleet_options) => {
+                // The fleet adds the blocks of span pragmas to the text, so
+                // it compiles text: prepared again as the script was.
+                let compile = |text: &str| {
+                    let parsed = sdt_lang::parser::parse(text).map_err(Diagnostics::from)?;
+                    let prepared = self.reprepare(parsed)?;
+                    sdt_script::compile_parsed(self.name, text, prepared, &options)
+                };
+                let files = if args.program.is_some() {
+                    ProgramFiles::inline(self.source.to_string())
+                } else {
+                    ProgramFiles::new(self.name.as_ref(), self.source.to_string())
+                };
+                match Fleet::compile(&fleet_options, files, &compile, self.started) {
+                    Ok((text, compilation, fleet)) => {
+                        (text, compilation, Some((fleet, fleet_options)))
+                    }
+                    Err(FleetError::Script { text, diagnostics }) => {
+                        return Ok(report(&diagnostics, self.mode, self.name, &text))
+                    }
+                    Err(FleetError::Config(e)) => {
+                        eprintln!("{e}");
+                        return Ok(ExitCode::from(EXIT_SCRIPT_ERROR));
+                    }
+                }
+            }
         };
+        let source = text.as_str();
         if !args.no_warnings && !compilation.skipped.is_empty() {
             let skipped = Diagnostics(compilation.skipped.clone());
-            diagnostics::print(
-                &skipped,
-                self.mode == Mode::Bpftrace,
-                self.name,
-                self.source,
-            );
+            diagnostics::print(&skipped, self.mode == Mode::Bpftrace, self.name, source);
         }
         for warning in &compilation.warnings {
             self.warn(warning);
@@ -684,6 +743,16 @@ impl Run<'_> {
             dump(&compilation);
             return Ok(ExitCode::SUCCESS);
         }
+        let fleet = match fleet {
+            Some((mut fleet, fleet_options)) => {
+                fleet.start(&fleet_options)?;
+                if let Some(address) = fleet.address() {
+                    eprintln!("sdt: serving metrics at http://{address}/metrics");
+                }
+                Some(fleet)
+            }
+            None => None,
+        };
 
         let notify = std::env::var_os(NOTIFY).is_some();
         let buffering = match args.buffering.as_deref() {
@@ -708,6 +777,10 @@ impl Run<'_> {
             }
             format => format.sink(out),
         };
+        let sink = match &fleet {
+            Some(fleet) => fleet.sink(sink),
+            None => sink,
+        };
         let run = RunOptions {
             mechanism,
             pid: traced.pid,
@@ -717,7 +790,7 @@ impl Run<'_> {
             max_cat_bytes: self.config.max_cat_bytes,
         };
         let mut runner = Runner::load(&compilation, &run, sink)
-            .map_err(|e| load_error(e, &compilation, self.name, self.source))?;
+            .map_err(|e| load_error(e, &compilation, self.name, source))?;
         if !args.quiet {
             let count = compilation.probe_count;
             match self.mode {
@@ -729,7 +802,12 @@ impl Run<'_> {
             }
             runner.runtime().flush();
         }
-        let attached = |_: &mut Runner<'_>, _: usize| {
+        let attached = |runner: &mut Runner<'_>, probes: usize| {
+            if let Some(fleet) = &fleet {
+                if let Err(e) = fleet.up(runner, probes) {
+                    eprintln!("sdt: cannot read the maps for metrics: {e:#}");
+                }
+            }
             if notify {
                 // Before what BEGIN printed, which is still buffered, and
                 // on standard output whatever -o says, as bpftrace prints
@@ -742,6 +820,9 @@ impl Run<'_> {
         let print_maps = self.config.print_maps_on_exit;
         let mut ended = traced.run(runner, print_maps, &|| false, attached)?;
         report_losses(&ended.summary, ended.runtime.sink());
+        if let Some(fleet) = fleet {
+            crate::fleet::report_push(fleet.finish());
+        }
         ended.runtime.flush();
         if let Some(e) = ended.runtime.error() {
             if e.kind() != io::ErrorKind::BrokenPipe {
@@ -893,6 +974,18 @@ fn dump(compilation: &Compilation) {
 fn monotonic_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// Entries of each map of a served program: BPFTRACE_MAP_KEYS_MAX, as
+/// bpftrace, else 4096.
+pub fn map_entries() -> anyhow::Result<u32> {
+    match std::env::var("BPFTRACE_MAP_KEYS_MAX") {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .with_context(|| format!("BPFTRACE_MAP_KEYS_MAX={v} is not a number")),
+        Err(_) => Ok(4096),
+    }
 }
 
 #[cfg(test)]

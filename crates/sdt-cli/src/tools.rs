@@ -404,7 +404,10 @@ pub fn stat(args: StatArgs) -> anyhow::Result<ExitCode> {
     sdt dbslower mysql -m 1000            MySQL or MariaDB, as BCC's dbslower takes it\n\n\
     A query is timed from query__start to query__done in the thread that\n\
     runs it. The query text is cut at 256 bytes. A query without a done\n\
-    (PostgreSQL reports none for a query that fails) is counted, not timed.")]
+    (PostgreSQL reports none for a query that fails) is counted, not timed.\n\
+    With --otlp, each slow query is also sent as a span named after the\n\
+    engine's provider, with db.system.name, db.query.text, process.pid\n\
+    and thread.id.")]
 pub struct DbslowerArgs {
     /// The server: postgres (or postgresql), mysql or mariadb (default:
     /// postgres, or what -x, -p or -c runs).
@@ -428,15 +431,22 @@ pub struct DbslowerArgs {
     /// for MySQL, mariadbd or mysqld in PATH).
     #[arg(short = 'x', long = "exe", value_name = "PATH")]
     exe: Option<PathBuf>,
+
+    #[command(flatten)]
+    spans: crate::fleet::SpanArgs,
 }
 
 pub fn dbslower(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
+    let pusher = args.spans.start()?;
     let options = dbslower::Options {
         engine: args.engine.as_deref().and_then(dbslower::Engine::named),
         threshold_ms: args.threshold_ms,
         exe: args.exe,
+        spans: pusher.as_ref().map(sdt_otlp::Pusher::spans),
     };
-    dbslower::run(&args.target.tools(), &options)
+    let status = dbslower::run(&args.target.tools(), &options);
+    crate::fleet::report_push(pusher.map(|p| p.finish(std::time::Duration::from_secs(2))));
+    status
 }
 
 #[derive(Args, Debug)]

@@ -232,11 +232,9 @@ impl Gen<'_> {
         // R0 points at this CPU's value; R7 keeps it across loads of `v`.
         self.b.push(Insn::mov64_reg(Reg::R7, Reg::R0));
         match agg {
-            Agg::Count | Agg::Hist { .. } | Agg::Lhist { .. } => {
-                self.add_at(0, Op::Imm(1));
-            }
+            Agg::Count => self.add_at(0, Op::Imm(1)),
             Agg::Sum { .. } => self.add_at(0, v.unwrap_or(Op::Imm(0))),
-            Agg::Avg { .. } | Agg::Stats { .. } => {
+            Agg::Avg { .. } | Agg::Stats { .. } | Agg::Hist { .. } | Agg::Lhist { .. } => {
                 self.add_at(0, Op::Imm(1));
                 self.add_at(8, v.unwrap_or(Op::Imm(0)));
             }

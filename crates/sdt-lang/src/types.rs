@@ -106,12 +106,14 @@ impl Agg {
         }
     }
 
-    /// Bytes of the per-CPU value: one or two `u64`s. Histograms keep one
-    /// count per bucket, with the bucket in the key.
+    /// Bytes of the per-CPU value: one or two `u64`s. Histograms keep, per
+    /// bucket (the bucket is in the key), the count and the sum of the
+    /// values counted there: the sum is what a Prometheus histogram's
+    /// `_sum` reports.
     pub fn value_size(self) -> u32 {
         match self {
-            Agg::Avg { .. } | Agg::Stats { .. } | Agg::Min { .. } | Agg::Max { .. } => 16,
-            _ => 8,
+            Agg::Count | Agg::Sum { .. } => 8,
+            _ => 16,
         }
     }
 

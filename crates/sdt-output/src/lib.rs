@@ -15,12 +15,19 @@
 //! [`json`] (bpftrace's JSON objects, and `sdt trace`'s NDJSON), and
 //! [`folded`] (stacks for flame graphs). A new format is a new file
 //! implementing [`Sink`], plus one line in [`FORMATS`].
+//!
+//! Metrics are read from maps while a program runs rather than written as
+//! it goes, so they are no sink: [`metrics`] turns map snapshots into
+//! metric families, and [`prometheus`] writes those as a scrape of
+//! `/metrics` reads them.
 
 #![forbid(unsafe_code)]
 
 pub mod folded;
 pub mod json;
+pub mod metrics;
 pub mod model;
+pub mod prometheus;
 pub mod text;
 
 use std::io::{self, Write};

@@ -21,6 +21,7 @@
 pub mod event;
 mod maps;
 pub mod run;
+pub mod scrape;
 mod symbols;
 pub mod traced;
 pub mod value;
@@ -36,9 +37,13 @@ use sdt_output::text::{escape_buffer, hex_buffer, raw_text, Context};
 use sdt_output::{Printed, Sink, TextKind};
 use sdt_script::{Compilation, Names};
 
-pub use self::maps::{map_print, Entry};
+pub use self::maps::{map_print, map_snapshot, Entry, MapSnapshot};
 pub use self::symbols::Symbols;
 use self::value::{decode, resolve, Env, Symbol, Value};
+
+/// Maps whose names start with this are sdt's own (what a span pragma
+/// adds to a script): never printed at the end.
+pub const INTERNAL_MAP_PREFIX: &str = "__sdt_";
 
 /// Access to the kernel's maps, for printing them.
 pub trait Maps {
@@ -384,12 +389,14 @@ impl<'p> Runtime<'p> {
         self.sink.map(&print);
     }
 
-    /// Prints every map, sorted by name, as bpftrace does when a program
-    /// ends.
+    /// Prints every map but sdt's own, sorted by name, as bpftrace does
+    /// when a program ends.
     pub fn print_all_maps(&mut self, maps: &dyn Maps) {
         self.sink.maps_follow();
         let program = self.known.program;
-        let mut order: Vec<MapId> = (0..program.maps.len()).collect();
+        let mut order: Vec<MapId> = (0..program.maps.len())
+            .filter(|&id| !program.maps[id].name.starts_with(INTERNAL_MAP_PREFIX))
+            .collect();
         order.sort_by(|a, b| program.maps[*a].name.cmp(&program.maps[*b].name));
         for map in order {
             self.print_map(map, 0, 1, maps);

@@ -35,8 +35,11 @@ enum Merged {
         count: u64,
         total: i128,
     },
-    /// Bucket index to count.
-    Buckets(BTreeMap<u64, u64>),
+    /// Bucket index to count, and the sum of the values counted.
+    Buckets {
+        counts: BTreeMap<u64, u64>,
+        sum: i128,
+    },
 }
 
 impl Merged {
@@ -47,7 +50,7 @@ impl Merged {
             Merged::Avg { count, total } | Merged::Stats { count, total } => {
                 Some(average(*total, *count))
             }
-            Merged::Buckets(b) => Some(b.values().map(|&c| i128::from(c)).sum()),
+            Merged::Buckets { counts, .. } => Some(counts.values().map(|&c| i128::from(c)).sum()),
             Merged::Plain(_) => None,
         }
     }
@@ -132,22 +135,27 @@ struct Row {
 fn rows(decl: &MapDecl, entries: Vec<Entry>, registry: &sdt_lang::types::TypeRegistry) -> Vec<Row> {
     if decl.is_histogram() {
         let bucket_at = decl.bucket_offset(registry) as usize;
-        let mut by_key: BTreeMap<Vec<u8>, BTreeMap<u64, u64>> = BTreeMap::new();
+        let mut by_key: BTreeMap<Vec<u8>, (BTreeMap<u64, u64>, i64)> = BTreeMap::new();
         for (key, values) in entries {
             let bucket = word(&key, bucket_at);
             let count: u64 = values.iter().map(|v| word(v, 0)).sum();
+            // The kernel adds with wrapping 64-bit arithmetic.
+            let sum = values
+                .iter()
+                .fold(0i64, |s, v| s.wrapping_add(word(v, 8) as i64));
             let user_key = key[..bucket_at.min(key.len())].to_vec();
-            *by_key
-                .entry(user_key)
-                .or_default()
-                .entry(bucket)
-                .or_default() += count;
+            let (counts, total) = by_key.entry(user_key).or_default();
+            *counts.entry(bucket).or_default() += count;
+            *total = total.wrapping_add(sum);
         }
         return by_key
             .into_iter()
-            .map(|(key, buckets)| Row {
+            .map(|(key, (counts, sum))| Row {
                 key,
-                value: Merged::Buckets(buckets),
+                value: Merged::Buckets {
+                    counts,
+                    sum: i128::from(sum),
+                },
             })
             .collect();
     }
@@ -260,6 +268,11 @@ fn shown_buckets(agg: Agg, buckets: &BTreeMap<u64, u64>) -> Vec<Bucket> {
     let (Some(&first), Some(&last)) = (nonzero.first(), nonzero.last()) else {
         return Vec::new();
     };
+    buckets_between(agg, buckets, first, last)
+}
+
+/// Buckets `first..=last`, empty ones included.
+fn buckets_between(agg: Agg, buckets: &BTreeMap<u64, u64>, first: u64, last: u64) -> Vec<Bucket> {
     (first..=last)
         .map(|i| {
             let (low, high) = bucket_range(agg, i);
@@ -302,6 +315,72 @@ pub fn map_print(
     if top > 0 && rows.len() as u64 > top {
         rows.drain(..rows.len() - top as usize);
     }
+    let agg = decl.aggregation().unwrap_or(Agg::Count);
+    resolved(decl, rows, div, env, |counts| shown_buckets(agg, counts))
+}
+
+/// A map as metrics read it: [`MapPrint`]'s rows, but every histogram
+/// with the same buckets, so that a bucket, once reported, stays: an
+/// `lhist` with all of its buckets, a `hist` with its power-of-two buckets
+/// from 0 up to the highest bucket any entry of the map has (the bucket
+/// of negative values only when one has some), and, row by row, the sum
+/// of the values each histogram counted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MapSnapshot {
+    pub print: MapPrint,
+    /// The sum of the values of each histogram row; empty for other maps.
+    pub sums: Vec<i128>,
+}
+
+/// Every entry of a map, for metrics; see [`MapSnapshot`].
+pub fn map_snapshot(decl: &MapDecl, entries: Vec<Entry>, env: &mut dyn Env) -> MapSnapshot {
+    let registry = env.registry().clone();
+    let mut rows = rows(decl, entries, &registry);
+    sort(decl, &mut rows, &registry);
+    let sums = rows
+        .iter()
+        .filter_map(|r| match r.value {
+            Merged::Buckets { sum, .. } => Some(sum),
+            _ => None,
+        })
+        .collect();
+    let nonzero = |r: &Row| match &r.value {
+        Merged::Buckets { counts, .. } => counts
+            .iter()
+            .filter(|(_, &c)| c > 0)
+            .map(|(&i, _)| i)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let used: Vec<u64> = rows.iter().flat_map(nonzero).collect();
+    let agg = decl.aggregation().unwrap_or(Agg::Count);
+    let (first, last) = match agg {
+        Agg::Lhist { min, max, step } => (0, ((max - min) / step) as u64 + 1),
+        _ => (
+            u64::from(!used.contains(&0)),
+            used.iter().copied().max().unwrap_or(0),
+        ),
+    };
+    let print = resolved(decl, rows, 1, env, |counts| {
+        if first > last {
+            Vec::new()
+        } else {
+            buckets_between(agg, counts, first, last)
+        }
+    });
+    MapSnapshot { print, sums }
+}
+
+/// Rows with their keys and values resolved, histograms laid out by
+/// `buckets`.
+fn resolved(
+    decl: &MapDecl,
+    rows: Vec<Row>,
+    div: u64,
+    env: &mut dyn Env,
+    buckets: impl Fn(&BTreeMap<u64, u64>) -> Vec<Bucket>,
+) -> MapPrint {
+    let registry = env.registry().clone();
     let offsets = decl.key_offsets(&registry);
     let rows = rows
         .into_iter()
@@ -330,10 +409,7 @@ pub fn map_print(
                     average: average(total, count),
                     total,
                 },
-                Merged::Buckets(buckets) => MapValue::Buckets(shown_buckets(
-                    decl.aggregation().unwrap_or(Agg::Count),
-                    &buckets,
-                )),
+                Merged::Buckets { counts, .. } => MapValue::Buckets(buckets(&counts)),
             };
             sdt_output::MapRow { key, value }
         })

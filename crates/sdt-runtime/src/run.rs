@@ -134,6 +134,20 @@ impl<'c> Runner<'c> {
         })
     }
 
+    pub(crate) fn compilation(&self) -> &'c Compilation {
+        self.compilation
+    }
+
+    pub(crate) fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// A handle that reads the maps from another thread while this runs;
+    /// see [`MapReader`](crate::scrape::MapReader).
+    pub fn map_reader(&self) -> io::Result<crate::scrape::MapReader> {
+        crate::scrape::MapReader::new(self)
+    }
+
     /// Whether the script has nothing but BEGIN and END, which a run
     /// without a `-c` command ends right after BEGIN, as bpftrace 0.24
     /// and later do: nothing else could ever fire.
@@ -336,38 +350,49 @@ fn bpf_io(e: sdt_bpf::Error) -> io::Error {
 
 impl Maps for SessionMaps<'_> {
     fn entries(&self, id: MapId) -> io::Result<Vec<Entry>> {
-        let map = self.map(id)?;
-        let per_cpu = self.compilation.program.maps[id].is_per_cpu();
-        let mut entries = Vec::new();
-        for key in map.keys() {
-            let key = key.map_err(bpf_io)?;
-            let values = if per_cpu {
-                match map.lookup_per_cpu(&key).map_err(bpf_io)? {
-                    Some(values) => values.iter().map(<[u8]>::to_vec).collect(),
-                    None => continue,
-                }
-            } else {
-                match map.lookup(&key).map_err(bpf_io)? {
-                    Some(value) => vec![value],
-                    None => continue,
-                }
-            };
-            entries.push((key, values));
-        }
-        Ok(entries)
+        read_entries(
+            self.map(id)?,
+            self.compilation.program.maps[id].is_per_cpu(),
+        )
     }
 
     fn stack(&self, id: u32) -> Vec<u64> {
-        let Some(map) = self.session.map(layout::STACK_MAP as usize) else {
-            return Vec::new();
-        };
-        match map.lookup(&id.to_ne_bytes()) {
-            Ok(Some(bytes)) => bytes
-                .chunks_exact(8)
-                .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
-                .take_while(|&ip| ip != 0)
-                .collect(),
-            _ => Vec::new(),
+        match self.session.map(layout::STACK_MAP as usize) {
+            Some(map) => read_stack(map, id),
+            None => Vec::new(),
         }
+    }
+}
+
+/// Every entry of `map`, with one value per CPU when `per_cpu`.
+pub(crate) fn read_entries(map: &Map, per_cpu: bool) -> io::Result<Vec<Entry>> {
+    let mut entries = Vec::new();
+    for key in map.keys() {
+        let key = key.map_err(bpf_io)?;
+        let values = if per_cpu {
+            match map.lookup_per_cpu(&key).map_err(bpf_io)? {
+                Some(values) => values.iter().map(<[u8]>::to_vec).collect(),
+                None => continue,
+            }
+        } else {
+            match map.lookup(&key).map_err(bpf_io)? {
+                Some(value) => vec![value],
+                None => continue,
+            }
+        };
+        entries.push((key, values));
+    }
+    Ok(entries)
+}
+
+/// The frames of stack `id` in the stack map.
+pub(crate) fn read_stack(map: &Map, id: u32) -> Vec<u64> {
+    match map.lookup(&id.to_ne_bytes()) {
+        Ok(Some(bytes)) => bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
+            .take_while(|&ip| ip != 0)
+            .collect(),
+        _ => Vec::new(),
     }
 }

@@ -81,10 +81,25 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         objects: vec![server],
         reports: None,
     };
-    let rows = Rows::new(&TOOL, TOOL.columns.to_vec(), |args, clock| {
-        let [pid, start, took, query] = args else {
+    let spans = options.spans.clone().map(|sender| QuerySpans {
+        sender,
+        system: engine.provider(),
+        wall_offset: sdt_otlp::span::wall_offset(),
+    });
+    let rows = Rows::new(&TOOL, TOOL.columns.to_vec(), move |args, clock| {
+        let [pid, start, took, query, tid] = args else {
             return None;
         };
+        if let Some(spans) = &spans {
+            let text = query.to_text();
+            spans.send(
+                pid.as_int(),
+                tid.as_int(),
+                start.as_int(),
+                took.as_int(),
+                &text,
+            );
+        }
         let [start_ns, start_s] = clock.since(start.as_int(), 1e9);
         let took = took.as_int();
         Some(vec![
@@ -106,8 +121,35 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     )))
 }
 
+/// Slow queries as OpenTelemetry spans.
+struct QuerySpans {
+    sender: sdt_otlp::SpanSender,
+    /// `db.system.name`: `postgresql` or `mysql`.
+    system: &'static str,
+    /// `CLOCK_REALTIME - CLOCK_MONOTONIC`.
+    wall_offset: i128,
+}
+
+impl QuerySpans {
+    fn send(&self, pid: i128, tid: i128, start: i128, took: i128, query: &str) {
+        use sdt_otlp::span::Attribute;
+        let unix = |t: i128| u64::try_from(t + self.wall_offset).unwrap_or(0);
+        self.sender.send(sdt_otlp::Span {
+            name: self.system.to_string(),
+            start_unix_ns: unix(start),
+            end_unix_ns: unix(start + took),
+            pid: pid as u32,
+            tid: tid as u32,
+            attributes: vec![
+                ("db.system.name".into(), Attribute::Str(self.system.into())),
+                ("db.query.text".into(), Attribute::Str(query.into())),
+            ],
+        });
+    }
+}
+
 /// `dbslower`'s own options.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Options {
     /// The server (default: PostgreSQL, or what `exe`, `-p` or `-c`
     /// runs).
@@ -118,6 +160,8 @@ pub struct Options {
     /// command runs, or the newest `/usr/lib/postgresql/*/bin/postgres`;
     /// for MySQL, `mariadbd` or `mysqld` in `PATH`).
     pub exe: Option<PathBuf>,
+    /// Where each slow query also goes as a span (`--otlp`).
+    pub spans: Option<sdt_otlp::SpanSender>,
 }
 
 /// A database server's probes.

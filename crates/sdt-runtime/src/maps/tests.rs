@@ -265,3 +265,53 @@ fn strings_and_tuples_sort_by_key() {
         "{\"type\": \"map\", \"data\": {\"@t\": [1,\"a\",2]}}"
     );
 }
+
+#[test]
+fn snapshots_give_every_key_the_same_buckets_and_the_sums() {
+    let d = decl(
+        "h",
+        vec![Ty::Str { size: 8 }],
+        Ty::Agg(Agg::Hist { bits: 0 }),
+    );
+    let key = |s: &[u8], b: i64| {
+        let mut k = s.to_vec();
+        k.resize(8, 0);
+        k.extend(b.to_ne_bytes());
+        k
+    };
+    // @h["a"]: 5 and 6 on one CPU, 7 on another ([4, 8) is bucket 4);
+    // @h["b"]: 100 ([64, 128) is bucket 8).
+    let entries = vec![
+        (key(b"a", 4), vec![words(&[2, 11]), words(&[1, 7])]),
+        (key(b"b", 8), vec![words(&[1, 100]), words(&[0, 0])]),
+    ];
+    let snapshot = map_snapshot(&d, entries, &mut TestEnv(TypeRegistry::default()));
+    // Rows sort by their total count, as they print: "b" first.
+    assert_eq!(snapshot.sums, [100, 18]);
+    for row in &snapshot.print.rows {
+        let MapValue::Buckets(buckets) = &row.value else {
+            panic!("{row:?}");
+        };
+        // From [0] up to [64, 128), for both keys; no bucket of negatives.
+        assert_eq!(buckets.len(), 8, "{buckets:?}");
+        assert_eq!(buckets[0].low, Some(0));
+        assert_eq!(buckets[7].high, Some(128));
+    }
+    let lhist = decl(
+        "l",
+        vec![],
+        Ty::Agg(Agg::Lhist {
+            min: 0,
+            max: 100,
+            step: 10,
+        }),
+    );
+    let one = vec![(int_key(3), vec![words(&[1, 25])])];
+    let snapshot = map_snapshot(&lhist, one, &mut TestEnv(TypeRegistry::default()));
+    let MapValue::Buckets(buckets) = &snapshot.print.rows[0].value else {
+        panic!("not buckets");
+    };
+    // Below 0, ten steps, and 100 or more: all of them.
+    assert_eq!(buckets.len(), 12);
+    assert_eq!(snapshot.sums, [25]);
+}

@@ -1,0 +1,35 @@
+//! sdt's maps as metrics, for dashboards instead of terminals.
+//!
+//! What comes in: compiled programs, each running in its own
+//! [`Runner`](sdt_runtime::run::Runner), and a [`MapReader`] on each one's
+//! maps. What goes out: Prometheus' `/metrics` ([`http`]), and metric
+//! families for any other consumer (the OTLP pusher) through
+//! [`Source`](sdt_output::metrics::Source).
+//!
+//! - [`config`]: pragmas (`// sdt: labels @reqs = method, status`) and the
+//!   config file beside a program: how its maps are named, which spans it
+//!   sends.
+//! - [`labels`]: label names read from a map's key expressions.
+//! - [`naming`]: every map of a program as a metric, checked.
+//! - [`exporter`]: the programs that are up or down, and what a scrape
+//!   reads of them, with the series limit and sdt's own health.
+//! - [`http`]: the endpoint.
+//! - [`fleet`]: one program's metrics and spans while `sdt run` runs it.
+//! - [`spans`]: a script's span pragmas as probes whose records become
+//!   OTLP spans.
+//! - [`service`]: `sdt serve DIR`, a directory of programs reloaded on
+//!   SIGHUP.
+//!
+//! [`MapReader`]: sdt_runtime::scrape::MapReader
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod exporter;
+pub mod fleet;
+pub mod http;
+pub mod labels;
+pub mod naming;
+pub mod program;
+pub mod service;
+pub mod spans;

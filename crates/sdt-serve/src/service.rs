@@ -1,0 +1,392 @@
+//! `sdt serve DIR`: every program of a directory, running at once, their
+//! metrics on one endpoint, for as long as the service runs.
+//!
+//! Each `*.bt` file (with its `*.conf`) runs in a thread of its own, with
+//! its own maps, ring buffer and probes, attached system-wide by path: a
+//! target started later, or restarted, is traced as it runs, without sdt
+//! doing anything. A program that cannot be read, compiled, loaded or
+//! attached is reported on `/metrics` as `sdt_up{program="NAME"} 0`, with
+//! the reason in one log line on standard error, and the others run on.
+//!
+//! **Reloading.** On [`Service::reload`] (SIGHUP), a program whose script
+//! or config changed is stopped and started again (its counters start
+//! over), a new file is started, a removed one stopped, and one that is
+//! down is tried again; every other program is left exactly as it is, so
+//! its counters go on.
+//!
+//! **Safety.** Served programs never run commands: `system()` is refused
+//! when they are compiled, whatever the command line says. Nothing is
+//! ever loaded through the endpoint.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use rustix::event::{PollFd, PollFlags};
+use sdt_lang::check::{CheckOptions, DEFAULT_STRLEN};
+use sdt_proc::Signals;
+use sdt_runtime::run::{RunOptions, Runner};
+use sdt_script::Compilation;
+use sdt_trace::Scope;
+
+use sdt_otlp::{SpanRule, SpanSender, SpanSink};
+use sdt_output::Sink;
+
+use crate::exporter::{Exporter, Running};
+use crate::naming::Naming;
+use crate::program::ProgramFiles;
+use crate::spans::compile_with_spans;
+
+/// How served programs are compiled and named.
+#[derive(Clone)]
+pub struct ServiceOptions {
+    /// Prefix of metric names, unless a program gives its own.
+    pub prefix: String,
+    /// Bytes of each program's ring buffer.
+    pub ring_size: u32,
+    /// Entries of each map.
+    pub map_entries: u32,
+    /// How programs attach (`sdt_trace::mechanism`).
+    pub mechanism: sdt_bpf::Mechanism,
+    /// Where spans go, when they are pushed: the programs' span pragmas
+    /// are compiled in only then.
+    pub spans: Option<SpanSender>,
+}
+
+/// The programs of a directory, each in its thread.
+pub struct Service {
+    dir: PathBuf,
+    options: ServiceOptions,
+    exporter: Arc<Exporter>,
+    running: BTreeMap<String, Slot>,
+}
+
+/// One program's thread, and what it was started from.
+struct Slot {
+    files: ProgramFiles,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Service {
+    /// No program runs until the first [`reload`](Self::reload).
+    pub fn new(dir: &Path, options: ServiceOptions, exporter: Arc<Exporter>) -> Service {
+        Service {
+            dir: dir.to_path_buf(),
+            options,
+            exporter,
+            running: BTreeMap::new(),
+        }
+    }
+
+    /// Brings the running programs in line with the directory; see the
+    /// module doc. Fails only when the directory cannot be read.
+    pub fn reload(&mut self) -> io::Result<()> {
+        let mut found = BTreeMap::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "bt") && path.is_file() {
+                let files = match ProgramFiles::read(&path) {
+                    Ok(files) => files,
+                    Err(e) => {
+                        let name = ProgramFiles::new(&path, String::new()).name;
+                        log(&name, &format!("cannot read {}: {e}", path.display()));
+                        self.exporter.down(&name);
+                        continue;
+                    }
+                };
+                found.insert(files.name.clone(), files);
+            }
+        }
+        let gone: Vec<String> = self
+            .running
+            .keys()
+            .filter(|name| !found.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.stop(&name);
+            self.exporter.remove(&name);
+            log(&name, "removed");
+        }
+        for (name, files) in found {
+            if let Some(slot) = self.running.get(&name) {
+                if slot.files == files && !slot.thread.is_finished() {
+                    continue;
+                }
+                self.stop(&name);
+            }
+            self.start(files);
+        }
+        Ok(())
+    }
+
+    /// Stops every program and waits for each to end.
+    pub fn stop_all(mut self) {
+        let names: Vec<String> = self.running.keys().cloned().collect();
+        for slot in self.running.values() {
+            slot.stop.store(true, Ordering::Relaxed);
+        }
+        for name in names {
+            self.stop(&name);
+        }
+    }
+
+    /// Runs until SIGINT or SIGTERM, reloading on SIGHUP, then stops
+    /// every program. `signals` must have been blocked before any thread
+    /// was started, so that every thread leaves them to it.
+    pub fn run_until_stopped(mut self, signals: &Signals) -> io::Result<()> {
+        self.reload()?;
+        loop {
+            let mut fds = [PollFd::new(signals, PollFlags::IN)];
+            match rustix::event::poll(&mut fds, None) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+            match signals.take() {
+                Some(SIGHUP) => {
+                    eprintln!("sdt serve: SIGHUP: reloading {}", self.dir.display());
+                    if let Err(e) = self.reload() {
+                        eprintln!("sdt serve: cannot read {}: {e}", self.dir.display());
+                    }
+                }
+                Some(_) => break,
+                None => {}
+            }
+        }
+        self.stop_all();
+        Ok(())
+    }
+
+    fn stop(&mut self, name: &str) {
+        if let Some(slot) = self.running.remove(name) {
+            slot.stop.store(true, Ordering::Relaxed);
+            let _ = slot.thread.join();
+        }
+    }
+
+    fn start(&mut self, files: ProgramFiles) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let name = files.name.clone();
+        let (exporter, options) = (Arc::clone(&self.exporter), self.options.clone());
+        let (thread_files, thread_stop) = (files.clone(), Arc::clone(&stop));
+        let thread = std::thread::Builder::new()
+            .name(format!("sdt-{name}"))
+            .spawn(move || serve_program(&thread_files, &options, &exporter, &thread_stop));
+        match thread {
+            Ok(thread) => {
+                self.running.insert(
+                    name,
+                    Slot {
+                        files,
+                        stop,
+                        thread,
+                    },
+                );
+            }
+            Err(e) => {
+                log(&name, &format!("cannot start a thread: {e}"));
+                self.exporter.down(&name);
+            }
+        }
+    }
+}
+
+/// The signal that reloads.
+const SIGHUP: i32 = 1;
+
+/// One log line about a program.
+fn log(program: &str, message: &str) {
+    let mut err = io::stderr().lock();
+    let _ = writeln!(err, "sdt serve: {program}: {message}");
+}
+
+/// Compiles, loads, attaches and runs one program until `stop`; reports
+/// it up once attached, or down with the reason.
+fn serve_program(
+    files: &ProgramFiles,
+    options: &ServiceOptions,
+    exporter: &Exporter,
+    stop: &AtomicBool,
+) {
+    let name = &files.name;
+    let started = Instant::now();
+    let result = compile(files, options).and_then(|(compilation, naming, rules)| {
+        let sink = sdt_output::Format::TEXT.sink(Box::new(io::LineWriter::new(io::stdout())));
+        let sink: Box<dyn Sink> = match &options.spans {
+            Some(spans) => Box::new(SpanSink::new(sink, rules, spans.clone())),
+            None => sink,
+        };
+        let program = Compiled {
+            compilation: &compilation,
+            naming,
+            files,
+            mechanism: options.mechanism,
+        };
+        program.run(sink, exporter, stop, started)
+    });
+    if let Err(message) = result {
+        log(name, &message);
+        exporter.down(name);
+    }
+}
+
+/// The program compiled (with its span blocks when spans are pushed),
+/// its maps named, and the rules that find its spans; errors in one line
+/// each, pointing at the file, line and column.
+fn compile(
+    files: &ProgramFiles,
+    options: &ServiceOptions,
+) -> Result<(Compilation, Naming, Vec<SpanRule>), String> {
+    let mut config = files.config().map_err(|e| e.one_line())?;
+    let (script_name, source) = (&files.script.0, &files.script.1);
+    let compile_options = sdt_script::Options {
+        check: CheckOptions {
+            params: Vec::new(),
+            strlen: DEFAULT_STRLEN,
+            // Served programs never run commands.
+            allow_unsafe: false,
+            named_params: Default::default(),
+            internal: false,
+        },
+        scope: Scope {
+            pid: None,
+            default_target: None,
+            debug_dirs: Vec::new(),
+            allow_unsafe: false,
+        },
+        mechanism: options.mechanism,
+        missing_probes: sdt_lang::config::Config::default().missing_probes,
+        codegen: sdt_codegen::Options {
+            wake_at: options.ring_size / 8,
+            start_ns: monotonic_ns(),
+            cpid: 0,
+            map_entries: options.map_entries,
+            ring_size: options.ring_size,
+            machine: sdt_codegen::Machine::current(),
+        },
+    };
+    if options.spans.is_none() {
+        config.spans.clear();
+    }
+    let compile = |text: &str| sdt_script::compile(text, &compile_options);
+    let (_, compilation, rules) =
+        compile_with_spans(source, &config, &compile).map_err(|(text, diagnostics)| {
+            let first = diagnostics.0.first();
+            let (line, column) = first.map_or((0, 0), |d| d.line_column(&text));
+            let message = first.map_or_else(|| diagnostics.to_string(), |d| d.message.clone());
+            let served = if message.contains("system()") {
+                " (served programs never run commands)"
+            } else {
+                ""
+            };
+            format!("{script_name}:{line}:{column}: error: {message}{served}")
+        })?;
+    for warning in &compilation.warnings {
+        log(&files.name, &format!("warning: {warning}"));
+    }
+    let naming = files
+        .naming(
+            &config,
+            &compilation.script,
+            &compilation.program.maps,
+            &options.prefix,
+        )
+        .map_err(|e| e.one_line())?;
+    Ok((compilation, naming, rules))
+}
+
+/// A compiled program, ready to run.
+struct Compiled<'p> {
+    compilation: &'p Compilation,
+    naming: Naming,
+    files: &'p ProgramFiles,
+    mechanism: sdt_bpf::Mechanism,
+}
+
+impl Compiled<'_> {
+    /// Loads, attaches and runs the program until `stop` or `exit()`,
+    /// its output into `sink`.
+    fn run(
+        self,
+        sink: Box<dyn Sink + '_>,
+        exporter: &Exporter,
+        stop: &AtomicBool,
+        started: Instant,
+    ) -> Result<(), String> {
+        let name = &self.files.name;
+        let run_options = RunOptions {
+            mechanism: self.mechanism,
+            pid: None,
+            follow: false,
+            allow_unsafe: false,
+            filter_tracepoints: false,
+            max_cat_bytes: sdt_lang::config::Config::default().max_cat_bytes,
+        };
+        let mut runner = Runner::load(self.compilation, &run_options, sink)
+            .map_err(|e| one_line(&e.to_string()))?;
+        let mut exited = runner.begin().map_err(|e| e.to_string())?;
+        let probes = if exited {
+            0
+        } else {
+            runner.attach().map_err(|e| one_line(&e.to_string()))?;
+            self.compilation.probe_count
+        };
+        let reader = runner.map_reader().map_err(|e| e.to_string())?;
+        exporter.up(
+            name,
+            Running {
+                reader,
+                naming: self.naming,
+                probes,
+                load: started.elapsed(),
+            },
+        );
+        log(
+            name,
+            &format!(
+                "up: {probes} probe{} attached in {:.0} ms",
+                if probes == 1 { "" } else { "s" },
+                started.elapsed().as_secs_f64() * 1e3
+            ),
+        );
+        while !exited && !stop.load(Ordering::Relaxed) {
+            exited = runner.step().map_err(|e| e.to_string())?.exit;
+        }
+        if exited {
+            log(
+                name,
+                "the program called exit(); it is served no more until it changes or sdt reloads",
+            );
+        }
+        let finished = runner.finish(false).map_err(|e| e.to_string())?;
+        // Detaching waits for the kernel; nobody needs to wait with it.
+        let attached = finished.attached;
+        std::thread::spawn(move || drop(attached));
+        if exited {
+            exporter.down(name);
+        }
+        Ok(())
+    }
+}
+
+/// The first line of a message, with what follows on it counted.
+fn one_line(text: &str) -> String {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let first = lines.next().unwrap_or("").trim().to_string();
+    let more = lines.count();
+    if more == 0 {
+        first
+    } else {
+        format!("{first} (and {more} more lines; `sdt run` on the file shows them)")
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
