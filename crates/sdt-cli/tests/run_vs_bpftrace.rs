@@ -4,7 +4,9 @@
 //! Each case runs a script with the real `bpftrace` and with sdt installed
 //! under the name `bpftrace` (a symlink, so it takes bpftrace's command
 //! line and prints `Attaching N probes...` on standard output), in the
-//! same directory, tracing its own copy of `tests/fixtures/run/shop.c`.
+//! same directory, tracing its own copy of `tests/fixtures/run/shop.c`
+//! (or of `tests/fixtures/values/shapes.c` for values larger than a
+//! register).
 //! Standard output must be byte for byte the same, after normalising only
 //! the order of map entries whose values are equal: bpftrace prints those
 //! in the kernel hash table's order, which changes from run to run.
@@ -12,7 +14,8 @@
 //!
 //! Where bpftrace 0.17 is wrong and sdt deliberately is not, the case is
 //! not compared: `sdt_fixes_what_bpftrace_gets_wrong` checks sdt's
-//! behaviour on its own. Bad scripts are checked on sdt alone too, since
+//! behaviour on its own, as does `values_beyond_what_bpftrace_0_17_takes`
+//! for what 0.17 refuses. Bad scripts are checked on sdt alone too, since
 //! sdt's diagnostics are its own.
 //!
 //! bpftrace 0.17 needs tracefs for uprobes, which this machine does not
@@ -1402,6 +1405,143 @@ usdt:./shop:shop:sale { @sale_max[arg0] = max(arg1); }
         "{\"type\": \"attached_probes\", \"count\": 1, \"data\": {\"probes\": 1}}\n\
          {\"type\": \"printf\", \"data\": \"a\\n\"}\n\
          {\"type\": \"map\", \"data\": {\"@x\": 1}}\n"
+    );
+}
+
+/// The definitions of `tests/fixtures/values/shapes.c`, as a script
+/// writes them (the last member of `point` without its `;`, which
+/// bpftrace accepts too).
+const SHAPE_DEFINITIONS: &str = "
+struct point { int32_t x; int32_t y };
+struct shape {
+  int32_t id;
+  int32_t grid[2][3];
+  struct point corners[3];
+  struct { int16_t lo; int16_t hi; } range;
+  union { uint32_t word; uint8_t bytes[4]; } raw;
+  char name[8];
+  uint8_t mac[6];
+  uint64_t big;
+};
+";
+
+/// Builds `tests/fixtures/values/shapes.c` into the case's directory.
+fn build_shapes(case: &Case) {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/values/shapes.c");
+    let status = Command::new("cc")
+        .args(["-O2", "-g", "-o"])
+        .arg(case.path("shapes"))
+        .arg(source)
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "building shapes.c");
+}
+
+/// Values larger than a register that the program holds: a struct read
+/// whole into a variable, its members, nested arrays and anonymous
+/// members, printed whole, as map values and keys, `%r`, `%rx` and
+/// `%rh` of a `buf()`, and strings behind an array of pointers.
+#[test]
+fn values_held_by_the_program() {
+    let Some(case) = Case::new("values") else {
+        return;
+    };
+    build_shapes(&case);
+    let script = case.script(
+        "values.bt",
+        &format!(
+            "{SHAPE_DEFINITIONS}{}",
+            r#"
+usdt:./shapes:shapes:drawn {
+  $s = *(struct shape *)arg0;
+  printf("%d %d %d %d %d %s\n", $s.id, $s.grid[1][2], $s.corners[2].y, $s.range.lo, $s.range.hi, $s.name);
+  printf("%u %d %lu\n", $s.raw.word, $s.raw.bytes[3], $s.big);
+  print($s.grid);
+  print($s.corners);
+  print($s.range);
+  printf("%r|%rx|%rh\n", buf($s.mac, 6), buf($s.mac, 6), buf($s.mac, 4));
+  $q = (struct point *)(arg0 + 28);
+  printf("%d %d\n", $q->x, $q->y);
+  @grid[$s.id] = $s.grid;
+  @names[$s.name, $s.range.hi] = count();
+  printf("%s %s\n", str(*(uint64 *)(arg2 + 8)), str(*(uint64 *)(arg2 + 16)));
+  print($s);
+}
+"#
+        ),
+    );
+    let out = case.same(&["-c", "./shapes", &script]);
+    // The values themselves, not only agreement with bpftrace.
+    let stdout = text(&out.stdout);
+    for want in [
+        "7 6 31 -2 300 square\n",
+        "67305985 4 18446744073709551615\n",
+        "[{ .x = 10, .y = 11 },{ .x = 20, .y = 21 },{ .x = 30, .y = 31 }]\n",
+        "\\xde\\xad\\xbe\\xef\\x00\\x01|\\xde\\xad\\xbe\\xef\\x00\\x01|de ad be ef\n",
+        "beta gamma\n",
+        ".raw = { .word = 67305985, .bytes = [1,2,3,4] }, .name = square, .mac = [222,173,190,239,0,1]",
+        "@grid[7]: [[1,2,3],[4,5,6]]\n",
+        "@names[square, 300]: 1\n",
+    ] {
+        assert!(stdout.contains(want), "expected {want:?} in:\n{stdout}");
+    }
+}
+
+/// What sdt does with such values and bpftrace 0.17 refuses or gets
+/// wrong, checked on sdt alone: `==` on integer arrays and buffers,
+/// indexes known only at run time, `++` on a pointer moving by the size
+/// of its pointee, a tuple variable widened by a later assignment, `?:`
+/// on strings of different sizes, and `__attribute__` after a
+/// definition's closing brace.
+#[test]
+fn values_beyond_what_bpftrace_0_17_takes() {
+    let Some(case) = Case::new("values-sdt") else {
+        return;
+    };
+    build_shapes(&case);
+    let definitions = SHAPE_DEFINITIONS.replacen(
+        "int32_t y };",
+        "int32_t y } /* as declared */ __attribute__((aligned(4)));",
+        1,
+    );
+    let script = case.script(
+        "values.bt",
+        &format!(
+            "{definitions}{}",
+            r#"
+usdt:./shapes:shapes:drawn {
+  $s = *(struct shape *)arg0;
+  $t = *(struct shape *)arg1;
+  printf("grid %d %d corners %d\n", $s.grid == $t.grid, $s.grid != $t.grid, buf($s.corners, 24) == buf($t.corners, 24));
+  $i = 2;
+  printf("index %d %d %d\n", $s.corners[$i].y, $t.corners[$i].y, $s.grid[$i - 1][$i]);
+  $p = (int32 *)arg0; $p++;
+  $q = (struct point *)(arg0 + 28); $q++; ++$q;
+  printf("step %d %d %d\n", *$p, $q->x, $q->y);
+  $pair = ("hi", $s.id); print($pair); $pair = ("a longer string", 2); print($pair);
+  $name = $s.id > 5 ? $s.name : "a longer name";
+  printf("name %s\n", $name);
+}
+uprobe:./shapes:compare { printf("compare %d\n", buf(arg0, 74) == buf(arg1, 74)); }
+"#
+        ),
+    );
+    let out = case.sdt_subcommand("run", &["-c", "./shapes", &script]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        lines,
+        [
+            "grid 1 0 corners 0",
+            "index 31 99 6",
+            "step 1 30 31",
+            "(hi, 7)",
+            "(a longer string, 2)",
+            "name square",
+            "compare 1",
+            "compare 0",
+        ]
     );
 }
 

@@ -28,15 +28,6 @@ pub(super) enum Op {
     Slot(i16),
 }
 
-/// Where a struct, array or field is.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Place {
-    /// In the traced process, at the address in `slot` plus `off`.
-    User { slot: i16, off: i64 },
-    /// In the tracepoint's record, at `off`.
-    Ctx { off: i64 },
-}
-
 /// `pt_regs` offsets of the x86-64 argument registers, in order.
 const ARG_REGS: [i16; 6] = [112, 104, 96, 88, 72, 64];
 /// `pt_regs` offsets of `rax`, `rip` and `rsp`.
@@ -184,19 +175,7 @@ impl Gen<'_> {
                 self.spill(Reg::R0)
             }
             TKind::Load { place, bitfield } => self.load_place(place, &e.ty, *bitfield)?,
-            TKind::AddrOf(place) => match self.place(place)? {
-                Place::User { slot, off } => {
-                    self.b.push(Insn::ldx(Size::DW, Reg::R0, Reg::R10, slot));
-                    self.add_const(Reg::R0, off);
-                    self.spill(Reg::R0)
-                }
-                Place::Ctx { .. } => {
-                    return Err(Diagnostic::error(
-                        e.span,
-                        "a tracepoint's fields have no address",
-                    ))
-                }
-            },
+            TKind::AddrOf(place) => self.place_address(place)?,
             TKind::MapGet { map, keys } => {
                 let key = self.build_key(*map, keys, None)?;
                 let slot = self.frame.slot();
@@ -308,7 +287,9 @@ impl Gen<'_> {
                 mem.load(&mut self.b, Size::DW, Reg::R0, at);
                 self.spill(Reg::R0)
             }
-            TKind::Strftime(inner) | TKind::Retype(inner) => self.scalar(inner)?,
+            TKind::Strftime(inner) | TKind::Retype(inner) | TKind::Convert(inner) => {
+                self.scalar(inner)?
+            }
             TKind::Bswap(inner) => {
                 let v = self.scalar(inner)?;
                 self.load_op(v, Reg::R0);
@@ -387,7 +368,8 @@ impl Gen<'_> {
         self.b.bind(end);
     }
 
-    fn add_const(&mut self, reg: Reg, v: i64) {
+    /// `reg += v`.
+    pub(super) fn add_const(&mut self, reg: Reg, v: i64) {
         if v == 0 {
             return;
         }
@@ -728,166 +710,6 @@ impl Gen<'_> {
         }
     }
 
-    /// Where a place is.
-    pub(super) fn place(&mut self, e: &TExpr) -> R<Place> {
-        Ok(match &e.kind {
-            TKind::UserPlace(ptr) => {
-                let v = self.scalar(ptr)?;
-                let slot = match v {
-                    Op::Slot(s) => s,
-                    Op::Imm(_) => {
-                        self.load_op(v, Reg::R0);
-                        let Op::Slot(s) = self.spill(Reg::R0) else {
-                            unreachable!()
-                        };
-                        s
-                    }
-                };
-                Place::User { slot, off: 0 }
-            }
-            TKind::CtxRecord => Place::Ctx { off: 0 },
-            TKind::Field { base, offset } => match self.place(base)? {
-                Place::User { slot, off } => Place::User {
-                    slot,
-                    off: off + *offset as i64,
-                },
-                Place::Ctx { off } => Place::Ctx {
-                    off: off + *offset as i64,
-                },
-            },
-            TKind::Index {
-                base,
-                index,
-                stride,
-            } => {
-                let base = self.place(base)?;
-                let idx = self.scalar(index)?;
-                match (base, idx) {
-                    (Place::User { slot, off }, Op::Imm(i)) => Place::User {
-                        slot,
-                        off: off + i * *stride as i64,
-                    },
-                    (Place::Ctx { off }, Op::Imm(i)) => Place::Ctx {
-                        off: off + i * *stride as i64,
-                    },
-                    (Place::User { slot, off }, idx) => {
-                        self.load_op(idx, Reg::R0);
-                        self.b
-                            .push(Insn::alu64_imm(AluOp::Mul, Reg::R0, *stride as i32));
-                        self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R10, slot));
-                        self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R0, Reg::R1));
-                        let Op::Slot(s) = self.spill(Reg::R0) else {
-                            unreachable!()
-                        };
-                        Place::User { slot: s, off }
-                    }
-                    (Place::Ctx { .. }, _) => {
-                        return Err(Diagnostic::error(
-                            index.span,
-                            "an index into a tracepoint field must be a constant",
-                        ))
-                    }
-                }
-            }
-            _ => {
-                return Err(Diagnostic::error(
-                    e.span,
-                    "internal error: not a place (a bug in sdt)",
-                ))
-            }
-        })
-    }
-
-    /// `R3 = address of place + at` for a user place.
-    fn user_address(&mut self, slot: i16, off: i64) {
-        self.b.push(Insn::ldx(Size::DW, Reg::R3, Reg::R10, slot));
-        if off != 0 {
-            match i32::try_from(off) {
-                Ok(o) => {
-                    self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R3, o));
-                }
-                Err(_) => {
-                    self.b.load_imm(Reg::R2, off);
-                    self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R3, Reg::R2));
-                }
-            }
-        }
-    }
-
-    /// `bpf_probe_read_user(dst, size, R3)`; the address must be in R3.
-    pub(super) fn read_user_into(&mut self, dst: Mem, size: u32) {
-        dst.address(&mut self.b, Reg::R1, 0);
-        self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
-        self.b.call(Helper::ProbeReadUser);
-    }
-
-    /// Copies `size` bytes of a place into `dst`.
-    pub(super) fn read_place(&mut self, place: Place, size: u32, dst: Mem) {
-        match place {
-            Place::User { slot, off } => {
-                self.user_address(slot, off);
-                self.read_user_into(dst, size);
-            }
-            Place::Ctx { off } => {
-                // Direct context loads, each aligned to its own size.
-                let mut at = 0u32;
-                while at < size {
-                    let here = off + i64::from(at);
-                    let chunk = [8u32, 4, 2, 1]
-                        .into_iter()
-                        .find(|c| here % i64::from(*c) == 0 && at + c <= size)
-                        .unwrap_or(1);
-                    let width = Size::from_bytes(chunk as usize).unwrap_or(Size::B);
-                    self.b.push(Insn::ldx(width, Reg::R0, CTX, here as i16));
-                    dst.store(&mut self.b, width, at, Reg::R0);
-                    at += chunk;
-                }
-            }
-        }
-    }
-
-    /// Reads a scalar of type `ty` from a place.
-    fn load_place(&mut self, place: &TExpr, ty: &Ty, bitfield: Option<(u8, u8)>) -> R<Op> {
-        let size = self.program.registry.c_size(&place.ty) as u32;
-        let Some(width) = Size::from_bytes(size as usize) else {
-            return Err(Diagnostic::error(
-                place.span,
-                format!("reading a {size}-byte value is not supported"),
-            ));
-        };
-        let p = self.place(place)?;
-        match p {
-            Place::User { slot, off } => {
-                let tmp = self.frame.slot();
-                self.b.push(Insn::st(Size::DW, Reg::R10, tmp, 0));
-                self.user_address(slot, off);
-                self.read_user_into(Mem::Stack(tmp), size);
-                self.b.push(Insn::ldx(width, Reg::R0, Reg::R10, tmp));
-            }
-            Place::Ctx { off } => {
-                self.b.push(Insn::ldx(width, Reg::R0, CTX, off as i16));
-            }
-        }
-        match bitfield {
-            Some((bit, bits)) => {
-                // Move the field to the top, then back down with its sign.
-                let top = 64 - i32::from(bit) - i32::from(bits);
-                if top > 0 {
-                    self.b.push(Insn::alu64_imm(AluOp::Lsh, Reg::R0, top));
-                }
-                let down = if ty.is_signed() {
-                    AluOp::Arsh
-                } else {
-                    AluOp::Rsh
-                };
-                self.b
-                    .push(Insn::alu64_imm(down, Reg::R0, 64 - i32::from(bits)));
-            }
-            None => narrow_to(&mut self.b, Reg::R0, ty),
-        }
-        Ok(self.spill(Reg::R0))
-    }
-
     /// The memory holding the value of a non-scalar expression.
     pub(super) fn aggregate(&mut self, e: &TExpr) -> R<Mem> {
         match &e.kind {
@@ -920,7 +742,13 @@ impl Gen<'_> {
                 self.call_helper(*helper);
             }
             TKind::StrRead { ptr, len } => {
-                let p = self.scalar(ptr)?;
+                // From the traced process at an address, or a string value
+                // cut short.
+                let source = if ptr.ty.is_scalar() {
+                    Err(self.scalar(ptr)?)
+                } else {
+                    Ok(self.aggregate(ptr)?)
+                };
                 let n = match len {
                     Some(len) => Some(self.scalar(len)?),
                     None => None,
@@ -944,36 +772,22 @@ impl Gen<'_> {
                         self.b.bind(ok);
                     }
                 }
-                self.load_op(p, Reg::R3);
                 dst.address(&mut self.b, Reg::R1, 0);
-                self.b.call(Helper::ProbeReadUserStr);
-            }
-            TKind::ArrayStr(place) => {
-                let len = size - 1;
-                let p = self.place(place)?;
-                match p {
-                    Place::User { slot, off } => {
-                        self.zero(dst, padded);
-                        self.user_address(slot, off);
-                        dst.address(&mut self.b, Reg::R1, 0);
-                        self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+                match source {
+                    Err(address) => {
+                        self.load_op(address, Reg::R3);
                         self.b.call(Helper::ProbeReadUserStr);
                     }
-                    Place::Ctx { .. } => {
-                        // Copy the bytes out of the record, then read them
-                        // again as a string so that nothing after the NUL
-                        // is kept.
-                        let raw = self.frame.scratch(len);
-                        self.read_place(p, len, raw);
-                        self.zero(dst, padded);
-                        raw.address(&mut self.b, Reg::R3, 0);
-                        dst.address(&mut self.b, Reg::R1, 0);
-                        self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+                    Ok(string) => {
+                        string.address(&mut self.b, Reg::R3, 0);
                         self.b.call(Helper::ProbeReadKernelStr);
                     }
                 }
-                // An array with no NUL still ends in one.
-                dst.store_imm(&mut self.b, Size::B, len, 0);
+            }
+            TKind::ArrayStr(place) => {
+                let p = self.place(place)?;
+                self.zero(dst, padded);
+                self.read_place_str(p, size, dst);
             }
             TKind::DataLoc { offset } => {
                 self.zero(dst, padded);
@@ -989,6 +803,10 @@ impl Gen<'_> {
                 let Ty::Buf { size: cap } = e.ty else {
                     unreachable!("buf() is a buffer")
                 };
+                if !ptr.ty.is_scalar() {
+                    let have = self.value_size(&ptr.ty);
+                    return self.buf_of_value(ptr, len, cap, have, dst, padded);
+                }
                 let p = self.scalar(ptr)?;
                 let n = self.scalar(len)?;
                 self.zero(dst, padded);
@@ -1045,10 +863,11 @@ impl Gen<'_> {
             }
             TKind::UStack => {
                 if !self.kind().is_uprobe() && self.kind() != ProbeKind::Tracepoint {
-                    return Err(Diagnostic::error(
-                        e.span,
-                        "ustack is only available in probes of processes",
-                    ));
+                    // BEGIN, END and interval interrupt no process of
+                    // their own: the stack is empty, as in bpftrace.
+                    dst.store_imm(&mut self.b, Size::DW, 0, -1);
+                    dst.store_imm(&mut self.b, Size::DW, 8, 0);
+                    return Ok(());
                 }
                 self.shared.stacks = true;
                 self.b.push(Insn::mov64_reg(Reg::R1, CTX));
@@ -1107,6 +926,7 @@ impl Gen<'_> {
             }
             // The same bytes, printed another way (`ntop` of 16 bytes).
             TKind::Retype(inner) => self.write_value(inner, dst, &inner.ty)?,
+            TKind::Convert(inner) => self.write_value(inner, dst, &e.ty)?,
             _ => {
                 return Err(Diagnostic::error(
                     e.span,
@@ -1117,6 +937,37 @@ impl Gen<'_> {
                 ))
             }
         }
+        Ok(())
+    }
+
+    /// A buffer of `len` bytes (at most `cap`) at `dst`, zero-padded to
+    /// `padded` bytes: the bytes of a value of `have` bytes (a string, an
+    /// array), then zeros.
+    #[allow(clippy::too_many_arguments)]
+    fn buf_of_value(
+        &mut self,
+        string: &TExpr,
+        len: &TExpr,
+        cap: u32,
+        have: u32,
+        dst: Mem,
+        padded: u32,
+    ) -> R<()> {
+        let src = self.aggregate(string)?;
+        let n = self.scalar(len)?;
+        self.zero(dst, padded);
+        let (capped, copied) = (self.b.label(), self.b.label());
+        self.load_op(n, Reg::R2);
+        self.b.jump_imm(JmpOp::Le, Reg::R2, cap as i32, capped);
+        self.b.push(Insn::mov64_imm(Reg::R2, cap as i32));
+        self.b.bind(capped);
+        dst.store(&mut self.b, Size::DW, 0, Reg::R2);
+        self.b.jump_imm(JmpOp::Le, Reg::R2, have as i32, copied);
+        self.b.push(Insn::mov64_imm(Reg::R2, have as i32));
+        self.b.bind(copied);
+        src.address(&mut self.b, Reg::R3, 0);
+        dst.address(&mut self.b, Reg::R1, 8);
+        self.b.call(Helper::ProbeReadKernel);
         Ok(())
     }
 

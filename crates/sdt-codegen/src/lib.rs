@@ -39,6 +39,7 @@ pub mod layout;
 mod loops;
 mod mem;
 mod percpu;
+mod place;
 mod stmt;
 mod walk;
 

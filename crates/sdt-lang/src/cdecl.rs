@@ -417,7 +417,7 @@ impl DeclParser<'_> {
                 continue;
             }
             let base = self.specifiers()?;
-            if self.eat_punct(';') {
+            if self.eat_punct(';') || self.is_punct('}') {
                 // An anonymous struct or union member.
                 if matches!(base, Ty::Record(_)) {
                     members.push((String::new(), base, None));
@@ -443,6 +443,10 @@ impl DeclParser<'_> {
                 };
                 members.push((name.unwrap_or_default(), ty, bits));
                 if self.eat_punct(';') {
+                    break;
+                }
+                // As bpftrace does, the last member may leave out its `;`.
+                if self.is_punct('}') {
                     break;
                 }
                 if !self.eat_punct(',') {
@@ -950,10 +954,41 @@ mod tests {
     }
 
     #[test]
+    fn the_last_member_may_leave_out_its_semicolon() {
+        let reg = registry(
+            "struct holder { struct { int m[1] } y; struct { int n } a; const char *s; \
+             uint8_t c[4]; uint64_t f[2] };",
+        );
+        let holder = record(&reg, "struct holder");
+        assert_eq!(
+            offsets(&reg, "struct holder"),
+            [
+                ("y".into(), 0),
+                ("a".into(), 4),
+                ("s".into(), 8),
+                ("c".into(), 16),
+                ("f".into(), 24)
+            ]
+        );
+        assert_eq!(holder.size, 40);
+        assert_eq!(
+            holder.fields[4].ty,
+            Ty::Array {
+                elem: Box::new(UINT64),
+                len: 2
+            }
+        );
+        let Ty::Record(y) = holder.fields[0].ty else {
+            panic!("{:?}", holder.fields[0].ty)
+        };
+        assert_eq!(reg.record(y).size, 4);
+    }
+
+    #[test]
     fn errors_name_the_problem() {
         for (text, want) in [
             ("struct s { mystery_t x; };", "unknown type `mystery_t`"),
-            ("struct s { int x }", "expected `;`"),
+            ("struct s { int x y; }", "expected `;`"),
             ("struct s { struct t inner; };", "incomplete type"),
             ("struct s { int x : 40; };", "wider than its type"),
             ("enum e { A = B };", "`B` is not a constant"),

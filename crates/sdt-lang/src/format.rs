@@ -53,14 +53,27 @@ pub enum Conv {
     Pointer,
     /// `%s`
     Str,
-    /// `%r`: a buffer, escaped.
+    /// `%r`: a buffer, printable bytes as they are and the others as
+    /// `\xNN`.
     Raw,
+    /// `%rx`: a buffer, every byte as `\xNN`.
+    RawHex,
+    /// `%rh`: a buffer, every byte as two hex digits, separated by spaces.
+    RawHexSpaced,
 }
 
 impl Conv {
     /// Whether the conversion takes an integer.
     pub fn wants_integer(self) -> bool {
-        !matches!(self, Conv::Str | Conv::Raw)
+        !matches!(
+            self,
+            Conv::Str | Conv::Raw | Conv::RawHex | Conv::RawHexSpaced
+        )
+    }
+
+    /// Whether the conversion prints a buffer's bytes.
+    pub fn is_raw(self) -> bool {
+        matches!(self, Conv::Raw | Conv::RawHex | Conv::RawHexSpaced)
     }
 }
 
@@ -151,7 +164,17 @@ impl Format {
                 Some(b'c') => Conv::Char,
                 Some(b'p') => Conv::Pointer,
                 Some(b's') => Conv::Str,
-                Some(b'r') => Conv::Raw,
+                Some(b'r') => match text.get(i + 1) {
+                    Some(b'x') => {
+                        i += 1;
+                        Conv::RawHex
+                    }
+                    Some(b'h') => {
+                        i += 1;
+                        Conv::RawHexSpaced
+                    }
+                    _ => Conv::Raw,
+                },
                 Some(&c) => {
                     return Err((
                         i,
@@ -307,7 +330,17 @@ fn bpftrace_spec(text: &[u8]) -> Option<(Spec, usize)> {
         b'c' => Conv::Char,
         b'p' => Conv::Pointer,
         b's' => Conv::Str,
-        b'r' => Conv::Raw,
+        b'r' => match text.get(i + 1) {
+            Some(b'x') => {
+                i += 1;
+                Conv::RawHex
+            }
+            Some(b'h') => {
+                i += 1;
+                Conv::RawHexSpaced
+            }
+            _ => Conv::Raw,
+        },
         _ => return None,
     };
     Some((spec, i + 1))
@@ -330,13 +363,13 @@ fn render_one(spec: &Spec, arg: &Arg<'_>, out: &mut Vec<u8>) {
     let mut sign = "";
     let mut numeric = false;
     match (spec.conv, arg) {
-        (Conv::Str | Conv::Raw, Arg::Text(text)) => {
+        (Conv::Str | Conv::Raw | Conv::RawHex | Conv::RawHexSpaced, Arg::Text(text)) => {
             body = Cow::Borrowed(precision_cut(text, spec.precision));
         }
-        (Conv::Str | Conv::Raw, Arg::Owned(text)) => {
+        (Conv::Str | Conv::Raw | Conv::RawHex | Conv::RawHexSpaced, Arg::Owned(text)) => {
             body = Cow::Borrowed(precision_cut(text, spec.precision));
         }
-        (Conv::Str | Conv::Raw, Arg::Int { value, signed }) => {
+        (Conv::Str | Conv::Raw | Conv::RawHex | Conv::RawHexSpaced, Arg::Int { value, signed }) => {
             body = Cow::Owned(if *signed {
                 (*value as i64).to_string().into_bytes()
             } else {
@@ -401,7 +434,9 @@ fn render_one(spec: &Spec, arg: &Arg<'_>, out: &mut Vec<u8>) {
                     pad(spec, b"", &[*value as u8], false, out);
                     return;
                 }
-                Conv::Str | Conv::Raw => unreachable!("handled above"),
+                Conv::Str | Conv::Raw | Conv::RawHex | Conv::RawHexSpaced => {
+                    unreachable!("handled above")
+                }
             }
             if let Some(p) = spec.precision {
                 if text.len() < p {
@@ -576,8 +611,22 @@ mod tests {
         );
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "1    |     002|ff|s|rx|%i|%+d|% d|%#x|100%"
+            "1    |     002|ff|s|r|%i|%+d|% d|%#x|100%"
         );
+        assert_eq!(specs[4].conv, Conv::RawHex);
+    }
+
+    #[test]
+    fn buffers_print_raw_or_in_hex() {
+        for parse in [Format::parse, |t: &[u8]| Ok(Format::parse_bpftrace(t))] {
+            let f = parse(b"%r|%rx|%rh|%ry").unwrap();
+            let convs: Vec<Conv> = f.specs().map(|s| s.conv).collect();
+            assert_eq!(
+                convs,
+                [Conv::Raw, Conv::RawHex, Conv::RawHexSpaced, Conv::Raw]
+            );
+            assert!(convs.iter().all(|c| c.is_raw() && !c.wants_integer()));
+        }
     }
 
     #[test]

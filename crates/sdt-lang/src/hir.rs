@@ -407,7 +407,9 @@ pub enum TKind {
         lhs: Box<TExpr>,
         rhs: Box<TExpr>,
     },
-    /// String (in)equality.
+    /// (In)equality of two values of one layout, byte by byte: strings
+    /// (NUL-padded, so a shorter one compares as if padded), buffers,
+    /// arrays and tuples.
     StrEq {
         lhs: Box<TExpr>,
         rhs: Box<TExpr>,
@@ -475,12 +477,15 @@ pub enum TKind {
     /// layout; bytes no part covers are zero (a uprobe's `args`, and its
     /// struct parameters passed in registers).
     Fields(Vec<(u32, TExpr)>),
-    /// `str(ptr)` or `str(ptr, len)`: a string read from the traced process.
+    /// `str(ptr)` or `str(ptr, len)`: a string read from the traced
+    /// process, of at most `len` bytes and a NUL; or, when `ptr` is a
+    /// string value, that string cut to `len` bytes.
     StrRead {
         ptr: Box<TExpr>,
         len: Option<Box<TExpr>>,
     },
-    /// `buf(ptr, len)`.
+    /// `buf(ptr, len)`: `len` bytes read from the traced process at
+    /// `ptr`, or, when `ptr` is a string value, its first `len` bytes.
     BufRead {
         ptr: Box<TExpr>,
         len: Box<TExpr>,
@@ -501,6 +506,9 @@ pub enum TKind {
     /// A value whose type only changes how it prints (`username`,
     /// `strerror`).
     Retype(Box<TExpr>),
+    /// A value laid out again in the expression's type, which holds it:
+    /// a tuple with shorter strings in one with longer ones.
+    Convert(Box<TExpr>),
     /// `delete(...)`: removes an entry; true when there was one.
     Delete {
         map: MapId,

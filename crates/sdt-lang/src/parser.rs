@@ -279,7 +279,10 @@ impl<'s> Parser<'s> {
                 b'}' => {
                     depth = depth.saturating_sub(1);
                     if depth == 0 {
-                        let after = source[i + 1..].trim_start();
+                        // `__attribute__((packed))` after the brace belongs
+                        // to the definition (bpftrace 0.26).
+                        let close = i + 1 + attributes_len(&source[i + 1..]);
+                        let after = source[close..].trim_start();
                         // `} name;` (typedef) or `} ;`: run to the `;`.
                         let semi = after.find(';');
                         let next_brace = after.find('{');
@@ -287,7 +290,7 @@ impl<'s> Parser<'s> {
                             Some(s) if next_brace.is_none_or(|b| s < b) => {
                                 Some(source.len() - after.len() + s + 1)
                             }
-                            _ => Some(i + 1),
+                            _ => Some(close),
                         };
                         break;
                     }
@@ -300,6 +303,12 @@ impl<'s> Parser<'s> {
                     while i < bytes.len() && bytes[i] != b'\n' {
                         i += 1;
                     }
+                    continue;
+                }
+                b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                    i = source[i + 2..]
+                        .find("*/")
+                        .map_or(bytes.len(), |e| i + 2 + e + 2);
                     continue;
                 }
                 _ => {}
@@ -1197,6 +1206,60 @@ fn binary_op(p: &str) -> Option<(BinOp, u8)> {
         "%" => (Mod, 10),
         _ => return None,
     })
+}
+
+/// Bytes of `text` taken by the `__attribute__((...))` groups (and the
+/// blanks and comments around them) it starts with; 0 if none.
+fn attributes_len(text: &str) -> usize {
+    let skip_blanks = |at: usize| -> usize {
+        let mut at = at;
+        loop {
+            let rest = &text[at..];
+            let trimmed = rest.trim_start();
+            at += rest.len() - trimmed.len();
+            match trimmed.strip_prefix("/*") {
+                Some(comment) => match comment.find("*/") {
+                    Some(end) => at += 2 + end + 2,
+                    None => return at,
+                },
+                None => return at,
+            }
+        }
+    };
+    let mut taken = 0;
+    loop {
+        let at = skip_blanks(taken);
+        let rest = &text[at..];
+        let Some(word) = ["__attribute__", "__attribute"].into_iter().find(|w| {
+            rest.starts_with(w)
+                && !rest[w.len()..].starts_with(|c: char| c == '_' || c.is_ascii_alphanumeric())
+        }) else {
+            return taken;
+        };
+        let open = skip_blanks(at + word.len());
+        if !text[open..].starts_with('(') {
+            return taken;
+        }
+        let mut depth = 0usize;
+        let mut end = None;
+        for (i, c) in text[open..].char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(open + i + 1);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(end) = end else {
+            return taken;
+        };
+        taken = end;
+    }
 }
 
 /// The name a `typedef` definition introduces: the last identifier before

@@ -293,7 +293,17 @@ impl fmt::Display for TyDisplay<'_> {
             }
             Ty::Enum { id, .. } => write!(f, "enum {}", r.enum_def(*id).name),
             Ty::Ptr(inner) => write!(f, "{} *", inner.display(r)),
-            Ty::Array { elem, len } => write!(f, "{}[{len}]", elem.display(r)),
+            // C's order: `int32[2][3]` is two arrays of three.
+            Ty::Array { .. } => {
+                let mut dims = Vec::new();
+                let mut inner = self.ty;
+                while let Ty::Array { elem, len } = inner {
+                    dims.push(*len);
+                    inner = elem;
+                }
+                write!(f, "{}", inner.display(r))?;
+                dims.iter().try_for_each(|len| write!(f, "[{len}]"))
+            }
             Ty::Record(id) => {
                 let rec = r.record(*id);
                 write!(

@@ -184,6 +184,19 @@ pub fn escape_buffer(bytes: &[u8]) -> String {
     out
 }
 
+/// Every byte as two hex digits, each after `prefix`, with `separator`
+/// between them: `%rx` (`\x48\x69`) and `%rh` (`48 69`).
+pub fn hex_buffer(bytes: &[u8], prefix: &str, separator: &str) -> String {
+    let mut out = String::new();
+    for (i, b) in bytes.iter().enumerate() {
+        if i > 0 {
+            out.push_str(separator);
+        }
+        let _ = write!(out, "{prefix}{b:02x}");
+    }
+    out
+}
+
 /// The text of a value in `context`.
 pub fn datum(value: &Datum, context: Context) -> String {
     match value {

@@ -33,7 +33,7 @@ use sdt_codegen::layout::{snapshot, Field, OutputInfo, HEADER};
 use sdt_lang::format::{Arg, Conv};
 use sdt_lang::hir::{MapId, Program};
 use sdt_lang::types::TypeRegistry;
-use sdt_output::text::{escape_buffer, raw_text, Context};
+use sdt_output::text::{escape_buffer, hex_buffer, raw_text, Context};
 use sdt_output::{Printed, Sink, TextKind};
 use sdt_script::{Compilation, Names};
 
@@ -449,7 +449,13 @@ impl Known<'_> {
                 (Value::Buf(bytes) | Value::Str(bytes), Conv::Raw) => {
                     Arg::Owned(escape_buffer(bytes).into_bytes())
                 }
-                (_, Conv::Str | Conv::Raw) => as_text(v),
+                (Value::Buf(bytes) | Value::Str(bytes), Conv::RawHex) => {
+                    Arg::Owned(hex_buffer(bytes, "\\x", "").into_bytes())
+                }
+                (Value::Buf(bytes) | Value::Str(bytes), Conv::RawHexSpaced) => {
+                    Arg::Owned(hex_buffer(bytes, "", " ").into_bytes())
+                }
+                (_, c) if !c.wants_integer() => as_text(v),
                 (Value::Int { value, signed }, _) => Arg::Int {
                     value: *value,
                     signed: *signed,

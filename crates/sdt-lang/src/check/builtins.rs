@@ -575,30 +575,10 @@ fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
 
 fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let args = use_.args;
-    // `str($1)` is the parameter's text, also when it is a number
-    // (`str($1)` of 42 is "42", not a read at address 42).
-    if let (ExprKind::Param(n), None) = (&args[0].kind, args.get(1)) {
-        let text = c.positional(*n).unwrap_or_default().as_bytes().to_vec();
-        let size = text.len() as u32 + 1;
-        return value(use_, TKind::Str(text), Ty::Str { size });
-    }
-    let ptr = c.expr(&args[0], scope)?;
-    if ptr.ty.is_string() && args.len() == 1 {
-        return Ok(Checked::Value(ptr));
-    }
-    if ptr.is_place() {
-        return Ok(Checked::Value(c.value(ptr)?));
-    }
-    let ptr = c.value(ptr)?;
-    if !matches!(ptr.ty, Ty::Int { .. } | Ty::Ptr(_)) {
-        return Err(c.error(Diagnostic::error(
-            args[0].span,
-            format!(
-                "str() reads a string from an address, and this is {}",
-                ptr.ty.display(&c.registry)
-            ),
-        )));
-    }
+    // A length is how many bytes to keep, the NUL not counted: `str(p, 5)`
+    // keeps at most 5, as bpftrace 0.17 does and as the `sdt` crate's
+    // `str(argN, argN+1)` for a `&str` expects. (Newer bpftrace, 0.26
+    // among them, counts the NUL in it and keeps 4.)
     let len = match args.get(1) {
         Some(e) => {
             let v = c.expr(e, scope)?;
@@ -609,16 +589,54 @@ fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
                     "str()'s length must be an integer",
                 )));
             }
-            Some(Box::new(v))
+            Some(v)
         }
         None => None,
     };
-    let size = c.options.strlen;
+    let size = match len.as_ref().map(|l| &l.kind) {
+        Some(TKind::Int(n)) => n.saturating_add(1).clamp(1, i64::from(c.options.strlen)) as u32,
+        _ => c.options.strlen,
+    };
+    // `str($1)` is the parameter's text, also when it is a number
+    // (`str($1)` of 42 is "42", not a read at address 42), and
+    // `str($1 + 2)` its text from the third byte.
+    if let Some(text) = c.parameter_text(&args[0])? {
+        let keep = match len.as_ref().map(|l| &l.kind) {
+            Some(TKind::Int(_)) => text.len().min(size as usize - 1),
+            _ => text.len(),
+        };
+        let text = text[..keep].to_vec();
+        let size = text.len() as u32 + 1;
+        return value(use_, TKind::Str(text), Ty::Str { size });
+    }
+    let ptr = c.expr(&args[0], scope)?;
+    if ptr.is_place() {
+        return Ok(Checked::Value(c.value(ptr)?));
+    }
+    let ptr = c.value(ptr)?;
+    if let (Ty::Str { size: have }, None) = (&ptr.ty, &len) {
+        let _ = have;
+        return Ok(Checked::Value(ptr));
+    }
+    let size = match ptr.ty {
+        // A string value is cut to the length.
+        Ty::Str { size: have } => size.min(have),
+        Ty::Int { .. } | Ty::Ptr(_) => size,
+        _ => {
+            return Err(c.error(Diagnostic::error(
+                args[0].span,
+                format!(
+                    "str() reads a string from an address, and this is {}",
+                    ptr.ty.display(&c.registry)
+                ),
+            )))
+        }
+    };
     value(
         use_,
         TKind::StrRead {
             ptr: Box::new(ptr),
-            len,
+            len: len.map(Box::new),
         },
         Ty::Str { size },
     )
@@ -627,40 +645,67 @@ fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
 fn buf(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let (args, span) = (use_.args, use_.span);
     let ptr = c.expr(&args[0], scope)?;
-    let (ptr, len, size) = if ptr.is_place() {
-        if args.len() > 1 {
-            return Err(c.error(Diagnostic::error(span, "buf() of an array takes no length")));
+    // An array in the traced process is read at its address; a string or
+    // another value the program holds gives its own bytes (`buf("k", 3)`).
+    // Either has a size of its own, the most a buffer of it holds.
+    let (ptr, own_size) = if ptr.is_place() && !super::in_program_memory(&ptr) {
+        if super::expr_is_ctx(&ptr) {
+            return Err(c.error(Diagnostic::error(
+                span,
+                "buf() of a tracepoint field is not supported",
+            )));
         }
-        let size = c.registry.c_size(&ptr.ty).min(u64::from(super::MAX_STRLEN)) as u32;
+        let size = c.registry.c_size(&ptr.ty);
         let addr = TExpr {
             kind: TKind::AddrOf(Box::new(ptr)),
             ty: UINT64,
             span,
         };
-        (addr, TExpr::int(i64::from(size), UINT64, span), size)
+        (addr, Some(size))
     } else {
         let ptr = c.value(ptr)?;
-        let Some(len) = args.get(1) else {
+        let size = (!ptr.ty.is_scalar()).then(|| c.registry.c_size(&ptr.ty));
+        (ptr, size)
+    };
+    if !matches!(
+        ptr.ty,
+        Ty::Int { .. } | Ty::Ptr(_) | Ty::Str { .. } | Ty::Array { .. } | Ty::Record(_)
+    ) {
+        return Err(c.error(Diagnostic::error(
+            args[0].span,
+            format!(
+                "buf() reads bytes from an address or a value, and this is {}",
+                ptr.ty.display(&c.registry)
+            ),
+        )));
+    }
+    let own_size = own_size.map(|s| s.min(u64::from(super::MAX_STRLEN)) as u32);
+    let len = match (args.get(1), own_size) {
+        (Some(len), _) => {
+            let len = c.expr(len, scope)?;
+            let len = c.value(len)?;
+            if !len.ty.is_integer() {
+                return Err(c.error(Diagnostic::error(
+                    len.span,
+                    "buf()'s length must be an integer",
+                )));
+            }
+            len
+        }
+        (None, Some(size)) => TExpr::int(i64::from(size), UINT64, span),
+        (None, None) => {
             return Err(c.error(Diagnostic::error(
                 span,
                 "buf() of an address needs a length: buf(ptr, len)",
-            )));
-        };
-        let len = c.expr(len, scope)?;
-        let len = c.value(len)?;
-        let size = match (args.get(2), &len.kind) {
-            (Some(e), _) => c.literal_int(e, scope, "buf()'s maximum length")? as u32,
-            (None, TKind::Int(v)) => *v as u32,
-            (None, _) => c.options.strlen,
-        };
-        (ptr, len, size.clamp(1, super::MAX_STRLEN))
+            )))
+        }
     };
-    if matches!(ptr.kind, TKind::AddrOf(ref p) if super::expr_is_ctx(p)) {
-        return Err(c.error(Diagnostic::error(
-            span,
-            "buf() of a tracepoint field is not supported",
-        )));
-    }
+    let size = match (args.get(2), &len.kind) {
+        (Some(e), _) => c.literal_int(e, scope, "buf()'s maximum length")?,
+        (None, TKind::Int(v)) => *v,
+        (None, _) => i64::from(own_size.unwrap_or(c.options.strlen)),
+    };
+    let size = size.clamp(1, i64::from(super::MAX_STRLEN)) as u32;
     value(
         use_,
         TKind::BufRead {

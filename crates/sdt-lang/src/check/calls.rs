@@ -105,13 +105,13 @@ impl Checker<'_> {
             let integer_like = arg.ty.is_integer() || matches!(arg.ty, Ty::Ptr(_));
             let ok = match spec.conv {
                 Conv::Str => !matches!(arg.ty, Ty::Agg(_) | Ty::Void),
-                Conv::Raw => matches!(arg.ty, Ty::Buf { .. } | Ty::Str { .. }),
+                c if c.is_raw() => matches!(arg.ty, Ty::Buf { .. } | Ty::Str { .. }),
                 Conv::Char => arg.ty.is_integer(),
                 _ => integer_like,
             };
             if !ok {
                 let wanted = match spec.conv {
-                    Conv::Raw => "a buffer from buf()",
+                    c if c.is_raw() => "a buffer from buf()",
                     Conv::Str => "a value",
                     _ => "an integer",
                 };

@@ -102,21 +102,7 @@ impl Checker<'_> {
                 let then = self.value(then)?;
                 let otherwise = self.expr(otherwise, scope)?;
                 let otherwise = self.value(otherwise)?;
-                let ty = match (&then.ty, &otherwise.ty) {
-                    (a, b) if a == b && a.is_scalar() => super::widen(a),
-                    (a, b) if a.is_scalar() && b.is_scalar() => Ty::arithmetic(a, b),
-                    (Ty::Str { size: a }, Ty::Str { size: b }) => Ty::Str { size: *a.max(b) },
-                    (a, b) => {
-                        return Err(self.error(Diagnostic::error(
-                            span,
-                            format!(
-                                "the two sides of `?:` have different types: {} and {}",
-                                a.display(&self.registry),
-                                b.display(&self.registry)
-                            ),
-                        )))
-                    }
-                };
+                let ty = self.ternary_type(&then, &otherwise, span)?;
                 typed(
                     TKind::Ternary {
                         cond: Box::new(cond),
@@ -218,19 +204,14 @@ impl Checker<'_> {
                             )));
                         };
                         let ty = scope.vars[var].1.clone();
-                        // A pointer steps by its pointee's size, as in C.
-                        let step = match &ty {
-                            Ty::Ptr(p) => self.registry.c_size(p).max(1) as i64,
-                            t if t.is_integer() => 1,
-                            _ => {
-                                return Err(self.error(Diagnostic::error(
-                                    target.span,
-                                    format!(
-                                        "`++` and `--` need an integer or a pointer; ${name} is {}",
-                                        ty.display(&self.registry)
-                                    ),
-                                )));
-                            }
+                        let Some(step) = self.incdec_step(&ty) else {
+                            return Err(self.error(Diagnostic::error(
+                                target.span,
+                                format!(
+                                    "`++` and `--` need an integer or a pointer; ${name} is {}",
+                                    ty.display(&self.registry)
+                                ),
+                            )));
                         };
                         typed(
                             TKind::VarIncDec {
@@ -246,21 +227,21 @@ impl Checker<'_> {
                         let zero = TExpr::int(0, INT64, span);
                         let id = self.learn_map(map, &keys, zero.ty.clone(), span)?;
                         let ty = self.maps[id].value.clone();
-                        if !ty.is_integer() {
+                        let Some(step) = self.incdec_step(&ty) else {
                             return Err(self.error(Diagnostic::error(
                                 target.span,
                                 format!(
-                                    "`++` and `--` need an integer; @{} holds {}",
+                                    "`++` and `--` need an integer or a pointer; @{} holds {}",
                                     map.name,
                                     ty.display(&self.registry)
                                 ),
                             )));
-                        }
+                        };
                         typed(
                             TKind::MapIncDec {
                                 map: id,
                                 keys,
-                                delta,
+                                delta: delta * step,
                                 prefix: *prefix,
                             },
                             ty,
@@ -718,31 +699,10 @@ impl Checker<'_> {
         let r = self.value(r)?;
         self.not_void(&l)?;
         self.not_void(&r)?;
-        if l.ty.is_string() || r.ty.is_string() {
-            return match (op, l.ty.is_string() && r.ty.is_string()) {
-                (BinOp::Eq | BinOp::Ne, true) => Ok(TExpr {
-                    kind: TKind::StrEq {
-                        lhs: Box::new(l),
-                        rhs: Box::new(r),
-                        negate: op == BinOp::Ne,
-                    },
-                    ty: BOOL,
-                    span,
-                }),
-                (BinOp::Eq | BinOp::Ne, false) => Err(self.error(Diagnostic::error(
-                    span,
-                    format!(
-                        "cannot compare {} with {}",
-                        l.ty.display(&self.registry),
-                        r.ty.display(&self.registry)
-                    ),
-                ))),
-                _ => Err(self.error(
-                    Diagnostic::error(span, format!("`{}` does not apply to strings", op.symbol()))
-                        .hint("strings can be compared with == and != or strncmp()"),
-                )),
-            };
-        }
+        let (l, r) = match self.value_equality(op, l, r, span)? {
+            Ok(equality) => return Ok(equality),
+            Err(sides) => sides,
+        };
         for side in [&l, &r] {
             let printable_only = matches!(
                 side.ty,
@@ -826,7 +786,9 @@ impl Checker<'_> {
         // address of its first element: `(struct s *)$p->one_element_array`.
         let value = match (&target, &value.ty) {
             (Ty::Ptr(_), Ty::Array { elem, .. })
-                if value.is_place() && !super::expr_is_ctx(&value) =>
+                if value.is_place()
+                    && !super::expr_is_ctx(&value)
+                    && !super::in_program_memory(&value) =>
             {
                 TExpr {
                     ty: Ty::Ptr(elem.clone()),
@@ -962,8 +924,9 @@ impl Checker<'_> {
         // `args.f` and `args->f` both name a tracepoint field.
         let is_ctx = matches!(base.kind, TKind::CtxRecord);
         let place = match (&base.ty, arrow) {
-            (Ty::Record(_), false) if base.is_place() || is_ctx => base,
-            (Ty::Record(_), true) if is_ctx => base,
+            // A struct in memory, a tracepoint's record, or a struct value
+            // (`$s = *ptr; $s.m`). As in bpftrace 0.26, `->` is `.`.
+            (Ty::Record(_), _) => base,
             // `.` reads through a pointer to a struct, as `->` does
             // (bpftrace 0.25 and later prefer it).
             (Ty::Ptr(pointee), _) => {
@@ -979,12 +942,6 @@ impl Checker<'_> {
                     )));
                 }
                 self.pointee_place(base, pointee, span)?
-            }
-            (Ty::Record(_), true) => {
-                return Err(self.error(
-                    Diagnostic::error(span, "`->` on a struct that is not a pointer")
-                        .hint(format!("use `.{field}`")),
-                ))
             }
             (Ty::Tuple(_), _) => {
                 return Err(self.error(Diagnostic::error(
@@ -1071,17 +1028,16 @@ impl Checker<'_> {
             return Err(self.error(Diagnostic::error(index.span, "an index must be an integer")));
         }
         let (place, elem) = match base.ty.clone() {
-            Ty::Array { elem, len } if base.is_place() => {
-                if let TKind::Int(i) = index.kind {
-                    if i < 0 || (len > 0 && i as u64 >= len) {
-                        return Err(self.error(Diagnostic::error(
-                            index.span,
-                            format!("index {i} is out of bounds of an array of {len}"),
-                        )));
-                    }
-                }
+            // An array in memory or an array value.
+            Ty::Array { elem, len } => {
+                self.constant_index_in_bounds(&index, len)?;
                 (base, *elem)
             }
+            Ty::Str { size } => {
+                self.constant_index_in_bounds(&index, u64::from(size))?;
+                (base, Ty::int(1, true))
+            }
+            Ty::Tuple(_) => return self.tuple_item(base, index, span),
             Ty::Ptr(pointee) => {
                 let elem = *pointee;
                 if elem == Ty::Void {

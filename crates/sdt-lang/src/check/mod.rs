@@ -16,6 +16,7 @@ mod calls;
 mod expr;
 mod objects;
 mod uprobe_args;
+mod values;
 
 use std::collections::HashMap;
 
@@ -267,7 +268,20 @@ pub(crate) struct Checker<'o> {
     loops: bool,
     /// The arguments the current probe instance reads, one bit each.
     args_read: u16,
+    /// The probe instance being checked: block, attach point, target.
+    current_instance: (usize, usize, usize),
+    /// Where each variable of the current instance is first assigned.
+    var_definitions: Vec<Span>,
+    /// The type each variable has at the end of its probe, learned on
+    /// the previous run, so that a read before a later assignment widens
+    /// it (`$t = ("a", 1); print($t); $t = ("longer", 2);`) sees the
+    /// layout the variable really has.
+    var_types: HashMap<VarKey, Ty>,
 }
+
+/// A variable: its probe instance, its name, and where it is first
+/// assigned.
+type VarKey = ((usize, usize, usize), String, u32);
 
 /// What is known inside one probe block instance.
 ///
@@ -334,6 +348,9 @@ impl<'o> Checker<'o> {
             per_site: false,
             loops: false,
             args_read: 0,
+            current_instance: (0, 0, 0),
+            var_definitions: Vec::new(),
+            var_types: HashMap::new(),
         };
         Ok(checker)
     }
@@ -469,6 +486,8 @@ impl<'o> Checker<'o> {
         info: &TargetInfo,
     ) -> Option<ProbeInstance> {
         self.current_target = info.clone();
+        self.current_instance = (block, attach_point, target);
+        self.var_definitions.clear();
         self.per_site = false;
         self.loops = false;
         self.args_read = 0;
@@ -760,6 +779,7 @@ impl<'o> Checker<'o> {
         scope
             .vars
             .push((name.to_string(), declared.clone().unwrap_or(Ty::Void)));
+        self.var_definitions.push(name_span);
         if let Some(blocks) = scope.blocks.last_mut() {
             blocks.push((name.to_string(), var));
         }
@@ -862,6 +882,24 @@ impl<'o> Checker<'o> {
     }
 
     fn expr_stmt(&mut self, e: &Expr, scope: &mut Scope) -> R<Option<TStmt>> {
+        // `c ? printf("a") : printf("b")`: a ternary whose value is not
+        // used chooses between statements, as `if` does.
+        if let ExprKind::Ternary {
+            cond,
+            then,
+            otherwise,
+        } = &e.kind
+        {
+            let cond = self.expr(cond, scope)?;
+            let cond = self.condition(cond)?;
+            let then = self.expr_stmt(then, scope)?;
+            let otherwise = self.expr_stmt(otherwise, scope)?;
+            return Ok(Some(TStmt::If {
+                cond,
+                then: then.into_iter().collect(),
+                otherwise: otherwise.into_iter().collect(),
+            }));
+        }
         if let ExprKind::Block { stmts, value } = &e.kind {
             scope.blocks.push(Vec::new());
             let mut body = self.statements(stmts, scope);
@@ -1107,6 +1145,13 @@ impl<'o> Checker<'o> {
         if let Some(i) = scope.lookup(name) {
             let old = scope.vars[i].1.clone();
             if old == Ty::Void {
+                // `let $x;` then its first assignment.
+                let ty = match self.var_definitions.get(i) {
+                    Some(&definition) => self.learned_var_type(name, definition, &ty),
+                    None => None,
+                }
+                .unwrap_or(ty);
+                self.remember_var_type(i, name, &ty);
                 scope.vars[i].1 = ty;
                 return Ok(i);
             }
@@ -1115,6 +1160,7 @@ impl<'o> Checker<'o> {
             }
             return match unify(&old, &ty) {
                 Some(t) => {
+                    self.remember_var_type(i, name, &t);
                     scope.vars[i].1 = t;
                     Ok(i)
                 }
@@ -1128,12 +1174,38 @@ impl<'o> Checker<'o> {
                 ))),
             };
         }
+        // What later assignments widen it to, as the previous run found.
+        let ty = self.learned_var_type(name, span, &ty).unwrap_or(ty);
         let id = scope.vars.len();
-        scope.vars.push((name.to_string(), ty));
+        scope.vars.push((name.to_string(), ty.clone()));
+        self.var_definitions.push(span);
+        self.remember_var_type(id, name, &ty);
         if let Some(blocks) = scope.blocks.last_mut() {
             blocks.push((name.to_string(), id));
         }
         Ok(id)
+    }
+
+    fn var_key(&self, name: &str, definition: Span) -> VarKey {
+        (self.current_instance, name.to_string(), definition.start)
+    }
+
+    fn learned_var_type(&self, name: &str, definition: Span, ty: &Ty) -> Option<Ty> {
+        let learned = self.var_types.get(&self.var_key(name, definition))?;
+        unify(learned, ty)
+    }
+
+    /// Notes that variable `var` holds `ty`; a type not seen before means
+    /// another run.
+    fn remember_var_type(&mut self, var: VarId, name: &str, ty: &Ty) {
+        let Some(&definition) = self.var_definitions.get(var) else {
+            return;
+        };
+        let key = self.var_key(name, definition);
+        if self.var_types.get(&key) != Some(ty) {
+            self.var_types.insert(key, ty.clone());
+            self.learned = true;
+        }
     }
 
     fn positional(&self, n: u32) -> Option<&str> {
@@ -1227,6 +1299,17 @@ pub(crate) fn expr_is_ctx(e: &TExpr) -> bool {
     }
 }
 
+/// Whether a place is (inside) a value the program holds (a variable, a
+/// map value, a copy), not memory of the traced process.
+pub(crate) fn in_program_memory(e: &TExpr) -> bool {
+    match &e.kind {
+        TKind::Field { base, .. } | TKind::Index { base, .. } => {
+            !base.is_place() || in_program_memory(base)
+        }
+        _ => false,
+    }
+}
+
 pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
@@ -1276,14 +1359,19 @@ fn tracepoint_field_type(registry: &TypeRegistry, f: &TracepointField) -> Ty {
         };
     }
     if decl.ends_with('*') {
-        let base = decl.trim_end_matches('*').trim();
-        let pointee = base
+        // `const char *const *argv`: every `*` is a level of pointer.
+        let spaced = decl.replace('*', " * ");
+        let words: Vec<&str> = spaced
             .split_whitespace()
             .filter(|w| !matches!(*w, "const" | "volatile" | "__user"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let pointee = crate::cdecl::base_type(registry, &pointee).unwrap_or(Ty::int(1, true));
-        return Ty::Ptr(Box::new(pointee));
+            .collect();
+        let depth = words.iter().filter(|w| **w == "*").count();
+        let base: Vec<&str> = words.into_iter().filter(|w| *w != "*").collect();
+        let mut ty = crate::cdecl::base_type(registry, &base.join(" ")).unwrap_or(Ty::int(1, true));
+        for _ in 0..depth {
+            ty = Ty::Ptr(Box::new(ty));
+        }
+        return ty;
     }
     int
 }

@@ -273,6 +273,30 @@ fn probes_predicates_and_definitions() {
 }
 
 #[test]
+fn definitions_end_after_their_attributes() {
+    let script = parse(
+        "struct a { int x; } struct b { int x; char y } __attribute__((packed))\n\
+         struct c { int x; } /* note */ __attribute__ /**/ ((packed)) __attribute__((aligned(1)))\n\
+         BEGIN { exit(); }",
+    )
+    .unwrap();
+    let texts: Vec<&str> = script.definitions.iter().map(|d| d.text.trim()).collect();
+    assert_eq!(
+        texts,
+        [
+            "struct a { int x; }",
+            "struct b { int x; char y } __attribute__((packed))",
+            "struct c { int x; } /* note */ __attribute__ /**/ ((packed)) __attribute__((aligned(1)))"
+        ]
+    );
+    assert_eq!(script.probes.len(), 1);
+    // A brace in a comment does not open the definition.
+    let script = parse("struct d { /* { */ int x; } BEGIN { }").unwrap();
+    assert_eq!(script.definitions.len(), 1);
+    assert_eq!(script.probes.len(), 1);
+}
+
+#[test]
 fn config_blocks() {
     let script =
         parse("config = { max_strlen = 128; missing_probes = \"warn\" } BEGIN {}").unwrap();

@@ -21,6 +21,8 @@ fn control_characters_never_reach_the_terminal() {
 #[test]
 fn buffers_and_strings_print_as_in_bpftrace() {
     assert_eq!(escape_buffer(b"ab\x01"), "ab\\x01");
+    assert_eq!(hex_buffer(b"Hi\0", "\\x", ""), "\\x48\\x69\\x00");
+    assert_eq!(hex_buffer(b"Hi\0", "", " "), "48 69 00");
     assert_eq!(raw_text(b"a\nb\tc \xe2\x9c\x93"), "a\nb\tc \u{2713}");
     assert_eq!(raw_text(b"bad\xff"), "bad\\xff");
 }
