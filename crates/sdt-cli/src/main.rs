@@ -20,6 +20,7 @@ use clap::{Parser, Subcommand};
 
 mod dtrace;
 mod list;
+mod pictures;
 mod run;
 mod tools;
 mod trace;

@@ -12,12 +12,14 @@ use anyhow::Context;
 use clap::Parser;
 use sdt_lang::check::{CheckOptions, DEFAULT_STRLEN, MAX_STRLEN};
 use sdt_lang::diag::Diagnostics;
+use sdt_output::tee::Tee;
 use sdt_output::{Format, Losses, Sink};
 use sdt_runtime::run::{RunOptions, Runner, Summary};
 use sdt_script::Compilation;
 use sdt_trace::Scope;
 
 use self::output::{Buffering, Output};
+use crate::pictures::TimelineArgs;
 use crate::traced::Traced;
 
 const AFTER_HELP: &str = "\
@@ -101,6 +103,16 @@ pub struct RunArgs {
     /// text on standard error).
     #[arg(short = 'f', value_name = "FORMAT", default_value = "text", value_parser = parse_format)]
     format: Format,
+
+    /// Also write the maps keyed by ustack as an interactive SVG flame
+    /// graph to FILE when the run ends; with several such maps, one file
+    /// each, named with the map's name before FILE's extension
+    /// (flame@stacks.svg).
+    #[arg(long, value_name = "FILE")]
+    flamegraph: Option<PathBuf>,
+
+    #[command(flatten)]
+    timeline: TimelineArgs,
 
     /// Quiet: no `Attaching N probes...`.
     #[arg(short = 'q')]
@@ -247,6 +259,7 @@ fn start_and_run(
             map_entries: map_entries()?,
             ring_size: args.buffer_size,
             possible_cpus: sdt_codegen::possible_cpus(),
+            stamp_printf: args.timeline.timeline.is_some(),
         },
     };
     let compilation = match sdt_script::compile(source, &options) {
@@ -282,6 +295,12 @@ fn start_and_run(
         }
         format => format.sink(out),
     };
+    let mut pictures: Vec<Box<dyn Sink>> = Vec::new();
+    if let Some(path) = &args.flamegraph {
+        pictures.push(Box::new(crate::pictures::flamegraph(path)?));
+    }
+    pictures.extend(args.timeline.sink([])?);
+    let sink = Tee::of(sink, pictures);
     let run = RunOptions {
         mechanism,
         pid: traced.pid,
@@ -303,7 +322,7 @@ fn start_and_run(
     }
     let mut ended = traced.run(runner, true, &|| false, |_, _| {})?;
     report_losses(&ended.summary, ended.runtime.sink());
-    ended.runtime.flush();
+    ended.runtime.sink().finish();
     if let Some(e) = ended.runtime.error() {
         if e.kind() != io::ErrorKind::BrokenPipe {
             anyhow::bail!("cannot write the output: {e}");

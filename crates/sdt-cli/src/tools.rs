@@ -278,6 +278,7 @@ pub fn execute<'c>(
             map_entries: 4096,
             ring_size: 4 << 20,
             possible_cpus: sdt_codegen::possible_cpus(),
+            stamp_printf: false,
         },
     };
     let compilation = sdt_script::compile(program, &options).map_err(|d| {

@@ -8,10 +8,12 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use sdt_lang::check::CheckOptions;
 use sdt_lang::hir::StringArg;
+use sdt_output::tee::Tee;
 use sdt_output::{Format, TraceSummary};
 use sdt_runtime::run::{RunOptions, Runner};
 use sdt_trace::{ProbeSpec, Scope};
 
+use crate::pictures::TimelineArgs;
 use crate::traced::Traced;
 
 const AFTER_HELP: &str = "\
@@ -97,6 +99,9 @@ pub struct TraceArgs {
     /// Ring-buffer size: a power of two with an optional K, M or G suffix.
     #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = crate::parse_size)]
     buffer_size: u32,
+
+    #[command(flatten)]
+    timeline: TimelineArgs,
 
     /// Print the generated BPF programs to stderr before tracing.
     #[arg(long)]
@@ -218,7 +223,13 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         follow: !args.no_follow,
         allow_unsafe: false,
     };
-    let runner = Runner::load(&compilation, &run, format.sink(out))?;
+    let probes = compilation
+        .sites
+        .iter()
+        .map(|s| (s.provider.as_str(), s.name.as_str()));
+    let timeline = args.timeline.sink(probes)?;
+    let sink = Tee::of(format.sink(out), timeline.into_iter().collect());
+    let runner = Runner::load(&compilation, &run, sink)?;
     let sites = compilation.sites.len();
     // A closed pipe or a full disk stops the trace (the runner's output
     // has failed, which the run loop sees).
@@ -240,7 +251,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     };
     let sink = ended.runtime.sink();
     sink.summary(&summary);
-    sink.flush();
+    sink.finish();
     if let Some(err) = sink.error() {
         if err.kind() != io::ErrorKind::BrokenPipe {
             bail!("cannot write events: {err}");

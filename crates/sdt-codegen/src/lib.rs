@@ -109,6 +109,10 @@ pub struct Options {
     pub ring_size: u32,
     /// CPUs the kernel may bring up: a per-CPU map holds a value for each.
     pub possible_cpus: u32,
+    /// Whether each `printf` record carries the time and thread of the
+    /// hit ([`layout::stamp`]), for a timeline. Off, a `printf` costs
+    /// nothing for it.
+    pub stamp_printf: bool,
 }
 
 impl Default for Options {
@@ -120,6 +124,7 @@ impl Default for Options {
             map_entries: 4096,
             ring_size: 4 << 20,
             possible_cpus: possible_cpus(),
+            stamp_printf: false,
         }
     }
 }

@@ -49,28 +49,12 @@ impl Sink for Folded<'_> {
     }
 
     fn map(&mut self, map: &MapPrint) {
-        let stacked = map
-            .rows
-            .first()
-            .is_some_and(|row| row.key.iter().any(|k| matches!(k, Datum::Stack(_))));
-        if !stacked {
+        let Some(stacks) = fold(map) else {
             self.rest.map(map);
             return;
-        }
-        let mut folded: std::collections::BTreeMap<String, i128> = Default::default();
-        for row in &map.rows {
-            let mut frames: Vec<String> = Vec::new();
-            for part in &row.key {
-                match part {
-                    Datum::Stack(stack) => frames.extend(stack_frames(stack)),
-                    other => frames.push(frame(&text::datum(other, Context::Key))),
-                }
-            }
-            *folded.entry(frames.join(";")).or_default() += row.value.number();
-        }
+        };
         let mut lines = String::new();
-        for (path, count) in folded {
-            let count = count / i128::from(map.div.max(1));
+        for (path, count) in stacks {
             lines.push_str(&format!("{path} {count}\n"));
         }
         self.out.write(lines.as_bytes());
@@ -106,6 +90,38 @@ impl Sink for Folded<'_> {
     fn error(&self) -> Option<&std::io::Error> {
         self.out.error()
     }
+}
+
+/// The stacks of a map keyed by a user stack, folded (`frame;frame`,
+/// root first), sorted, with their counts (divided by `print`'s `div`);
+/// stacks that fold to the same line are added up. `None` for a map
+/// without a stack in its key.
+pub fn fold(map: &MapPrint) -> Option<Vec<(String, i128)>> {
+    let stacked = map
+        .rows
+        .first()
+        .is_some_and(|row| row.key.iter().any(|k| matches!(k, Datum::Stack(_))));
+    if !stacked {
+        return None;
+    }
+    let mut folded: std::collections::BTreeMap<String, i128> = Default::default();
+    for row in &map.rows {
+        let mut frames: Vec<String> = Vec::new();
+        for part in &row.key {
+            match part {
+                Datum::Stack(stack) => frames.extend(stack_frames(stack)),
+                other => frames.push(frame(&text::datum(other, Context::Key))),
+            }
+        }
+        *folded.entry(frames.join(";")).or_default() += row.value.number();
+    }
+    let div = i128::from(map.div.max(1));
+    Some(
+        folded
+            .into_iter()
+            .map(|(path, n)| (path, n / div))
+            .collect(),
+    )
 }
 
 /// A stack's frames, root first.

@@ -14,19 +14,29 @@
 //! [`json`] (bpftrace's JSON objects, and `sdt trace`'s NDJSON), and
 //! [`folded`] (stacks for flame graphs). A new format is a new file
 //! implementing [`Sink`], plus one line in [`FORMATS`].
+//!
+//! Pictures are sinks too, written beside the chosen format rather than
+//! instead of it: [`flamegraph`] (an SVG of the stack-keyed maps, written
+//! when the run ends) and [`timeline`] (a Chrome Trace Event file of
+//! what every thread did, written as it happens). [`tee::Tee`] hands one
+//! run to several sinks, and [`Sink::finish`] tells each that the run is
+//! over, which a sink that writes its file at the end needs.
 
 #![forbid(unsafe_code)]
 
+pub mod flamegraph;
 pub mod folded;
 pub mod json;
 pub mod model;
+pub mod tee;
 pub mod text;
+pub mod timeline;
 
 use std::io::{self, Write};
 
 pub use model::{
-    Arg, Bucket, Datum, Frame, Hit, Losses, MapKind, MapPrint, MapRow, MapValue, Printed, Stack,
-    TextKind, TraceSummary,
+    Arg, Bucket, Datum, Frame, Hit, Losses, MapKind, MapPrint, MapRow, MapValue, Printed, Span,
+    Stack, Stamp, TextKind, Thread, TraceSummary,
 };
 
 /// Receives what a run produces, in the order it happens.
@@ -49,8 +59,21 @@ pub trait Sink {
     fn hit(&mut self, hit: &Hit<'_>);
     /// `sdt trace`'s counts at the end.
     fn summary(&mut self, summary: &TraceSummary);
+    /// Something a thread did over a time, paired by a tool that knows
+    /// the pair. Only a timeline shows it; the default ignores it.
+    fn span(&mut self, span: &Span<'_>) {
+        let _ = span;
+    }
     /// Pushes what is buffered to the writer.
     fn flush(&mut self);
+    /// The run is over: nothing else will come. Called once, last, after
+    /// the maps, the losses and the summary. A sink that writes its file
+    /// at the end (a flame graph) or must close what it wrote (a
+    /// timeline's JSON) does it here; the default flushes. Whatever fails
+    /// here shows in [`error`](Sink::error).
+    fn finish(&mut self) {
+        self.flush();
+    }
     /// The first error writing the output (a closed pipe, a full disk);
     /// nothing is written after it.
     fn error(&self) -> Option<&io::Error>;

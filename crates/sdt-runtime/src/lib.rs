@@ -22,12 +22,12 @@ pub mod value;
 use std::collections::HashMap;
 use std::io;
 
-use sdt_codegen::layout::{snapshot, Field, OutputInfo, HEADER};
+use sdt_codegen::layout::{snapshot, stamp, Field, OutputInfo, HEADER};
 use sdt_lang::format::{Arg, Conv};
 use sdt_lang::hir::{MapId, Program};
 use sdt_lang::types::TypeRegistry;
 use sdt_output::text::{escape_buffer, raw_text, Context};
-use sdt_output::{Printed, Sink, TextKind};
+use sdt_output::{Printed, Sink, Stamp, TextKind, Thread};
 use sdt_script::{Compilation, Names};
 
 pub use self::maps::{datum, map_print, map_rows, Datum, Entry, MapRow};
@@ -76,6 +76,9 @@ pub struct Runtime<'p> {
     /// Entries of `print(@m)` snapshots still arriving, by the thread and
     /// nonce of their walk (see [`sdt_codegen::layout::snapshot`]).
     snapshots: HashMap<(u64, u64), Vec<Entry>>,
+    /// The time of the latest stamped `printf`: like hits, stamps never
+    /// go back in time (see [`event::decode`]).
+    latest_stamp_ns: u64,
 }
 
 /// What values are resolved with: the program's names and types, and
@@ -120,6 +123,7 @@ impl<'p> Runtime<'p> {
             compilation,
             hits: Hits::default(),
             snapshots: HashMap::new(),
+            latest_stamp_ns: 0,
         }
     }
 
@@ -180,13 +184,28 @@ impl<'p> Runtime<'p> {
             return Action::Continue;
         };
         match *info {
-            OutputInfo::Printf { format, ref fields } => {
+            OutputInfo::Printf {
+                format,
+                ref fields,
+                stamped,
+            } => {
+                let when = stamped.then(|| {
+                    let time_ns = u64_at(record, stamp::TIME as usize).max(self.latest_stamp_ns);
+                    self.latest_stamp_ns = time_ns;
+                    let pid_tgid = u64_at(record, stamp::PID_TGID as usize);
+                    let comm = record
+                        .get(stamp::COMM as usize..stamp::END as usize)
+                        .unwrap_or_default();
+                    let comm = &comm[..comm.iter().position(|&b| b == 0).unwrap_or(comm.len())];
+                    (time_ns, pid_tgid, comm)
+                });
                 let mut printed = PrintfRecord {
                     known: &mut self.known,
                     maps,
                     format,
                     fields,
                     record,
+                    stamp: when,
                     text: None,
                 };
                 match &mut self.receiver {
@@ -483,6 +502,8 @@ struct PrintfRecord<'r, 'p> {
     format: u32,
     fields: &'r [Field],
     record: &'r [u8],
+    /// Its time, `pid_tgid` and thread name, when compiled with them.
+    stamp: Option<(u64, u64, &'r [u8])>,
     text: Option<Vec<u8>>,
 }
 
@@ -505,6 +526,18 @@ impl Printed for PrintfRecord<'_, '_> {
         let values = self.known.values(self.fields, self.record);
         let mut env = self.known.env(self.maps);
         values.iter().map(|v| resolve(v, &mut env)).collect()
+    }
+
+    fn stamp(&self) -> Option<Stamp<'_>> {
+        let (time_ns, pid_tgid, comm) = self.stamp?;
+        Some(Stamp {
+            time_ns,
+            thread: Thread {
+                pid: (pid_tgid >> 32) as u32,
+                tid: pid_tgid as u32,
+                comm,
+            },
+        })
     }
 }
 
