@@ -72,21 +72,29 @@ pub fn parse(raw: &RawAttachPoint, params: &[String]) -> Result<AttachSpec, Diag
         .iter()
         .map(|f| substitute_params(f, params, span))
         .collect::<Result<_, _>>()?;
-    let kind = fields[0].as_str();
+    // Probe types are case-insensitive (bpftrace 0.24): `begin`, `BEGIN`,
+    // `Usdt`. One-letter short forms keep their case, since `U` (usdt) and
+    // `u` (uprobe) differ only by it.
+    let lower = fields[0].to_ascii_lowercase();
+    let kind = if fields[0].len() == 1 {
+        fields[0].as_str()
+    } else {
+        lower.as_str()
+    };
     let rest = &fields[1..];
     let wrong = |usage: &str| {
         Diagnostic::error(span, format!("`{}` is not a valid {kind} probe", raw.text))
             .hint(format!("write it as {usage}"))
     };
     let spec = match kind {
-        "BEGIN" | "END" if rest.is_empty() => {
-            if kind == "BEGIN" {
+        "begin" | "end" if rest.is_empty() => {
+            if kind == "begin" {
                 AttachSpec::Begin
             } else {
                 AttachSpec::End
             }
         }
-        "BEGIN" | "END" => return Err(wrong(kind)),
+        "begin" | "end" => return Err(wrong(&fields[0])),
         "interval" | "i" => parse_interval(rest).ok_or_else(|| {
             wrong("interval:s:N, interval:ms:N, interval:us:N, interval:hz:N or interval:100ms")
         })?,
@@ -152,13 +160,13 @@ pub fn parse(raw: &RawAttachPoint, params: &[String]) -> Result<AttachSpec, Diag
         }
         _ => {
             let known = [
-                "usdt", "uprobe", "uretprobe", "tracepoint", "interval", "BEGIN", "END",
+                "usdt", "uprobe", "uretprobe", "tracepoint", "interval", "begin", "end",
             ];
             let mut d = Diagnostic::error(span, format!("unknown probe type `{kind}`"));
             if let Some(hint) = crate::diag::did_you_mean(&crate::diag::suggest(kind, known)) {
                 d = d.hint(hint);
             } else {
-                d = d.hint("probe types are usdt, uprobe, uretprobe, tracepoint, interval, BEGIN and END");
+                d = d.hint("probe types are usdt, uprobe, uretprobe, tracepoint, interval, begin and end");
             }
             return Err(d);
         }

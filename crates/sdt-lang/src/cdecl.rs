@@ -74,7 +74,7 @@ fn builtin_type(words: &[&str]) -> Option<Ty> {
         ["int"] => int(4, signed),
         ["long"] | ["long", "int"] | ["long", "long"] | ["long", "long", "int"] => int(8, signed),
         _ if explicit_sign => None,
-        ["_Bool"] | ["bool"] => int(1, false),
+        ["_Bool"] | ["bool"] => Some(Ty::Bool),
         ["float"] => int(4, true),
         ["double"] => int(8, true),
         ["long", "double"] | ["__int128"] | ["__int128_t"] => int(16, true),

@@ -19,6 +19,8 @@ use std::fmt;
 pub enum Ty {
     /// Nothing: the type of a statement-like call such as `printf`.
     Void,
+    /// `true` or `false`: a 0 or 1 in a register, one byte in C memory.
+    Bool,
     Int {
         bytes: u8,
         signed: bool,
@@ -124,6 +126,7 @@ pub const UINT64: Ty = Ty::Int {
     bytes: 8,
     signed: false,
 };
+pub const BOOL: Ty = Ty::Bool;
 pub const UINT32: Ty = Ty::Int {
     bytes: 4,
     signed: false,
@@ -134,9 +137,10 @@ impl Ty {
         Ty::Int { bytes, signed }
     }
 
-    /// Whether values of this type are integers in a register.
+    /// Whether values of this type are integers in a register. Booleans
+    /// are: as in bpftrace, they take part in arithmetic as 0 and 1.
     pub fn is_integer(&self) -> bool {
-        matches!(self, Ty::Int { .. } | Ty::Enum { .. })
+        matches!(self, Ty::Int { .. } | Ty::Enum { .. } | Ty::Bool)
     }
 
     /// Whether values are scalars: integers, pointers and the
@@ -145,6 +149,7 @@ impl Ty {
         matches!(
             self,
             Ty::Int { .. }
+                | Ty::Bool
                 | Ty::Enum { .. }
                 | Ty::Ptr(_)
                 | Ty::Probe
@@ -173,6 +178,7 @@ impl Ty {
         match self {
             Ty::Void => 0,
             Ty::Int { .. }
+            | Ty::Bool
             | Ty::Enum { .. }
             | Ty::Ptr(_)
             | Ty::Probe
@@ -258,6 +264,7 @@ impl fmt::Display for TyDisplay<'_> {
         let r = self.registry;
         match self.ty {
             Ty::Void => f.write_str("none"),
+            Ty::Bool => f.write_str("bool"),
             Ty::Int { bytes, signed } => {
                 write!(f, "{}int{}", if *signed { "" } else { "u" }, bytes * 8)
             }
@@ -427,6 +434,7 @@ impl TypeRegistry {
     pub fn c_size(&self, ty: &Ty) -> u64 {
         match ty {
             Ty::Int { bytes, .. } | Ty::Enum { bytes, .. } => u64::from(*bytes),
+            Ty::Bool => 1,
             Ty::Ptr(_) => 8,
             Ty::Array { elem, len } => self.c_size(elem).saturating_mul(*len),
             Ty::Record(id) => self.record(*id).size,

@@ -134,6 +134,7 @@ pub fn datum(value: &Datum) -> String {
                 value.to_string()
             }
         }
+        Datum::Bool(b) => b.to_string(),
         Datum::Text(_) | Datum::Stack(_) => string(text::datum(value, Context::Value).as_bytes()),
         Datum::Str(bytes) => string(bytes),
         Datum::Buf(bytes) => string(text::escape_buffer(bytes).as_bytes()),

@@ -13,6 +13,8 @@ pub enum Datum {
         value: u64,
         signed: bool,
     },
+    /// `true` or `false`.
+    Bool(bool),
     /// A string: its bytes before the NUL.
     Str(Vec<u8>),
     /// Bytes without a printable type (`buf()`): shown escaped.
@@ -55,6 +57,7 @@ impl Datum {
                 value,
                 signed: false,
             } => i128::from(value),
+            Datum::Bool(b) => i128::from(b),
             _ => 0,
         }
     }

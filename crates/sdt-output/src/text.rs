@@ -160,6 +160,7 @@ pub fn datum(value: &Datum, context: Context) -> String {
                 value.to_string()
             }
         }
+        Datum::Bool(b) => b.to_string(),
         Datum::Str(bytes) => raw_text(bytes),
         Datum::Buf(bytes) => escape_buffer(bytes),
         Datum::Text(text) => text.clone(),

@@ -468,6 +468,10 @@ impl Known<'_> {
                     value: *value,
                     signed: *signed,
                 },
+                (Value::Bool(b), _) => Arg::Int {
+                    value: u64::from(*b),
+                    signed: false,
+                },
                 (Value::Enum { value, .. }, _) => Arg::Int {
                     value: *value as u64,
                     signed: true,

@@ -43,6 +43,7 @@ pub enum Value<'a> {
         value: u64,
         signed: bool,
     },
+    Bool(bool),
     Enum {
         id: sdt_lang::types::EnumId,
         value: i64,
@@ -98,6 +99,7 @@ pub fn decode<'a>(ty: &Ty, bytes: &'a [u8], registry: &TypeRegistry) -> Value<'a
             value: u64_at(bytes, 0),
             signed: *signed,
         },
+        Ty::Bool => Value::Bool(u64_at(bytes, 0) != 0),
         Ty::Enum { id, .. } => Value::Enum {
             id: *id,
             value: u64_at(bytes, 0) as i64,
@@ -214,6 +216,7 @@ fn decode_c<'a>(
             value: int(8, false),
             signed: false,
         },
+        Ty::Bool => Value::Bool(int(1, false) != 0),
         // `char name[16]` is a string, as in bpftrace; other arrays are
         // lists of their elements.
         Ty::Array { elem, len } => {
@@ -280,6 +283,7 @@ pub fn resolve(value: &Value<'_>, env: &mut dyn Env) -> Datum {
             value: *value,
             signed: *signed,
         },
+        Value::Bool(b) => Datum::Bool(*b),
         Value::Enum { id, value } => {
             let def = env.registry().enum_def(*id);
             Datum::Text(match def.name_of(*value) {

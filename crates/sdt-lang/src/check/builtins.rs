@@ -683,7 +683,7 @@ fn strcontains(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Chec
             haystack: Box::new(haystack),
             needle: Box::new(needle),
         },
-        INT64,
+        crate::types::BOOL,
     )
 }
 

@@ -4,7 +4,7 @@ use super::{Checker, Scope, Stop, UsdtArg, R};
 use crate::ast::{BinOp, Expr, ExprKind, UnOp};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{ProbeKind, TExpr, TKind};
-use crate::types::{Ty, INT64, UINT64};
+use crate::types::{Ty, BOOL, INT64, UINT64};
 
 use super::builtins::{self, Checked, Role, Use};
 
@@ -86,6 +86,7 @@ impl Checker<'_> {
                 let otherwise = self.expr(otherwise, scope)?;
                 let otherwise = self.value(otherwise)?;
                 let ty = match (&then.ty, &otherwise.ty) {
+                    (a, b) if a == b && a.is_scalar() => super::widen(a),
                     (a, b) if a.is_scalar() && b.is_scalar() => Ty::arithmetic(a, b),
                     (Ty::Str { size: a }, Ty::Str { size: b }) => Ty::Str { size: *a.max(b) },
                     (a, b) => {
@@ -294,6 +295,11 @@ impl Checker<'_> {
 
     fn ident(&mut self, name: &str, span: Span, scope: &mut Scope) -> R<TExpr> {
         let typed = |kind, ty| Ok(TExpr { kind, ty, span });
+        match name {
+            "true" => return typed(TKind::Int(1), BOOL),
+            "false" => return typed(TKind::Int(0), BOOL),
+            _ => {}
+        }
         if let Some(builtin) = builtins::find(name, self.options.internal) {
             let use_ = Use {
                 name,
@@ -462,7 +468,10 @@ impl Checker<'_> {
     /// A value tested for truth: an integer or a pointer.
     pub(crate) fn condition(&mut self, e: TExpr) -> R<TExpr> {
         let e = self.value(e)?;
-        if matches!(e.ty, Ty::Int { .. } | Ty::Enum { .. } | Ty::Ptr(_)) {
+        if matches!(
+            e.ty,
+            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(_)
+        ) {
             return Ok(e);
         }
         Err(self.error(
@@ -560,7 +569,7 @@ impl Checker<'_> {
                     ));
                 }
                 let ty = match (op, &value.ty) {
-                    (UnOp::Not, _) => INT64,
+                    (UnOp::Not, _) => BOOL,
                     (_, Ty::Ptr(_)) => UINT64,
                     (_, ty) => super::widen(ty),
                 };
@@ -645,7 +654,7 @@ impl Checker<'_> {
                         rhs: Box::new(r),
                         negate: op == BinOp::Ne,
                     },
-                    ty: INT64,
+                    ty: BOOL,
                     span,
                 }),
                 (BinOp::Eq | BinOp::Ne, false) => Err(self.error(Diagnostic::error(
@@ -691,7 +700,7 @@ impl Checker<'_> {
                     lhs: Box::new(l),
                     rhs: Box::new(r),
                 },
-                ty: INT64,
+                ty: BOOL,
                 span,
             });
         }
@@ -708,8 +717,12 @@ impl Checker<'_> {
             }
             _ => (l, r),
         };
-        let ty = if op.is_comparison() {
-            INT64
+        let ty = if op.is_comparison()
+            || (l.ty == BOOL
+                && r.ty == BOOL
+                && matches!(op, BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor))
+        {
+            BOOL
         } else if let (Ty::Ptr(_), Ty::Ptr(_), BinOp::Sub) = (&l.ty, &r.ty, op) {
             INT64
         } else if let Ty::Ptr(_) = l.ty {
@@ -752,6 +765,34 @@ impl Checker<'_> {
         };
         let value = self.value(value)?;
         match (&target, &value.ty) {
+            // A number or pointer is true when it is not zero, a string
+            // when it is not empty.
+            (Ty::Bool, Ty::Bool) => Ok(TExpr { span, ..value }),
+            (Ty::Bool, from) if from.is_scalar() => Ok(match value.kind {
+                TKind::Int(v) => TExpr::int(i64::from(v != 0), BOOL, span),
+                _ => TExpr {
+                    kind: TKind::Binary {
+                        op: BinOp::Ne,
+                        rhs: Box::new(TExpr::int(0, value.ty.clone(), span)),
+                        lhs: Box::new(value),
+                    },
+                    ty: BOOL,
+                    span,
+                },
+            }),
+            (Ty::Bool, Ty::Str { .. }) => Ok(TExpr {
+                kind: TKind::StrEq {
+                    lhs: Box::new(value),
+                    rhs: Box::new(TExpr {
+                        kind: TKind::Str(Vec::new()),
+                        ty: Ty::Str { size: 1 },
+                        span,
+                    }),
+                    negate: true,
+                },
+                ty: BOOL,
+                span,
+            }),
             (Ty::Int { .. } | Ty::Enum { .. }, from) if from.is_scalar() => Ok(match value.kind {
                 TKind::Int(v) => TExpr::int(target.truncate(v), target, span),
                 _ => TExpr {
@@ -850,24 +891,21 @@ impl Checker<'_> {
         let place = match (&base.ty, arrow) {
             (Ty::Record(_), false) if base.is_place() || is_ctx => base,
             (Ty::Record(_), true) if is_ctx => base,
-            (Ty::Ptr(pointee), true) => {
+            // `.` reads through a pointer to a struct, as `->` does
+            // (bpftrace 0.25 and later prefer it).
+            (Ty::Ptr(pointee), _) => {
                 let pointee = (**pointee).clone();
                 if !matches!(pointee, Ty::Record(_)) {
                     return Err(self.error(Diagnostic::error(
                         span,
                         format!(
-                            "`->` needs a pointer to a struct, not {}",
+                            "`{}` needs a struct or a pointer to one, not {}",
+                            if arrow { "->" } else { "." },
                             base.ty.display(&self.registry)
                         ),
                     )));
                 }
                 self.pointee_place(base, pointee, span)?
-            }
-            (Ty::Ptr(_), false) => {
-                return Err(self.error(
-                    Diagnostic::error(span, "`.` on a pointer")
-                        .hint(format!("use `->{field}` to read through the pointer")),
-                ))
             }
             (Ty::Record(_), true) => {
                 return Err(self.error(

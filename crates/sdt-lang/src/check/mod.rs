@@ -646,6 +646,11 @@ impl<'o> Checker<'o> {
         let value = match op {
             None => self.expr(value, scope)?,
             Some(op) => {
+                // A map only ever updated (`@n += x`) starts at 0, as in
+                // bpftrace: the update is its assignment.
+                if !self.map_index.contains_key(&map.name) {
+                    self.learn_map(map, &keys, crate::types::INT64, span)?;
+                }
                 let current = Expr {
                     kind: ExprKind::Map(map.clone()),
                     span: map.span,
