@@ -231,7 +231,15 @@ pub fn compile(
                 MapType::StackTrace,
                 4,
                 8 * 127,
-                if shared.stacks { 16384 } else { 1 },
+                // A stack whose hash bucket another stack holds is lost
+                // (and counted): with many distinct stacks, a larger map
+                // loses fewer. Like bpftrace, BPFTRACE_MAP_KEYS_MAX sizes
+                // it too, never below 16384.
+                if shared.stacks {
+                    options.map_entries.max(16384)
+                } else {
+                    1
+                },
             )
             .name("sdt_stacks"),
             used: shared.stacks,

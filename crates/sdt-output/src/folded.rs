@@ -9,9 +9,10 @@
 //! that a flame graph splits by them first. A frame is its function's
 //! (demangled) name, without the offset, so that hits at different
 //! places in one function add up; where the symbol is unknown, the
-//! object's name in brackets (`[libc.so.6]`), else the address. A `;` in
-//! a frame would split it in two, so it becomes `:`; control characters
-//! become `?`.
+//! object's name in brackets (`[libc.so.6]`), else the address; a stack
+//! without frames (one the kernel could not record, which is counted and
+//! reported) is the one frame `[no stack]`. A `;` in a frame would split
+//! it in two, so it becomes `:`; control characters become `?`.
 //!
 //! Everything else a run produces (maps without a stack, `printf`,
 //! values) is not a stack: it goes to standard error as text, so that
@@ -124,21 +125,30 @@ pub fn fold(map: &MapPrint) -> Option<Vec<(String, i128)>> {
     )
 }
 
-/// A stack's frames, root first.
-fn stack_frames(stack: &Stack) -> impl Iterator<Item = String> + '_ {
-    stack
-        .frames
-        .iter()
-        .rev()
-        .map(|f| match (&f.symbol, &f.module) {
-            (Some((name, _)), _) => frame(name),
-            (None, Some(module)) => {
-                let base = module.rsplit('/').next().unwrap_or(module);
-                frame(&format!("[{base}]"))
-            }
-            (None, None) => format!("{:#x}", f.addr),
-        })
+/// A stack's frames, root first; a stack without any (one that could not
+/// be recorded, or a probe without a user stack) is one frame that says so.
+fn stack_frames(stack: &Stack) -> Box<dyn Iterator<Item = String> + '_> {
+    if stack.frames.is_empty() {
+        return Box::new(std::iter::once(NO_STACK.to_string()));
+    }
+    Box::new(
+        stack
+            .frames
+            .iter()
+            .rev()
+            .map(|f| match (&f.symbol, &f.module) {
+                (Some((name, _)), _) => frame(name),
+                (None, Some(module)) => {
+                    let base = module.rsplit('/').next().unwrap_or(module);
+                    frame(&format!("[{base}]"))
+                }
+                (None, None) => format!("{:#x}", f.addr),
+            }),
+    )
 }
+
+/// The frame of a stack without frames.
+const NO_STACK: &str = "[no stack]";
 
 /// A frame's text, with what would break a folded line replaced.
 fn frame(text: &str) -> String {
@@ -203,7 +213,7 @@ mod tests {
         }
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "app;0x8;main;[libc.so.6];leaf:x 9\nzap 1\n"
+            "app;0x8;main;[libc.so.6];leaf:x 9\nzap;[no stack] 1\n"
         );
     }
 }
