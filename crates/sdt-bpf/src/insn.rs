@@ -269,6 +269,7 @@ pub enum Helper {
     RingbufQuery = 134,
     ForEachMapElem = 164,
     GetAttachCookie = 174,
+    Loop = 181,
     MapLookupPercpuElem = 195,
 }
 
@@ -301,6 +302,7 @@ impl Helper {
         Helper::RingbufQuery,
         Helper::ForEachMapElem,
         Helper::GetAttachCookie,
+        Helper::Loop,
         Helper::MapLookupPercpuElem,
     ];
 
@@ -343,6 +345,7 @@ impl Helper {
             Helper::RingbufQuery => "bpf_ringbuf_query",
             Helper::ForEachMapElem => "bpf_for_each_map_elem",
             Helper::GetAttachCookie => "bpf_get_attach_cookie",
+            Helper::Loop => "bpf_loop",
             Helper::MapLookupPercpuElem => "bpf_map_lookup_percpu_elem",
         }
     }

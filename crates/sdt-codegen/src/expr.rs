@@ -57,9 +57,14 @@ impl Gen<'_> {
 
     /// Stores `reg` in a new temporary slot.
     pub(super) fn spill(&mut self, reg: Reg) -> Op {
+        Op::Slot(self.spill_slot(reg))
+    }
+
+    /// Stores `reg` in a new temporary slot and returns the slot.
+    pub(super) fn spill_slot(&mut self, reg: Reg) -> i16 {
         let slot = self.frame.slot();
         self.b.push(Insn::stx(Size::DW, Reg::R10, slot, reg));
-        Op::Slot(slot)
+        slot
     }
 
     /// Evaluates a scalar expression.
@@ -177,6 +182,19 @@ impl Gen<'_> {
                 self.b.push(Insn::stx(Size::DW, Reg::R10, slot, Reg::R1));
                 self.b.bind(missing);
                 Op::Slot(slot)
+            }
+            TKind::AggGet { map, keys } => {
+                let key = self.build_key(*map, keys, None)?;
+                key.address(&mut self.b, Reg::R0, 0);
+                let key = self.spill_slot(Reg::R0);
+                match self.program.maps[*map].aggregation() {
+                    Some(agg) => self.merged_aggregation(*map, agg, key),
+                    None => Op::Imm(0),
+                }
+            }
+            TKind::Block { stmts, value } => {
+                self.block(stmts)?;
+                self.scalar(value)?
             }
             TKind::MapIncDec {
                 map,
@@ -922,6 +940,10 @@ impl Gen<'_> {
             TKind::Var(_) | TKind::TupleIndex { .. } => {
                 let src = self.aggregate(e)?;
                 self.copy(src, dst, padded);
+            }
+            TKind::Block { stmts, value } => {
+                self.block(stmts)?;
+                self.write_value(value, dst, &e.ty)?;
             }
             _ if e.ty.is_scalar() => {
                 let v = self.scalar(e)?;

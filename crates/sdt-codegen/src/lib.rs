@@ -36,7 +36,9 @@
 mod dce;
 mod expr;
 pub mod layout;
+mod loops;
 mod mem;
+mod percpu;
 mod stmt;
 mod walk;
 
@@ -304,6 +306,14 @@ struct Gen<'a> {
     span: Span,
     /// Map walks and their callbacks' labels (see [`walk`]).
     walks: Vec<(sdt_bpf::Label, walk::Walk)>,
+    /// Loop bodies to emit as callbacks (see [`loops`]).
+    callbacks: Vec<loops::Callback>,
+    /// The program's functions: its code, then each loop callback.
+    functions: Vec<loops::Function>,
+    /// The function being generated.
+    function: usize,
+    /// The most scratch memory a callback uses.
+    scratch_peak: u32,
 }
 
 /// The context pointer, kept for the whole program.
@@ -335,6 +345,13 @@ impl<'a> Gen<'a> {
             spans: Vec::new(),
             span: instance.span,
             walks: Vec::new(),
+            callbacks: Vec::new(),
+            functions: vec![loops::Function {
+                stack: 0,
+                caller: None,
+            }],
+            function: 0,
+            scratch_peak: 0,
         }
     }
 
@@ -356,7 +373,11 @@ impl<'a> Gen<'a> {
             self.b.jump_imm(sdt_bpf::JmpOp::Ne, Reg::R1, 0, exit);
         }
         for ty in &self.instance.vars {
-            let home = self.frame.alloc_for(ty, &self.program.registry);
+            let home = if self.instance.loops {
+                self.frame.alloc_shared(ty, &self.program.registry)
+            } else {
+                self.frame.alloc_for(ty, &self.program.registry)
+            };
             self.vars.push(home);
         }
         if let Some(predicate) = &self.instance.predicate {
@@ -365,13 +386,15 @@ impl<'a> Gen<'a> {
             let exit = self.exit;
             self.cond_jump(predicate, exit, false)?;
         }
-        let body = &self.instance.body;
-        self.block(body)?;
+        let instance = self.instance;
+        self.block(&instance.body)?;
         self.b.bind(self.exit);
         self.b.push(Insn::mov64_imm(Reg::R0, 0)).exit();
+        self.functions[0].stack = self.frame.stack_size();
+        self.emit_callbacks()?;
         self.emit_walks();
 
-        let scratch = self.frame.scratch_size();
+        let scratch = self.frame.scratch_size().max(self.scratch_peak);
         if scratch > MAX_SCRATCH {
             return Err(Diagnostic::error(
                 self.instance.span,
@@ -379,17 +402,20 @@ impl<'a> Gen<'a> {
             )
             .hint("use shorter strings (BPFTRACE_STRLEN) or fewer string values in one statement"));
         }
-        // A callback's frame (16 bytes, rounded up to 32) counts too.
-        let stack_limit = if self.walks.is_empty() { 512 } else { 512 - 32 };
-        if self.frame.stack_size() > stack_limit {
+        // A map walk's callback frame (16 bytes, rounded up to 32) counts
+        // too, below the deepest chain of loop callbacks.
+        let walk_frame = if self.walks.is_empty() { 0 } else { 32 };
+        let stack = self.deepest_stack() + walk_frame;
+        if stack > 512 {
             return Err(Diagnostic::error(
                 self.instance.span,
-                format!(
-                    "this probe needs {} bytes of BPF stack, more than {stack_limit}",
-                    self.frame.stack_size()
-                ),
+                format!("this probe needs {stack} bytes of BPF stack, more than 512"),
             )
-            .hint("split long expressions into several statements"));
+            .hint(if self.functions.len() > 1 {
+                "split long expressions into several statements, or nest fewer loops"
+            } else {
+                "split long expressions into several statements"
+            }));
         }
         self.shared.scratch = self.shared.scratch.max(scratch);
         let mut insns = self.b.finish().map_err(|e| {
@@ -402,7 +428,7 @@ impl<'a> Gen<'a> {
         // Whether the program needs the scratch pointer is only known once
         // its body is generated, so the load is spliced in after the first
         // instruction (`r6 = r1`), where no jump crosses it.
-        if scratch > 0 {
+        if self.frame.scratch_size() > 0 {
             let prologue = scratch_prologue();
             let at = 1;
             let extra = prologue.len();

@@ -95,6 +95,22 @@ impl Frame {
         }
     }
 
+    /// The frame of a callback: its own stack, and the scratch memory
+    /// from `scratch_from` on, past what its caller holds at the call.
+    pub fn callback(scratch_from: u32) -> Frame {
+        Frame {
+            scratch: scratch_from,
+            scratch_max: scratch_from,
+            ..Frame::new()
+        }
+    }
+
+    /// A home for a variable of a program whose loops run as callbacks:
+    /// scratch memory, which every function of the program reaches.
+    pub fn alloc_shared(&mut self, ty: &Ty, registry: &TypeRegistry) -> Mem {
+        self.scratch(ty.value_size(registry))
+    }
+
     /// An 8-byte aligned stack area of `bytes`.
     pub fn stack(&mut self, bytes: u32) -> Mem {
         self.stack += bytes.next_multiple_of(8).max(8);
@@ -142,6 +158,11 @@ impl Frame {
     pub fn release(&mut self, mark: Mark) {
         self.stack = mark.stack;
         self.scratch = mark.scratch;
+    }
+
+    /// The scratch bytes allocated now.
+    pub fn scratch_in_use(&self) -> u32 {
+        self.scratch
     }
 
     pub fn stack_size(&self) -> u32 {

@@ -104,9 +104,23 @@ impl Gen<'_> {
                     self.block(body)?;
                 }
             }
+            TStmt::ForRange {
+                var,
+                start,
+                end,
+                body,
+                ..
+            } => self.for_range(*var, start, end, body)?,
+            TStmt::ForMap { var, map, body, .. } => self.for_map(*var, *map, body),
+            TStmt::ZeroVar(var) => {
+                let size = self.value_size(&self.instance.vars[*var]);
+                let home = self.vars[*var];
+                self.zero(home, size.next_multiple_of(8));
+            }
+            TStmt::Block(body) => self.block(body)?,
             TStmt::Break | TStmt::Continue => {
                 let Some(&(top, end)) = self.loops.last() else {
-                    return Err(self.error("`break` and `continue` belong inside a while loop"));
+                    return Err(self.error("`break` and `continue` belong inside a loop"));
                 };
                 self.b.jump(if matches!(stmt, TStmt::Break) {
                     end
@@ -614,7 +628,10 @@ fn stmt_span(stmt: &TStmt) -> Option<sdt_lang::diag::Span> {
         TStmt::Expr(e) => Some(e.span),
         TStmt::AssignVar { value, .. } => Some(value.span),
         TStmt::AssignMap { value, .. } => Some(value.span),
-        TStmt::Aggregate { span, .. } | TStmt::While { span, .. } => Some(*span),
+        TStmt::Aggregate { span, .. }
+        | TStmt::While { span, .. }
+        | TStmt::ForRange { span, .. }
+        | TStmt::ForMap { span, .. } => Some(*span),
         TStmt::If { cond, .. } => Some(cond.span),
         TStmt::Output(Output::Printf { args, .. }) => args.first().map(|a| a.span),
         _ => None,

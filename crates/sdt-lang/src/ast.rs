@@ -17,7 +17,53 @@ pub struct Script {
     pub directives: Vec<(Span, String)>,
     /// `config = { NAME = VALUE; ... }` entries.
     pub config: Vec<ConfigEntry>,
+    /// `import "PATH";` statements, resolved before checking.
+    pub imports: Vec<Import>,
+    /// `macro name(params) { ... }` definitions, expanded by the parser.
+    pub macros: Vec<Macro>,
+    /// `let @name = hash(N);` declarations.
+    pub map_declarations: Vec<MapDeclaration>,
     pub probes: Vec<Probe>,
+}
+
+/// `import "PATH";`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Import {
+    pub path: String,
+    pub span: Span,
+}
+
+/// `macro name($var, @map, expr) { body }`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Macro {
+    pub name: String,
+    pub params: Vec<MacroParam>,
+    pub body: Block,
+    /// The body's last expression, without `;`: the macro's value.
+    pub value: Option<Box<Expr>>,
+    pub span: Span,
+}
+
+/// How a macro parameter is passed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MacroParam {
+    /// `$name`: the caller's variable, which the body may change.
+    Var(String),
+    /// `@name`: the caller's map, which the body may change.
+    Map(String),
+    /// `name`: an expression, evaluated where the body uses it.
+    Expr(String),
+}
+
+/// `let @name = KIND(ENTRIES);`: a map of a chosen kind and size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapDeclaration {
+    pub name: String,
+    /// `hash`, `lruhash`, `percpuhash` or `percpulruhash`.
+    pub kind: String,
+    pub kind_span: Span,
+    pub entries: u64,
+    pub span: Span,
 }
 
 /// The text of one C definition, parsed into types by the checker.
@@ -44,6 +90,20 @@ pub struct Probe {
 }
 
 pub type Block = Vec<Stmt>;
+
+/// What a `for` loop walks.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ForIter {
+    Map {
+        name: String,
+        span: Span,
+    },
+    /// `start..end`: from `start` up to, not including, `end`.
+    Range {
+        start: Expr,
+        end: Expr,
+    },
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stmt {
@@ -81,13 +141,19 @@ pub enum StmtKind {
         cond: Expr,
         body: Block,
     },
-    /// `for ($kv : @map) { ... }`.
+    /// `for ($kv : @map) { ... }` or `for ($i : start..end) { ... }`.
     For {
         var: String,
         var_span: Span,
-        map: String,
-        map_span: Span,
+        iter: ForIter,
         body: Block,
+    },
+    /// `let $name [: type] [= value];`: a variable of this block.
+    Let {
+        name: String,
+        name_span: Span,
+        ty: Option<TypeName>,
+        value: Option<Expr>,
     },
     Break,
     Continue,
@@ -174,6 +240,12 @@ pub enum ExprKind {
     Offsetof {
         ty: TypeName,
         field: String,
+    },
+    /// `{ statements; value }`: a block whose last expression, written
+    /// without `;`, is its value (none when it ends with a statement).
+    Block {
+        stmts: Block,
+        value: Option<Box<Expr>>,
     },
 }
 

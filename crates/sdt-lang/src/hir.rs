@@ -150,6 +150,9 @@ pub struct ProbeInstance {
     /// The body needs to know which site fired (`uaddr()`), so each site
     /// gets a program of its own.
     pub per_site: bool,
+    /// The body has `for` loops, whose bodies run as functions of their
+    /// own and reach the block's variables wherever they are.
+    pub loops: bool,
     /// The USDT arguments the block reads (`argN`, `args.NAME`), bit N
     /// for argument N: a site where one of them cannot be read is not
     /// traced.
@@ -195,6 +198,27 @@ pub enum TStmt {
         count: u32,
         body: Vec<TStmt>,
     },
+    /// `for ($i : start..end)`: `body` once for each `$i` from `start`
+    /// up to `end`, both evaluated once.
+    ForRange {
+        var: VarId,
+        start: TExpr,
+        end: TExpr,
+        body: Vec<TStmt>,
+        span: Span,
+    },
+    /// `for ($kv : @map)`: `body` once per entry, `$kv` the tuple of its
+    /// key and value (an aggregation's value read as in expressions).
+    ForMap {
+        var: VarId,
+        map: MapId,
+        body: Vec<TStmt>,
+        span: Span,
+    },
+    /// `let $x;`: the variable starts at zero (or empty).
+    ZeroVar(VarId),
+    /// `{ ... }`: statements in a scope of their own.
+    Block(Vec<TStmt>),
     Break,
     Continue,
     Return,
@@ -289,6 +313,13 @@ pub enum TKind {
     Var(VarId),
     /// A map's value; zero (or empty) when the key is missing.
     MapGet {
+        map: MapId,
+        keys: Vec<TExpr>,
+    },
+    /// An aggregation's value, its per-CPU values merged (summed for
+    /// `count` and `sum`, the least or greatest for `min` and `max`, the
+    /// integer mean for `avg`); zero when the key is missing.
+    AggGet {
         map: MapId,
         keys: Vec<TExpr>,
     },
@@ -428,6 +459,11 @@ pub enum TKind {
     /// A value whose type only changes how it prints (`username`,
     /// `strerror`).
     Retype(Box<TExpr>),
+    /// `{ statements; value }`.
+    Block {
+        stmts: Vec<TStmt>,
+        value: Box<TExpr>,
+    },
 }
 
 impl TExpr {

@@ -57,8 +57,8 @@ pub struct Token {
 /// the longest one.
 const PUNCTS: &[&str] = &[
     "<<=", ">>=", "->", "++", "--", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "==", "!=",
-    "<=", ">=", "<<", ">>", "&&", "||", "{", "}", "(", ")", "[", "]", ",", ";", ":", "?", ".", "+",
-    "-", "*", "/", "%", "&", "|", "^", "~", "!", "<", ">", "=",
+    "<=", ">=", "<<", ">>", "&&", "||", "..", "{", "}", "(", ")", "[", "]", ",", ";", ":", "?",
+    ".", "+", "-", "*", "/", "%", "&", "|", "^", "~", "!", "<", ">", "=",
 ];
 
 pub struct Lexer<'s> {
@@ -237,6 +237,11 @@ impl<'s> Lexer<'s> {
         let start = self.pos;
         let text = self.take_while(|c| c.is_ascii_alphanumeric() || c == '_');
         let span = Span::new(start, self.pos);
+        if let Some(ns) = duration(text) {
+            return ns.map(Tok::Int).map_err(|why| {
+                Diagnostic::error(span, format!("`{text}` is not a valid duration: {why}"))
+            });
+        }
         parse_int(text).map(Tok::Int).map_err(|why| {
             Diagnostic::error(span, format!("`{text}` is not a valid integer: {why}"))
         })
@@ -391,6 +396,30 @@ fn unterminated(start: usize, end: usize) -> Diagnostic {
 /// Parses an integer literal: decimal, `0x` hex, `0b` binary, octal with a
 /// leading `0`, `_` between digits, an exponent (`5e3`), and C's `u`, `l`,
 /// `ll` suffixes, which change nothing here.
+/// A duration literal (`100ms`, `1s`, `2h`) in nanoseconds, or `None` when
+/// `text` is not decimal digits followed by a unit (bpftrace 0.24).
+fn duration(text: &str) -> Option<Result<u64, String>> {
+    const UNITS: [(&str, u64); 7] = [
+        ("ns", 1),
+        ("us", 1_000),
+        ("ms", 1_000_000),
+        ("s", 1_000_000_000),
+        ("m", 60_000_000_000),
+        ("h", 3_600_000_000_000),
+        ("d", 86_400_000_000_000),
+    ];
+    let digits_end = text.find(|c: char| !c.is_ascii_digit() && c != '_')?;
+    let (number, unit) = text.split_at(digits_end);
+    let (_, scale) = UNITS.iter().find(|(u, _)| *u == unit)?;
+    if number.is_empty() || text.starts_with("0x") {
+        return None;
+    }
+    Some(parse_int(number).and_then(|n| {
+        n.checked_mul(*scale)
+            .ok_or_else(|| "it does not fit in 64 bits".into())
+    }))
+}
+
 pub fn parse_int(text: &str) -> Result<u64, String> {
     let lower = text.to_ascii_lowercase();
     let body = lower.trim_end_matches(['u', 'l']);
@@ -463,6 +492,27 @@ mod tests {
         assert!(parse_int("09").is_err());
         assert!(parse_int("1_").is_err());
         assert!(parse_int("1e99").is_err());
+    }
+
+    #[test]
+    fn durations_are_nanoseconds_and_ranges_lex_apart() {
+        use Tok::*;
+        assert_eq!(
+            tokens("100ms 1s 2m 1_000us 3ns 1h 1d"),
+            vec![
+                Int(100_000_000),
+                Int(1_000_000_000),
+                Int(120_000_000_000),
+                Int(1_000_000),
+                Int(3),
+                Int(3_600_000_000_000),
+                Int(86_400_000_000_000),
+            ]
+        );
+        assert_eq!(tokens("0..10"), vec![Int(0), Punct(".."), Int(10)]);
+        assert!(Lexer::new("99999999999d").next_token().is_err());
+        // Hexadecimal digits are not units.
+        assert_eq!(tokens("0x1d"), vec![Int(0x1d)]);
     }
 
     #[test]

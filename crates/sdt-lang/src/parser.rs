@@ -124,6 +124,27 @@ impl<'s> Parser<'s> {
                 self.config(&mut script)?;
                 continue;
             }
+            if self.lexer.at_word("import") && self.word_then(6, '"') {
+                let start = self.next()?.span;
+                let token = self.next()?;
+                let Tok::Str(path) = token.tok else {
+                    return Err(unexpected(&token, "the file to import, in quotes"));
+                };
+                let end = self.expect(";", "after the import")?;
+                script.imports.push(Import {
+                    path: String::from_utf8_lossy(&path).into_owned(),
+                    span: start.to(end),
+                });
+                continue;
+            }
+            if self.lexer.at_word("macro") && self.word_then(5, ' ') {
+                script.macros.push(self.macro_definition()?);
+                continue;
+            }
+            if self.lexer.at_word("let") && self.word_then(3, '@') {
+                script.map_declarations.push(self.map_declaration()?);
+                continue;
+            }
             script.probes.push(self.probe()?);
         }
         if script.probes.is_empty() {
@@ -135,6 +156,83 @@ impl<'s> Parser<'s> {
             .hint("a probe looks like: usdt:/path/to/program:provider:name { printf(\"hit\\n\"); }"));
         }
         Ok(script)
+    }
+
+    /// Whether the word of `len` bytes at the current offset is followed,
+    /// after blanks, by `next` (for `' '`: by any blank).
+    fn word_then(&self, len: usize, next: char) -> bool {
+        let rest = &self.lexer.source()[self.lexer.offset() + len..];
+        if next == ' ' {
+            return rest.starts_with(char::is_whitespace);
+        }
+        rest.trim_start().starts_with(next)
+    }
+
+    /// `macro name(params) { body }`; the parameters may be left out.
+    fn macro_definition(&mut self) -> Result<Macro, Diagnostic> {
+        let start = self.next()?.span; // macro
+        let token = self.next()?;
+        let Tok::Ident(name) = token.tok else {
+            return Err(unexpected(&token, "the macro's name"));
+        };
+        let mut params = Vec::new();
+        if self.eat("(")?.is_some() {
+            while self.eat(")")?.is_none() {
+                let token = self.next()?;
+                params.push(match token.tok {
+                    Tok::Var(v) => MacroParam::Var(v),
+                    Tok::Map(m) => MacroParam::Map(m),
+                    Tok::Ident(i) => MacroParam::Expr(i),
+                    _ => {
+                        return Err(unexpected(
+                            &token,
+                            "a parameter: `$var`, `@map` or a name for an expression",
+                        ))
+                    }
+                });
+                if self.eat(",")?.is_none() && !self.at(")")? {
+                    let found = self.peek()?.clone();
+                    return Err(unexpected(&found, "`,` or `)` after the parameter"));
+                }
+            }
+        }
+        let open = self.expect("{", "to open the macro's body")?;
+        let (body, value) = self.block_body(open)?;
+        Ok(Macro {
+            name,
+            params,
+            body,
+            value: value.map(Box::new),
+            span: start.to(self.span_here()),
+        })
+    }
+
+    /// `let @name = KIND(ENTRIES);`.
+    fn map_declaration(&mut self) -> Result<MapDeclaration, Diagnostic> {
+        let start = self.next()?.span; // let
+        let token = self.next()?;
+        let Tok::Map(name) = token.tok else {
+            return Err(unexpected(&token, "a map name"));
+        };
+        self.expect("=", "after the map's name")?;
+        let kind = self.next()?;
+        let Tok::Ident(kind_name) = kind.tok else {
+            return Err(unexpected(&kind, "a map kind such as `hash(1024)`"));
+        };
+        self.expect("(", "after the map kind")?;
+        let size = self.next()?;
+        let Tok::Int(entries) = size.tok else {
+            return Err(unexpected(&size, "the map's number of entries"));
+        };
+        self.expect(")", "after the number of entries")?;
+        let end = self.expect(";", "after the map declaration")?;
+        Ok(MapDeclaration {
+            name,
+            kind: kind_name,
+            kind_span: kind.span,
+            entries,
+            span: start.to(end),
+        })
     }
 
     fn config_follows(&self) -> bool {
@@ -279,11 +377,25 @@ impl<'s> Parser<'s> {
 
     fn block(&mut self) -> Result<Block, Diagnostic> {
         let open = self.expect("{", "to open a block")?;
+        let (mut stmts, value) = self.block_body(open)?;
+        if let Some(value) = value {
+            let span = value.span;
+            stmts.push(Stmt {
+                kind: StmtKind::Expr(value),
+                span,
+            });
+        }
+        Ok(stmts)
+    }
+
+    /// The statements of a block whose `{` is read, up to its `}`, and
+    /// the last expression when no `;` follows it (the block's value).
+    fn block_body(&mut self, open: Span) -> Result<(Block, Option<Expr>), Diagnostic> {
         let mut stmts = Vec::new();
         loop {
             while self.eat(";")?.is_some() {}
             if self.eat("}")?.is_some() {
-                return Ok(stmts);
+                return Ok((stmts, None));
             }
             if self.peek()?.tok == Tok::Eof {
                 let found = self.peek()?.clone();
@@ -291,12 +403,24 @@ impl<'s> Parser<'s> {
                     .related(open, "the block opens here"));
             }
             let (stmt, needs_semicolon) = self.stmt()?;
-            stmts.push(stmt);
-            if needs_semicolon && self.eat(";")?.is_none() && !self.at("}")? {
+            if needs_semicolon && self.eat(";")?.is_none() {
+                if self.eat("}")?.is_some() {
+                    if let StmtKind::Expr(value) = stmt.kind {
+                        return Ok((stmts, Some(value)));
+                    }
+                    stmts.push(stmt);
+                    return Ok((stmts, None));
+                }
                 let found = self.peek()?.clone();
                 return Err(unexpected(&found, "`;` after the statement"));
             }
+            stmts.push(stmt);
         }
+    }
+
+    /// `(` if present; returns whether it was.
+    fn open_paren(&mut self) -> Result<bool, Diagnostic> {
+        Ok(self.eat("(")?.is_some())
     }
 
     /// One statement, and whether a `;` must follow it.
@@ -319,36 +443,77 @@ impl<'s> Parser<'s> {
             }
             "while" => {
                 self.next()?;
-                self.expect("(", "after `while`")?;
                 let cond = self.expr()?;
-                self.expect(")", "after the loop condition")?;
                 let body = self.block()?;
                 return block_stmt(StmtKind::While { cond, body }, start);
             }
             "for" => {
                 self.next()?;
-                self.expect("(", "after `for`")?;
+                let parenthesized = self.open_paren()?;
                 let var = self.next()?;
                 let Tok::Var(name) = var.tok else {
                     return Err(unexpected(&var, "a variable such as `$kv`"));
                 };
-                self.expect(":", "between the variable and the map")?;
-                let map = self.next()?;
-                let Tok::Map(map_name) = map.tok else {
-                    return Err(unexpected(&map, "a map such as `@m`"));
+                self.expect(":", "between the variable and what it walks")?;
+                let first = self.unary()?;
+                let iter = if self.eat("..")?.is_some() {
+                    let end = self.unary()?;
+                    ForIter::Range { start: first, end }
+                } else {
+                    match first.kind {
+                        ExprKind::Map(map) if map.keys.is_empty() => ForIter::Map {
+                            name: map.name,
+                            span: map.span,
+                        },
+                        _ => {
+                            return Err(Diagnostic::error(
+                                first.span,
+                                "a for loop walks a map (`@m`) or a range (`start..end`)",
+                            ))
+                        }
+                    }
                 };
-                self.expect(")", "after the map")?;
+                if parenthesized {
+                    self.expect(")", "to close the loop's head")?;
+                }
                 let body = self.block()?;
                 return block_stmt(
                     StmtKind::For {
                         var: name,
                         var_span: var.span,
-                        map: map_name,
-                        map_span: map.span,
+                        iter,
                         body,
                     },
                     start,
                 );
+            }
+            "let" => {
+                self.next()?;
+                let var = self.next()?;
+                let Tok::Var(name) = var.tok else {
+                    return Err(unexpected(&var, "a variable such as `$x`"));
+                };
+                let ty = match self.eat(":")? {
+                    Some(colon) => Some(self.type_name(colon)?),
+                    None => None,
+                };
+                let value = match self.eat("=")? {
+                    Some(_) => Some(self.expr()?),
+                    None => None,
+                };
+                let span = start.to(value.as_ref().map_or(var.span, |v| v.span));
+                return Ok((
+                    Stmt {
+                        kind: StmtKind::Let {
+                            name,
+                            name_span: var.span,
+                            ty,
+                            value,
+                        },
+                        span,
+                    },
+                    true,
+                ));
             }
             "break" | "continue" | "return" => {
                 let span = self.next()?.span;
@@ -368,18 +533,22 @@ impl<'s> Parser<'s> {
         };
         let Some(op) = op else {
             let span = target.span;
+            // A block ends at its `}`, as an `if` does.
+            let needs_semicolon = !matches!(target.kind, ExprKind::Block { .. });
             return Ok((
                 Stmt {
                     kind: StmtKind::Expr(target),
                     span,
                 },
-                true,
+                needs_semicolon,
             ));
         };
         let op_span = self.next()?.span;
         let value = self.expr()?;
         let span = target.span.to(value.span);
         let kind = match target.kind {
+            // `_ = expr`: the value is thrown away on purpose.
+            ExprKind::Ident(name) if name == "_" && op.is_none() => StmtKind::Expr(value),
             ExprKind::Var(name) => StmtKind::AssignVar {
                 name,
                 name_span: target.span,
@@ -409,9 +578,7 @@ impl<'s> Parser<'s> {
 
     fn if_stmt(&mut self) -> Result<StmtKind, Diagnostic> {
         self.next()?; // if
-        self.expect("(", "after `if`")?;
         let cond = self.expr()?;
-        self.expect(")", "after the condition")?;
         let then = self.block()?;
         let otherwise = if self.at_ident("else")? {
             self.next()?;
@@ -745,11 +912,23 @@ impl<'s> Parser<'s> {
                     span: span.to(end),
                 });
             }
+            Tok::Ident(name) if name == "if" => return self.if_expr(span),
             Tok::Ident(name) => {
                 if self.at("(")? {
                     return self.call(name, span);
                 }
                 ExprKind::Ident(name)
+            }
+            Tok::Punct("{") => {
+                let (stmts, value) = self.block_body(span)?;
+                let end = self.span_here();
+                return Ok(Expr {
+                    kind: ExprKind::Block {
+                        stmts,
+                        value: value.map(Box::new),
+                    },
+                    span: span.to(end),
+                });
             }
             Tok::Punct("(") => {
                 let first = self.expr()?;
@@ -771,6 +950,48 @@ impl<'s> Parser<'s> {
             _ => return Err(unexpected(&token, "an expression")),
         };
         Ok(Expr { kind, span })
+    }
+
+    /// `if c { a } else { b }` where a value is wanted: `c ? {a} : {b}`.
+    fn if_expr(&mut self, start: Span) -> Result<Expr, Diagnostic> {
+        let cond = self.expr()?;
+        let then = self.block_expr()?;
+        if !self.at_ident("else")? {
+            let found = self.peek()?.clone();
+            return Err(unexpected(
+                &found,
+                "`else`: an `if` that gives a value needs both arms",
+            ));
+        }
+        self.next()?;
+        let otherwise = if self.at_ident("if")? {
+            let span = self.next()?.span;
+            self.if_expr(span)?
+        } else {
+            self.block_expr()?
+        };
+        let span = start.to(otherwise.span);
+        Ok(Expr {
+            kind: ExprKind::Ternary {
+                cond: Box::new(cond),
+                then: Box::new(then),
+                otherwise: Box::new(otherwise),
+            },
+            span,
+        })
+    }
+
+    /// `{ ... }` as an expression.
+    fn block_expr(&mut self) -> Result<Expr, Diagnostic> {
+        let open = self.expect("{", "to open a block")?;
+        let (stmts, value) = self.block_body(open)?;
+        Ok(Expr {
+            kind: ExprKind::Block {
+                stmts,
+                value: value.map(Box::new),
+            },
+            span: open.to(self.span_here()),
+        })
     }
 
     fn call(&mut self, name: String, name_span: Span) -> Result<Expr, Diagnostic> {

@@ -113,6 +113,19 @@ impl Agg {
         }
     }
 
+    /// The type of the aggregation's value read in an expression (its
+    /// per-CPU values merged), or `None` when it has no single number.
+    pub fn read_type(self) -> Option<Ty> {
+        match self {
+            Agg::Count => Some(UINT64),
+            Agg::Sum { signed }
+            | Agg::Min { signed }
+            | Agg::Max { signed }
+            | Agg::Avg { signed } => Some(Ty::Int { bytes: 8, signed }),
+            Agg::Stats { .. } | Agg::Hist { .. } | Agg::Lhist { .. } => None,
+        }
+    }
+
     pub fn is_histogram(self) -> bool {
         matches!(self, Agg::Hist { .. } | Agg::Lhist { .. })
     }

@@ -21,11 +21,19 @@ impl Checker<'_> {
                 },
             ),
             ExprKind::Ident(name) => self.ident(name, span, scope)?,
-            ExprKind::Var(name) => match scope.vars.iter().position(|(n, _)| n == name) {
+            ExprKind::Var(name) => match scope.lookup(name) {
                 Some(i) => typed(TKind::Var(i), scope.vars[i].1.clone()),
+                None if scope.ended(name) => {
+                    return Err(self.error(
+                        Diagnostic::error(span, format!("${name} is not seen here"))
+                            .label("assigned only inside a block that has ended")
+                            .hint(format!(
+                                "a variable belongs to the block where it is first assigned; declare it before that block with `let ${name};`"
+                            )),
+                    ))
+                }
                 None => {
-                    let names: Vec<String> =
-                        scope.vars.iter().map(|(n, _)| format!("${n}")).collect();
+                    let names = scope.visible_names();
                     let mut d =
                         Diagnostic::error(span, format!("${name} is used before it is assigned"))
                             .label("not assigned yet in this probe");
@@ -59,13 +67,16 @@ impl Checker<'_> {
                     ));
                 }
                 if let Ty::Agg(agg) = decl.value {
-                    return Err(self.error(
-                        Diagnostic::error(
-                            span,
-                            format!("@{} holds {}(), which can only be printed, not read in a probe", map.name, agg.name()),
-                        )
-                        .hint("keep a plain copy in another map if a probe needs the value: @n = @n + 1"),
-                    ));
+                    let Some(ty) = agg.read_type() else {
+                        return Err(self.error(
+                            Diagnostic::error(
+                                span,
+                                format!("@{} holds {}(), which has no single value to read in a probe", map.name, agg.name()),
+                            )
+                            .hint("print it with print(); count(), sum(), min(), max() and avg() can be read"),
+                        ));
+                    };
+                    return Ok(typed(TKind::AggGet { map: id, keys }, ty));
                 }
                 typed(TKind::MapGet { map: id, keys }, decl.value)
             }
@@ -184,7 +195,7 @@ impl Checker<'_> {
                 let delta = if *increment { 1 } else { -1 };
                 match &target.kind {
                     ExprKind::Var(name) => {
-                        let Some(var) = scope.vars.iter().position(|(n, _)| n == name) else {
+                        let Some(var) = scope.lookup(name) else {
                             return Err(self.error(Diagnostic::error(
                                 target.span,
                                 format!("${name} is used before it is assigned"),
@@ -236,6 +247,27 @@ impl Checker<'_> {
                     }
                     _ => unreachable!("the parser only makes ++/-- of variables and maps"),
                 }
+            }
+            ExprKind::Block { stmts, value } => {
+                scope.blocks.push(Vec::new());
+                let body = self.statements(stmts, scope);
+                let value = match value {
+                    Some(v) => self.expr(v, scope).and_then(|v| self.value(v)),
+                    None => Err(self.error(
+                        Diagnostic::error(span, "this block gives no value")
+                            .hint("end it with an expression and no `;`: { let $x = 1; $x + 1 }"),
+                    )),
+                };
+                scope.blocks.pop();
+                let value = value?;
+                let ty = value.ty.clone();
+                typed(
+                    TKind::Block {
+                        stmts: body,
+                        value: Box::new(value),
+                    },
+                    ty,
+                )
             }
             ExprKind::SizeofType(ty) => {
                 let t = self.resolve_type(ty)?;

@@ -228,14 +228,25 @@ pub(crate) struct Checker<'o> {
     current_target: TargetInfo,
     /// The current probe instance needs a program per site.
     per_site: bool,
+    /// The current probe instance has `for` loops.
+    loops: bool,
     /// The arguments the current probe instance reads, one bit each.
     args_read: u16,
 }
 
 /// What is known inside one probe block instance.
+///
+/// A variable belongs to the block where it is first assigned or
+/// declared with `let`, and is seen in that block and the blocks inside
+/// it only, as in bpftrace 0.22 and later.
 pub(crate) struct Scope {
     pub kind: ProbeKind,
+    /// Every variable of the instance, by [`VarId`]: its name and type.
     pub vars: Vec<(String, Ty)>,
+    /// The names seen in each open block, innermost last.
+    pub blocks: Vec<Vec<(String, VarId)>>,
+    /// Types given by `let $x: type`, which assignments convert to.
+    pub declared: HashMap<VarId, Ty>,
     /// The tracepoint's record and its `__data_loc` fields.
     pub tracepoint: Option<(RecordId, HashMap<String, u32>)>,
     pub loops: u32,
@@ -286,6 +297,7 @@ impl<'o> Checker<'o> {
             learned: false,
             current_target: TargetInfo::default(),
             per_site: false,
+            loops: false,
             args_read: 0,
         };
         for entry in &script.config {
@@ -373,6 +385,7 @@ impl<'o> Checker<'o> {
     ) -> Option<ProbeInstance> {
         self.current_target = info.clone();
         self.per_site = false;
+        self.loops = false;
         self.args_read = 0;
         let tracepoint = info
             .tracepoint
@@ -381,6 +394,8 @@ impl<'o> Checker<'o> {
         let mut scope = Scope {
             kind,
             vars: Vec::new(),
+            blocks: vec![Vec::new()],
+            declared: HashMap::new(),
             tracepoint,
             loops: 0,
         };
@@ -398,10 +413,23 @@ impl<'o> Checker<'o> {
             target,
             kind,
             span: probe.attach_points[attach_point].span,
-            vars: scope.vars.into_iter().map(|(_, t)| t).collect(),
+            // A variable declared with `let $x;` and never assigned is
+            // an integer, 0.
+            vars: scope
+                .vars
+                .into_iter()
+                .map(|(_, t)| {
+                    if t == Ty::Void {
+                        crate::types::INT64
+                    } else {
+                        t
+                    }
+                })
+                .collect(),
             predicate,
             body,
             per_site: self.per_site,
+            loops: self.loops,
             args_read: self.args_read,
         })
     }
@@ -452,7 +480,15 @@ impl<'o> Checker<'o> {
         Some((id, data_locs))
     }
 
+    /// The statements of a block, in a scope of their own.
     fn block(&mut self, stmts: &[Stmt], scope: &mut Scope) -> Vec<TStmt> {
+        scope.blocks.push(Vec::new());
+        let out = self.statements(stmts, scope);
+        scope.blocks.pop();
+        out
+    }
+
+    fn statements(&mut self, stmts: &[Stmt], scope: &mut Scope) -> Vec<TStmt> {
         let mut out = Vec::new();
         for stmt in stmts {
             if let Ok(s) = self.stmt(stmt, scope) {
@@ -481,20 +517,14 @@ impl<'o> Checker<'o> {
                         self.binary(*op, &current, value, stmt.span, scope)?
                     }
                 };
-                let value = self.value(value)?;
-                self.not_void(&value)?;
-                if let Ty::Agg(agg) = value.ty {
-                    return Err(self.error(
-                        Diagnostic::error(
-                            value.span,
-                            format!("{}() can only be assigned to a map", agg.name()),
-                        )
-                        .hint(format!("write @{name} = {}(...)", agg.name())),
-                    ));
-                }
-                let var = self.define_var(scope, name, value.ty.clone(), *name_span)?;
-                TStmt::AssignVar { var, value }
+                return self.assign_var(name, *name_span, value, scope).map(Some);
             }
+            StmtKind::Let {
+                name,
+                name_span,
+                ty,
+                value,
+            } => return self.let_stmt(name, *name_span, ty.as_ref(), value.as_ref(), scope),
             StmtKind::AssignMap { map, op, value } => {
                 return self.assign_map(map, *op, value, stmt.span, scope).map(Some)
             }
@@ -548,16 +578,20 @@ impl<'o> Checker<'o> {
                     span: stmt.span,
                 }
             }
-            StmtKind::For { map_span, .. } => {
-                return Err(self.error(
-                    Diagnostic::error(*map_span, "`for` loops over maps are not supported yet")
-                        .hint("print the map with print(@map), or use a while loop over an index"),
-                ))
+            StmtKind::For {
+                var,
+                var_span,
+                iter,
+                body,
+            } => {
+                return self
+                    .for_stmt(var, *var_span, iter, body, stmt.span, scope)
+                    .map(Some)
             }
             StmtKind::Break | StmtKind::Continue if scope.loops == 0 => {
                 return Err(self.error(Diagnostic::error(
                     stmt.span,
-                    "`break` and `continue` belong inside a while loop",
+                    "`break` and `continue` belong inside a loop",
                 )))
             }
             StmtKind::Break => TStmt::Break,
@@ -566,7 +600,194 @@ impl<'o> Checker<'o> {
         }))
     }
 
+    /// `$name = value`, where `value` is checked.
+    fn assign_var(
+        &mut self,
+        name: &str,
+        name_span: Span,
+        value: TExpr,
+        scope: &mut Scope,
+    ) -> R<TStmt> {
+        let mut value = self.value(value)?;
+        self.not_void(&value)?;
+        if let Ty::Agg(agg) = value.ty {
+            return Err(self.error(
+                Diagnostic::error(
+                    value.span,
+                    format!("{}() can only be assigned to a map", agg.name()),
+                )
+                .hint(format!("write @{name} = {}(...)", agg.name())),
+            ));
+        }
+        if let Some(var) = scope.lookup(name) {
+            if let Some(declared) = scope.declared.get(&var).cloned() {
+                if declared.is_integer() && value.ty.is_integer() {
+                    let span = value.span;
+                    if let TKind::Int(v) = value.kind {
+                        if declared.truncate(v) != v || (v < 0 && !declared.is_signed()) {
+                            return Err(self.error(
+                                Diagnostic::error(
+                                    span,
+                                    format!(
+                                        "{v} does not fit in ${name}'s type, {}",
+                                        declared.display(&self.registry)
+                                    ),
+                                )
+                                .hint("cast it if the cut is meant: (type)value"),
+                            ));
+                        }
+                    }
+                    value = self.cast(value, declared, span)?;
+                }
+            }
+        }
+        let var = self.define_var(scope, name, value.ty.clone(), name_span)?;
+        Ok(TStmt::AssignVar { var, value })
+    }
+
+    /// `let $name [: type] [= value];`: a new variable of this block.
+    fn let_stmt(
+        &mut self,
+        name: &str,
+        name_span: Span,
+        ty: Option<&ast::TypeName>,
+        value: Option<&Expr>,
+        scope: &mut Scope,
+    ) -> R<Option<TStmt>> {
+        if let Some(var) = scope.lookup(name) {
+            let first = scope
+                .blocks
+                .iter()
+                .flatten()
+                .find(|(_, id)| *id == var)
+                .map(|(n, _)| n.clone())
+                .unwrap_or_default();
+            return Err(self.error(
+                Diagnostic::error(name_span, format!("${first} is already declared"))
+                    .hint("a variable is declared once in a block and the blocks inside it; assign it without `let`"),
+            ));
+        }
+        let declared = match ty {
+            Some(t) => Some(self.resolve_type(t)?),
+            None => None,
+        };
+        let var = scope.vars.len();
+        scope
+            .vars
+            .push((name.to_string(), declared.clone().unwrap_or(Ty::Void)));
+        if let Some(blocks) = scope.blocks.last_mut() {
+            blocks.push((name.to_string(), var));
+        }
+        if let Some(t) = declared {
+            scope.declared.insert(var, t);
+        }
+        match value {
+            Some(v) => {
+                let v = self.expr(v, scope)?;
+                self.assign_var(name, name_span, v, scope).map(Some)
+            }
+            None => Ok(Some(TStmt::ZeroVar(var))),
+        }
+    }
+
+    /// `for ($v : @map) { ... }` or `for ($i : start..end) { ... }`.
+    fn for_stmt(
+        &mut self,
+        var: &str,
+        var_span: Span,
+        iter: &ast::ForIter,
+        body: &[Stmt],
+        span: Span,
+        scope: &mut Scope,
+    ) -> R<TStmt> {
+        let (head, var_ty) = match iter {
+            ast::ForIter::Range { start, end } => {
+                let bound = |e: &Expr, this: &mut Self, scope: &mut Scope| -> R<TExpr> {
+                    let v = this.expr(e, scope)?;
+                    let v = this.value(v)?;
+                    if !v.ty.is_integer() {
+                        return Err(this.error(Diagnostic::error(
+                            e.span,
+                            format!(
+                                "a range's ends must be integers, not {}",
+                                v.ty.display(&this.registry)
+                            ),
+                        )));
+                    }
+                    Ok(v)
+                };
+                let start = bound(start, self, scope)?;
+                let end = bound(end, self, scope)?;
+                let ty = Ty::arithmetic(&start.ty, &end.ty);
+                (ForHead::Range { start, end }, ty)
+            }
+            ast::ForIter::Map { name, span } => {
+                let map = self.known_map(name, *span)?;
+                let decl = self.maps[map].clone();
+                let key = match decl.keys.as_slice() {
+                    [] => {
+                        return Err(self.error(
+                            Diagnostic::error(*span, format!("@{name} has no keys to walk"))
+                                .hint("a for loop walks a map with keys: @m[k] = v"),
+                        ))
+                    }
+                    [one] => one.clone(),
+                    many => Ty::Tuple(many.to_vec()),
+                };
+                let value = match &decl.value {
+                    Ty::Agg(agg) => match agg.read_type() {
+                        Some(t) => t,
+                        None => {
+                            return Err(self.error(Diagnostic::error(
+                                *span,
+                                format!(
+                                    "@{name} holds {}(), whose entries cannot be read in a probe",
+                                    agg.name()
+                                ),
+                            )))
+                        }
+                    },
+                    other => other.clone(),
+                };
+                (ForHead::Map(map), Ty::Tuple(vec![key, value]))
+            }
+        };
+        self.loops = true;
+        scope.blocks.push(Vec::new());
+        let id = self.define_var(scope, var, var_ty, var_span)?;
+        scope.loops += 1;
+        let body = self.statements(body, scope);
+        scope.loops -= 1;
+        scope.blocks.pop();
+        Ok(match head {
+            ForHead::Range { start, end } => TStmt::ForRange {
+                var: id,
+                start,
+                end,
+                body,
+                span,
+            },
+            ForHead::Map(map) => TStmt::ForMap {
+                var: id,
+                map,
+                body,
+                span,
+            },
+        })
+    }
+
     fn expr_stmt(&mut self, e: &Expr, scope: &mut Scope) -> R<Option<TStmt>> {
+        if let ExprKind::Block { stmts, value } = &e.kind {
+            scope.blocks.push(Vec::new());
+            let mut body = self.statements(stmts, scope);
+            if let Some(value) = value {
+                if let Ok(Some(s)) = self.expr_stmt(value, scope) {
+                    body.push(s);
+                }
+            }
+            scope.blocks.pop();
+            return Ok(Some(TStmt::Block(body)));
+        }
         if let ExprKind::Call { name, args, .. } = &e.kind {
             if let Some(builtin) = builtins::find(name, self.options.internal) {
                 let use_ = builtins::Use {
@@ -787,10 +1008,19 @@ impl<'o> Checker<'o> {
         Err(self.error(d))
     }
 
+    /// The variable `name` seen here, now holding `ty`: a new one of the
+    /// innermost block if none is seen.
     fn define_var(&mut self, scope: &mut Scope, name: &str, ty: Ty, span: Span) -> R<VarId> {
         let ty = widen(&ty);
-        if let Some(i) = scope.vars.iter().position(|(n, _)| n == name) {
+        if let Some(i) = scope.lookup(name) {
             let old = scope.vars[i].1.clone();
+            if old == Ty::Void {
+                scope.vars[i].1 = ty;
+                return Ok(i);
+            }
+            if scope.declared.contains_key(&i) && old.is_integer() && ty.is_integer() {
+                return Ok(i);
+            }
             return match unify(&old, &ty) {
                 Some(t) => {
                     scope.vars[i].1 = t;
@@ -806,8 +1036,12 @@ impl<'o> Checker<'o> {
                 ))),
             };
         }
+        let id = scope.vars.len();
         scope.vars.push((name.to_string(), ty));
-        Ok(scope.vars.len() - 1)
+        if let Some(blocks) = scope.blocks.last_mut() {
+            blocks.push((name.to_string(), id));
+        }
+        Ok(id)
     }
 
     fn positional(&self, n: u32) -> Option<&str> {
@@ -815,6 +1049,39 @@ impl<'o> Checker<'o> {
             .checked_sub(1)
             .and_then(|i| self.options.params.get(i))
             .map(String::as_str)
+    }
+}
+
+/// What a checked `for` loop walks.
+enum ForHead {
+    Range { start: TExpr, end: TExpr },
+    Map(MapId),
+}
+
+impl Scope {
+    /// The variable `name` as seen from the innermost block.
+    pub(crate) fn lookup(&self, name: &str) -> Option<VarId> {
+        self.blocks
+            .iter()
+            .rev()
+            .flat_map(|b| b.iter().rev())
+            .find(|(n, _)| n == name)
+            .map(|(_, id)| *id)
+    }
+
+    /// The names seen here, for suggestions.
+    pub(crate) fn visible_names(&self) -> Vec<String> {
+        self.blocks
+            .iter()
+            .flatten()
+            .map(|(n, _)| format!("${n}"))
+            .collect()
+    }
+
+    /// Whether `name` is a variable of a block that has ended, to explain
+    /// why it is not seen.
+    pub(crate) fn ended(&self, name: &str) -> bool {
+        self.vars.iter().any(|(n, _)| n == name)
     }
 }
 

@@ -151,7 +151,8 @@ fn maps_must_agree_with_themselves() {
     assert!(err("BEGIN { print(@missing); }").contains("@missing is never assigned"));
     let e = err("BEGIN { @count = 1; print(@cont); }");
     assert!(e.contains("did you mean `@count`?"), "{e}");
-    assert!(err("BEGIN { @c = count(); @d = @c + 1; }").contains("can only be printed"));
+    ok("BEGIN { @c = count(); @d = @c + 1; if (@c > 1) { @e = (uint64)@c; } }");
+    assert!(err("BEGIN { @h = hist(1); @d = @h + 1; }").contains("no single value"));
     assert!(err("BEGIN { $x = count(); }").contains("must be assigned to a map"));
     assert!(err("BEGIN { count(); }").contains("must be assigned to a map"));
 }
@@ -246,6 +247,28 @@ fn enums_and_defines() {
 }
 
 #[test]
+fn variables_belong_to_their_block() {
+    ok("BEGIN { $a = 1; if ($a) { $b = 2; $a = $b; } let $c; if ($a) { $c = 3; } print($c); }");
+    let e = err("BEGIN { if (1) { $b = 2; } print($b); }");
+    assert!(e.contains("$b is not seen here"), "{e}");
+    assert!(err("BEGIN { let $a = 1; let $a = 2; }").contains("already declared"));
+    ok("BEGIN { for ($i : 0..3) { $x = $i; } for ($i : 1..2) { $x = \"s\"; } }");
+    ok("BEGIN { let $u: uint8 = 200; $u = 5; $v = { let $w = 2; $w * 2 }; }");
+    assert!(err("BEGIN { let $u: uint8 = 300; }").contains("does not fit"));
+    assert!(err("BEGIN { let $u: uint16 = -1; }").contains("does not fit"));
+    assert!(err("BEGIN { $v = { 1; }; }").contains("gives no value"));
+}
+
+#[test]
+fn for_loops_walk_ranges_and_maps() {
+    ok("BEGIN { @m[1, \"a\"] = 2; for ($kv : @m) { print(($kv.0.0, $kv.0.1, $kv.1)); } }");
+    ok("BEGIN { @c[comm] = count(); for ($kv : @c) { if ($kv.1 > 1) { break; } } }");
+    assert!(err("BEGIN { @x = 1; for ($kv : @x) { } }").contains("no keys to walk"));
+    assert!(err("BEGIN { for ($i : 0..\"a\") { } }").contains("must be integers"));
+    assert!(err("BEGIN { @h[1] = hist(1); for ($kv : @h) { } }").contains("cannot be read"));
+}
+
+#[test]
 fn calls_have_arities_and_names() {
     assert!(err("BEGIN { @ = hist(); }").contains("hist() takes 1 to 2 arguments, not 0"));
     let e = err("BEGIN { prinft(\"x\"); }");
@@ -253,7 +276,7 @@ fn calls_have_arities_and_names() {
     assert!(err("BEGIN { @ = lhist(1, 10, 0, 1); }").contains("min < max"));
     assert!(err("BEGIN { system(\"ls\"); }").contains("--unsafe"));
     assert!(err("BEGIN { $x = printf(\"a\"); }").contains("returns no value"));
-    assert!(err("BEGIN { break; }").contains("inside a while loop"));
+    assert!(err("BEGIN { break; }").contains("inside a loop"));
     ok("BEGIN { $i = 0; while ($i < 10) { $i++; if ($i == 5) { break; } } unroll(3) { @u++; } exit(); }");
 }
 

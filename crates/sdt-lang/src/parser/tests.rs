@@ -61,6 +61,14 @@ fn sexp(e: &Expr) -> String {
         ),
         ExprKind::SizeofType(ty) => format!("(sizeof {})", ty.name),
         ExprKind::Offsetof { ty, field } => format!("(offsetof {} {field})", ty.name),
+        ExprKind::Block { stmts, value } => format!(
+            "(block {}{})",
+            stmts.len(),
+            value
+                .as_ref()
+                .map(|v| format!(" {}", sexp(v)))
+                .unwrap_or_default()
+        ),
     }
 }
 
@@ -148,6 +156,83 @@ fn statements_and_blocks() {
 }
 
 #[test]
+fn loops_declarations_and_blocks_of_bpftrace_0_24() {
+    let script = parse(
+        "BEGIN { for ($i : 0..$n) { continue } for $kv : @m { break } let $a; let $b: uint8 = 3; \
+         let $c = { let $d = 1; $d + 1 }; { $e = 2; } _ = $c; if $a { } while $b < 5 { $b++ } }",
+    )
+    .unwrap();
+    let body = &script.probes[0].body;
+    assert!(matches!(
+        &body[0].kind,
+        StmtKind::For { iter: ForIter::Range { start, end }, .. }
+            if sexp(start) == "0" && sexp(end) == "$n"
+    ));
+    assert!(matches!(
+        &body[1].kind,
+        StmtKind::For { iter: ForIter::Map { name, .. }, .. } if name == "m"
+    ));
+    assert!(matches!(
+        &body[2].kind,
+        StmtKind::Let {
+            ty: None,
+            value: None,
+            ..
+        }
+    ));
+    assert!(matches!(
+        &body[3].kind,
+        StmtKind::Let { ty: Some(t), value: Some(_), .. } if t.name == "uint8"
+    ));
+    match &body[4].kind {
+        StmtKind::Let { value: Some(v), .. } => assert_eq!(sexp(v), "(block 1 (+ $d 1))"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        &body[5].kind,
+        StmtKind::Expr(Expr {
+            kind: ExprKind::Block { value: None, .. },
+            ..
+        })
+    ));
+    assert!(matches!(&body[6].kind, StmtKind::Expr(e) if sexp(e) == "$c"));
+    assert!(matches!(&body[7].kind, StmtKind::If { .. }));
+    assert!(matches!(&body[8].kind, StmtKind::While { .. }));
+    let script = parse("BEGIN { $x = if ($y) { 1 } else if $z { 2 } else { 3 } }").unwrap();
+    match &script.probes[0].body[0].kind {
+        StmtKind::AssignVar { value, .. } => assert_eq!(
+            sexp(value),
+            "(? $y (block 0 1) (? $z (block 0 2) (block 0 3)))"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn top_level_macros_map_declarations_and_imports() {
+    let script = parse(
+        "import \"lib.bt\";\nmacro add($a, @b, x) { $a += x; @b++; $a }\nmacro one { 1 }\n\
+         let @h = lruhash(100);\nBEGIN { }",
+    )
+    .unwrap();
+    assert_eq!(script.imports[0].path, "lib.bt");
+    assert_eq!(script.macros.len(), 2);
+    assert_eq!(
+        script.macros[0].params,
+        [
+            MacroParam::Var("a".into()),
+            MacroParam::Map("b".into()),
+            MacroParam::Expr("x".into())
+        ]
+    );
+    assert_eq!(script.macros[0].body.len(), 2);
+    assert!(script.macros[0].value.is_some());
+    assert!(script.macros[1].params.is_empty());
+    assert_eq!(script.map_declarations[0].kind, "lruhash");
+    assert_eq!(script.map_declarations[0].entries, 100);
+}
+
+#[test]
 fn probes_predicates_and_definitions() {
     let script = parse(
         "#!/usr/bin/env bpftrace\n#include <stdio.h>\n\
@@ -211,6 +296,12 @@ fn errors_point_at_the_problem() {
 
     let d = error("BEGIN { if ($x { } }");
     assert!(d.message.contains("`)`"), "{}", d.message);
+
+    let d = error("BEGIN { for ($i : 1) { } }");
+    assert!(d.message.contains("walks a map"), "{}", d.message);
+
+    let d = error("BEGIN { $x = if (1) { 2 }; }");
+    assert!(d.message.contains("`else`"), "{}", d.message);
 
     let d = error("BEGIN { $t.0 = 1 }");
     assert!(d.message.contains("tuples cannot be changed"));
