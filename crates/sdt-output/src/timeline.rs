@@ -41,7 +41,7 @@
 //! file is closed properly either way.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Write;
+use std::io::{self, Write};
 
 use crate::json::{self, lossy_string};
 use crate::model::{
@@ -136,6 +136,8 @@ pub struct Timeline<'w> {
     /// Each process seen: a name, and whether it is its main thread's.
     processes: BTreeMap<u32, (Vec<u8>, bool)>,
     finished: bool,
+    /// The output's first error, naming the file.
+    failed: Option<io::Error>,
     line: Vec<u8>,
 }
 
@@ -159,6 +161,7 @@ impl<'w> Timeline<'w> {
             threads: HashSet::new(),
             processes: BTreeMap::new(),
             finished: false,
+            failed: None,
             line: Vec::with_capacity(512),
         }
     }
@@ -236,6 +239,16 @@ impl<'w> Timeline<'w> {
             self.out.write(b",\n");
         }
         self.out.write(&self.line);
+        self.note_failure();
+    }
+
+    /// Keeps the output's first error, with the file's name.
+    fn note_failure(&mut self) {
+        if self.failed.is_none() {
+            if let Some(e) = self.out.error() {
+                self.failed = Some(io::Error::new(e.kind(), format!("{}: {e}", self.name)));
+            }
+        }
     }
 
     /// Names the thread's track the first time, and remembers a name for
@@ -561,6 +574,7 @@ impl Sink for Timeline<'_> {
 
     fn flush(&mut self) {
         self.out.flush();
+        self.note_failure();
     }
 
     fn finish(&mut self) {
@@ -585,7 +599,11 @@ impl Sink for Timeline<'_> {
             self.write_line();
         }
         self.out.write(b"\n]}\n");
-        self.out.flush();
+        self.flush();
+        if self.failed.is_some() {
+            // The file is broken: what it would have said is moot.
+            return;
+        }
         if !self.unpaired.is_empty() {
             let parts: Vec<String> = self
                 .unpaired
@@ -609,8 +627,8 @@ impl Sink for Timeline<'_> {
         let _ = self.notes.flush();
     }
 
-    fn error(&self) -> Option<&std::io::Error> {
-        self.out.error()
+    fn error(&self) -> Option<&io::Error> {
+        self.failed.as_ref()
     }
 }
 

@@ -289,3 +289,25 @@ fn a_process_is_named_after_its_main_thread_once_seen() {
     assert_eq!(process[0]["args"]["name"], "app (10)");
     assert_eq!(process[0]["pid"], 10);
 }
+
+#[test]
+fn a_full_disk_is_an_error_that_names_the_file() {
+    struct Full;
+    impl Write for Full {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::Error::other("no space left"))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut notes = Vec::new();
+    {
+        let mut sink = Timeline::new(Box::new(Full), "t.json", Box::new(&mut notes))
+            .pairing([("p", "f__entry"), ("p", "f__return")]);
+        sink.hit(&hit(1, 10, "f__entry", &[]));
+        sink.finish();
+        assert_eq!(sink.error().unwrap().to_string(), "t.json: no space left");
+    }
+    assert_eq!(notes, b"");
+}
