@@ -25,13 +25,19 @@ pub enum MapType {
     /// Stack traces for `bpf_get_stackid`: `u32` keys (stack ids), values
     /// of `8 * depth` bytes (instruction pointers).
     StackTrace = 7,
+    /// A hash map that evicts its least recently used entries when full.
+    LruHash = 9,
+    LruPerCpuHash = 10,
     RingBuf = 27,
 }
 
 impl MapType {
     /// Whether values are stored once per possible CPU.
     pub const fn is_per_cpu(self) -> bool {
-        matches!(self, MapType::PerCpuHash | MapType::PerCpuArray)
+        matches!(
+            self,
+            MapType::PerCpuHash | MapType::PerCpuArray | MapType::LruPerCpuHash
+        )
     }
 }
 

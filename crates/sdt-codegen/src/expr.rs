@@ -122,11 +122,11 @@ impl Gen<'_> {
                 self.b.bind(skip);
                 Op::Slot(slot)
             }
-            TKind::StrContains { .. } => {
-                return Err(
-                    Diagnostic::error(e.span, "strcontains() is not supported yet")
-                        .hint("compare a prefix with strncmp()"),
-                )
+            TKind::StrContains { haystack, needle } => {
+                let h = self.aggregate(haystack)?;
+                let n = self.aggregate(needle)?;
+                let (hl, nl) = (self.value_size(&haystack.ty), self.value_size(&needle.ty));
+                Op::Slot(self.str_contains(h, hl, n, nl))
             }
             TKind::Ternary {
                 cond,
@@ -196,6 +196,29 @@ impl Gen<'_> {
                 self.block(stmts)?;
                 self.scalar(value)?
             }
+            TKind::Delete { map, keys } => {
+                let key = self.build_key(*map, keys, None)?;
+                self.b.ld_map_index(Reg::R1, layout::user_map(*map));
+                key.address(&mut self.b, Reg::R2, 0);
+                self.b.call(Helper::MapDeleteElem);
+                self.truth_of_zero(Reg::R0)
+            }
+            TKind::HasKey { map, keys } => {
+                let key = self.build_key(*map, keys, None)?;
+                self.lookup(layout::user_map(*map), key);
+                self.b.push(Insn::mov64_reg(Reg::R1, Reg::R0));
+                self.b.push(Insn::mov64_imm(Reg::R0, 0));
+                let absent = self.b.label();
+                self.b.jump_imm(JmpOp::Eq, Reg::R1, 0, absent);
+                self.b.push(Insn::mov64_imm(Reg::R0, 1));
+                self.b.bind(absent);
+                self.spill(Reg::R0)
+            }
+            TKind::MapLen(map) => {
+                self.count_entries(*map);
+                self.spill(Reg::R0)
+            }
+            TKind::StackLen(stack) => self.stack_len(stack)?,
             TKind::MapIncDec {
                 map,
                 keys,
@@ -272,6 +295,43 @@ impl Gen<'_> {
                 ))
             }
         })
+    }
+
+    /// A slot holding 1 if `reg` is 0, else 0 (a helper's success).
+    fn truth_of_zero(&mut self, reg: Reg) -> Op {
+        let done = self.b.label();
+        self.b.push(Insn::mov64_reg(Reg::R1, reg));
+        self.b.push(Insn::mov64_imm(Reg::R0, 1));
+        self.b.jump_imm(JmpOp::Eq, Reg::R1, 0, done);
+        self.b.push(Insn::mov64_imm(Reg::R0, 0));
+        self.b.bind(done);
+        self.spill(Reg::R0)
+    }
+
+    /// The frames of a user stack: `bpf_get_stack` of this moment's user
+    /// stack, the one `ustack` records in the same probe, into scratch
+    /// memory; its byte count over 8. Probes of no process have none.
+    fn stack_len(&mut self, stack: &TExpr) -> R<Op> {
+        let Ty::UStack { depth, .. } = stack.ty else {
+            return Ok(Op::Imm(0));
+        };
+        if !self.kind().is_uprobe() && self.kind() != ProbeKind::Tracepoint {
+            return Ok(Op::Imm(0));
+        }
+        let bytes = 8 * depth.clamp(1, layout::STACK_DEPTH);
+        let buffer = self.frame.scratch(bytes);
+        let done = self.b.label();
+        self.b.push(Insn::mov64_reg(Reg::R1, CTX));
+        buffer.address(&mut self.b, Reg::R2, 0);
+        self.b.push(Insn::mov64_imm(Reg::R3, bytes as i32));
+        self.b
+            .push(Insn::mov64_imm(Reg::R4, sdt_bpf::STACKID_USER as i32));
+        self.b.call(Helper::GetStack);
+        self.b.jump_imm(JmpOp::Sge, Reg::R0, 0, done);
+        self.b.push(Insn::mov64_imm(Reg::R0, 0));
+        self.b.bind(done);
+        self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 3));
+        Ok(self.spill(Reg::R0))
     }
 
     /// `R0 = (R0 <op> 0) ? 1 : 0`.

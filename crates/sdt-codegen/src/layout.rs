@@ -22,6 +22,8 @@ pub const LOST_MAP: u32 = 1;
 pub const SCRATCH_MAP: u32 = 2;
 /// User stacks for `ustack`.
 pub const STACK_MAP: u32 = 3;
+/// Frames a stack map entry holds: the kernel's most (`PERF_MAX_STACK_DEPTH`).
+pub const STACK_DEPTH: u32 = 127;
 /// A one-element array whose `u64` user space sets to 1 when the run ends
 /// ([`STOPPED`]). Every attached program reads it first and returns if
 /// set: the probes do nothing from then on, although the kernel has not

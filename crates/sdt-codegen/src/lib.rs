@@ -232,7 +232,7 @@ pub fn compile(
             spec: MapSpec::new(
                 MapType::StackTrace,
                 4,
-                8 * 127,
+                8 * layout::STACK_DEPTH,
                 // A stack whose hash bucket another stack holds is lost
                 // (and counted): with many distinct stacks, a larger map
                 // loses fewer. Like bpftrace, BPFTRACE_MAP_KEYS_MAX sizes
@@ -252,17 +252,20 @@ pub fn compile(
         },
     ];
     for decl in &program.maps {
-        let map_type = if decl.is_per_cpu() {
-            MapType::PerCpuHash
-        } else {
-            MapType::Hash
+        let lru = decl.declared.is_some_and(|d| d.lru);
+        let map_type = match (decl.is_per_cpu(), lru) {
+            (true, false) => MapType::PerCpuHash,
+            (true, true) => MapType::LruPerCpuHash,
+            (false, false) => MapType::Hash,
+            (false, true) => MapType::LruHash,
         };
+        let entries = decl.declared.map_or(options.map_entries, |d| d.entries);
         maps.push(MapDef {
             spec: MapSpec::new(
                 map_type,
                 decl.key_size(registry),
                 decl.value_size(registry),
-                options.map_entries,
+                entries,
             )
             .name(format!("m_{}", decl.name)),
             used: true,

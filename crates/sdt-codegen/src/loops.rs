@@ -25,6 +25,11 @@
 //!   past what the caller holds when it calls.
 //!
 //! `continue` returns 0 (go on), `break` returns 1 (stop).
+//!
+//! `strcontains()` uses the same machinery for its search: a `bpf_loop`
+//! over the haystack's start positions, each comparing the needle byte by
+//! byte, so that the verifier checks one position's comparison rather
+//! than every pair of positions.
 
 use sdt_bpf::{AluOp, Helper, Insn, JmpOp, Label, Reg, Size};
 
@@ -56,6 +61,14 @@ enum Head {
     Range { var: VarId },
     /// `R2` points at the entry's key, `R3` at its value, `R4` is the area.
     Map { var: VarId, map: MapId },
+    /// `R1` is a start position in the haystack, `R2` the area; both
+    /// strings are in scratch memory, the haystack followed by zeros.
+    Contains {
+        haystack: u32,
+        haystack_len: u32,
+        needle: u32,
+        needle_len: u32,
+    },
 }
 
 /// A loop body to emit as a callback after the program's code.
@@ -126,6 +139,88 @@ impl Gen<'_> {
         self.after_loop(area);
     }
 
+    /// Whether the string at `haystack` contains the one at `needle`;
+    /// returns a slot holding 1 or 0.
+    pub(super) fn str_contains(
+        &mut self,
+        haystack: Mem,
+        haystack_len: u32,
+        needle: Mem,
+        needle_len: u32,
+    ) -> i16 {
+        let padded = haystack_len.next_multiple_of(8) + needle_len.next_multiple_of(8);
+        let hay_copy = self.frame.scratch(padded);
+        self.zero(hay_copy, padded);
+        self.copy(haystack, hay_copy, haystack_len.next_multiple_of(8));
+        let needle_copy = self.frame.scratch(needle_len);
+        self.copy(needle, needle_copy, needle_len.next_multiple_of(8));
+        let (Mem::Scratch(hay_at), Mem::Scratch(needle_at)) = (hay_copy, needle_copy) else {
+            return self.spill_slot_imm(0);
+        };
+        let area = self.frame.stack(area::SIZE);
+        let callback = self.defer(
+            Head::Contains {
+                haystack: hay_at,
+                haystack_len,
+                needle: needle_at,
+                needle_len,
+            },
+            &[],
+        );
+        self.prepare_area(area);
+        area.store_imm(&mut self.b, Size::DW, area::START, 0);
+        self.b.push(Insn::mov64_imm(Reg::R1, haystack_len as i32));
+        self.b.ld_func(Reg::R2, callback);
+        area.address(&mut self.b, Reg::R3, 0);
+        self.b.push(Insn::mov64_imm(Reg::R4, 0));
+        self.b.call(Helper::Loop);
+        area.load(&mut self.b, Size::DW, Reg::R0, area::START);
+        self.spill_slot(Reg::R0)
+    }
+
+    fn spill_slot_imm(&mut self, value: i32) -> i16 {
+        let slot = self.frame.slot();
+        self.b.push(Insn::st(Size::DW, Reg::R10, slot, value));
+        slot
+    }
+
+    /// One start position of `strcontains()`: sets the area's result and
+    /// stops when the needle matches there.
+    fn contains_at(&mut self, haystack: u32, haystack_len: u32, needle: u32, needle_len: u32) {
+        let area_slot = self.frame.slot();
+        let index = self.frame.slot();
+        let stop = self.b.label();
+        let next = self.b.label();
+        let found = self.b.label();
+        self.b
+            .jump_imm(JmpOp::Ge, Reg::R1, haystack_len as i32, stop);
+        self.b
+            .push(Insn::stx(Size::DW, Reg::R10, area_slot, Reg::R2));
+        self.b.push(Insn::stx(Size::DW, Reg::R10, index, Reg::R1));
+        self.look_up_scratch(stop);
+        self.b.push(Insn::ldx(Size::DW, Reg::R7, Reg::R10, index));
+        self.b.push(Insn::mov64_reg(Reg::R3, SCRATCH));
+        self.b
+            .push(Insn::alu64_imm(AluOp::Add, Reg::R3, haystack as i32));
+        self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R3, Reg::R7));
+        for j in 0..needle_len {
+            self.b
+                .push(Insn::ldx(Size::B, Reg::R4, SCRATCH, (needle + j) as i16));
+            self.b.jump_imm(JmpOp::Eq, Reg::R4, 0, found);
+            self.b.push(Insn::ldx(Size::B, Reg::R5, Reg::R3, j as i16));
+            self.b.jump_reg(JmpOp::Ne, Reg::R5, Reg::R4, next);
+        }
+        self.b.bind(found);
+        self.b
+            .push(Insn::ldx(Size::DW, Reg::R1, Reg::R10, area_slot));
+        self.b
+            .push(Insn::st(Size::DW, Reg::R1, area::START as i16, 1));
+        self.b.bind(stop);
+        self.b.push(Insn::mov64_imm(Reg::R0, 1)).exit();
+        self.b.bind(next);
+        self.b.push(Insn::mov64_imm(Reg::R0, 0)).exit();
+    }
+
     fn defer(&mut self, head: Head, body: &[TStmt]) -> Label {
         let label = self.b.label();
         self.callbacks.push(Callback {
@@ -188,6 +283,16 @@ impl Gen<'_> {
 
     fn callback_body(&mut self, label: Label, head: Head, body: &[TStmt]) -> R<()> {
         self.b.bind(label);
+        if let Head::Contains {
+            haystack,
+            haystack_len,
+            needle,
+            needle_len,
+        } = head
+        {
+            self.contains_at(haystack, haystack_len, needle, needle_len);
+            return Ok(());
+        }
         let area_slot = self.frame.slot();
         let next = self.b.label();
         let stop = self.b.label();
@@ -219,6 +324,7 @@ impl Gen<'_> {
                 self.look_up_scratch(stop);
                 self.entry_into_var(var, map, key, value);
             }
+            Head::Contains { .. } => {}
         }
         let exit = std::mem::replace(&mut self.exit, returned);
         self.loops.push((next, stop));

@@ -67,12 +67,6 @@ impl Gen<'_> {
                 value,
                 ..
             } => self.aggregate_stmt(*map, keys, *agg, value.as_ref())?,
-            TStmt::Delete { map, keys } => {
-                let key = self.build_key(*map, keys, None)?;
-                self.b.ld_map_index(Reg::R1, layout::user_map(*map));
-                key.address(&mut self.b, Reg::R2, 0);
-                self.b.call(Helper::MapDeleteElem);
-            }
             TStmt::If {
                 cond,
                 then,

@@ -34,6 +34,8 @@ use sdt_lang::hir::MapId;
 /// What a walk does with each entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Walk {
+    /// Visits each entry and does nothing: the walk's count is `len()`.
+    Count(MapId),
     Clear(MapId),
     Zero(MapId),
     /// Copies each entry into a record with this output id.
@@ -72,6 +74,11 @@ impl Gen<'_> {
         }
         self.b.push(Insn::mov64_imm(Reg::R4, 0));
         self.b.call(Helper::ForEachMapElem);
+    }
+
+    /// `R0` = the number of entries of `map`.
+    pub(super) fn count_entries(&mut self, map: MapId) {
+        self.walk(map, Walk::Count(map), None);
     }
 
     /// `clear(@m)`.
@@ -132,6 +139,7 @@ impl Gen<'_> {
             let (label, walk) = self.walks[done];
             self.b.bind(label);
             match walk {
+                Walk::Count(_) => {}
                 Walk::Clear(map) => {
                     self.b.ld_map_index(Reg::R1, layout::user_map(map));
                     self.b.call(Helper::MapDeleteElem);

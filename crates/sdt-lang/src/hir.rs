@@ -33,6 +33,9 @@ pub struct Program {
     /// Where C types came from: the debug files read, and the USDT
     /// arguments that DWARF typed or could not type (for `-v`).
     pub type_notes: Vec<String>,
+    /// What is allowed but probably a mistake (a declared map no probe
+    /// uses).
+    pub warnings: Vec<crate::diag::Diagnostic>,
 }
 
 /// A map, with the types every use of it agreed on.
@@ -44,6 +47,18 @@ pub struct MapDecl {
     pub value: Ty,
     /// Where it was first assigned.
     pub span: Span,
+    /// What `let @name = KIND(N);` chose, if the script declares it.
+    pub declared: Option<Declared>,
+}
+
+/// A map's kind and size, as a declaration chose them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Declared {
+    /// Evicts its least recently used entries when full.
+    pub lru: bool,
+    /// Holds a value per CPU: the kind aggregations need.
+    pub per_cpu: bool,
+    pub entries: u32,
 }
 
 impl MapDecl {
@@ -179,10 +194,6 @@ pub enum TStmt {
         agg: Agg,
         value: Option<TExpr>,
         span: Span,
-    },
-    Delete {
-        map: MapId,
-        keys: Vec<TExpr>,
     },
     If {
         cond: TExpr,
@@ -459,6 +470,20 @@ pub enum TKind {
     /// A value whose type only changes how it prints (`username`,
     /// `strerror`).
     Retype(Box<TExpr>),
+    /// `delete(...)`: removes an entry; true when there was one.
+    Delete {
+        map: MapId,
+        keys: Vec<TExpr>,
+    },
+    /// `has_key(@m, k)`.
+    HasKey {
+        map: MapId,
+        keys: Vec<TExpr>,
+    },
+    /// `len(@m)`: the entries of a map, counted by walking it.
+    MapLen(MapId),
+    /// `len(stack)`: the frames of a user stack.
+    StackLen(Box<TExpr>),
     /// `{ statements; value }`.
     Block {
         stmts: Vec<TStmt>,

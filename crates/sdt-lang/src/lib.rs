@@ -5,7 +5,7 @@
 //! ([`ast`]); [`attach`] reads attach points and [`cdecl`] the C
 //! definitions a script holds; [`check`] resolves every name, infers and
 //! checks every type, and lowers the tree to [`hir`], which is all the code
-//! generator reads. [`diag`] locates every error at its line and column;
+//! generator reads; [`macros`] expands macro uses in the tree before that. [`diag`] locates every error at its line and column;
 //! [`format`] parses `printf` formats, [`types`] is the type system.
 //!
 //! What comes in: the text, the positional parameters, and what each
@@ -26,5 +26,6 @@ pub mod diag;
 pub mod format;
 pub mod hir;
 pub mod lexer;
+pub mod macros;
 pub mod parser;
 pub mod types;

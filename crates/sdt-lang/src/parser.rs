@@ -16,7 +16,9 @@ use crate::lexer::{Lexer, Tok, Token};
 
 /// Parses a whole script.
 pub fn parse(source: &str) -> Result<Script, Diagnostic> {
-    Parser::new(source).script()
+    let mut script = Parser::new(source).script()?;
+    crate::macros::expand(&mut script)?;
+    Ok(script)
 }
 
 /// Integer types a cast may name, with C's names for them.

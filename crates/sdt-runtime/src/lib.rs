@@ -685,6 +685,7 @@ mod tests {
             keys: vec![INT64],
             value: INT64,
             span: Default::default(),
+            declared: None,
         });
         let compilation = Compilation {
             program,
@@ -738,6 +739,7 @@ mod tests {
             keys: vec![INT64],
             value: INT64,
             span: Default::default(),
+            declared: None,
         });
         let compilation = Compilation {
             program,

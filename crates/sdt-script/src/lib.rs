@@ -98,7 +98,14 @@ impl Compilation {
 /// Compiles script text.
 pub fn compile(source: &str, options: &Options) -> Result<Compilation, Diagnostics> {
     let script = sdt_lang::parser::parse(source)?;
-    compile_script(script, options)
+    let mut compilation = compile_script(script, options)?;
+    for w in &compilation.program.warnings {
+        let (line, column) = w.line_column(source);
+        compilation
+            .warnings
+            .push(format!("line {line}, column {column}: {}", w.message));
+    }
+    Ok(compilation)
 }
 
 /// Compiles a parsed script.

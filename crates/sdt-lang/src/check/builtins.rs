@@ -156,6 +156,9 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     function("reg", 1, 1, reg),
     function("strncmp", 3, 3, strncmp),
     function("strcontains", 2, 2, strcontains),
+    function("has_key", 2, 2, has_key),
+    function("len", 1, 1, len),
+    function("delete", 1, 2, delete),
     function("ntop", 1, 2, ntop),
     function("strerror", 1, 1, strerror),
     function("strftime", 2, 2, strftime),
@@ -170,7 +173,6 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     statement("print", 1, 3, print),
     statement("clear", 1, 1, clear_or_zero),
     statement("zero", 1, 1, clear_or_zero),
-    statement("delete", 1, 2, delete),
     statement("exit", 0, 1, exit),
     statement("time", 0, 1, time),
     statement("join", 1, 2, join),
@@ -847,35 +849,125 @@ fn clear_or_zero(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checke
     })
 }
 
+/// `delete(@m[k])`, `delete(@m, k)` or `delete(@m)` for a map without
+/// keys: removes the entry, and is true when there was one.
 fn delete(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
-    let args = use_.args;
-    let ExprKind::Map(map) = &args[0].kind else {
-        return Err(c.error(Diagnostic::error(
-            args[0].span,
-            "delete() takes a map element: delete(@m[key])",
-        )));
-    };
-    let mut map = map.clone();
-    if let Some(key) = args.get(1) {
-        map.keys.push(key.clone());
+    let (map, keys) = map_entry_args(
+        c,
+        use_,
+        scope,
+        "delete() takes a map element: delete(@m[key]) or delete(@m, key)",
+    )?;
+    value(use_, TKind::Delete { map, keys }, crate::types::BOOL)
+}
+
+/// `has_key(@m, k)`: whether the map has an entry for the key.
+fn has_key(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    if let ExprKind::Map(m) = &use_.args[0].kind {
+        let id = c.known_map(&m.name, m.span)?;
+        if c.maps[id].keys.is_empty() {
+            return Err(c.error(
+                Diagnostic::error(use_.args[0].span, "has_key() needs a map with keys")
+                    .hint("a map without keys (@m = ...) has its one value or none"),
+            ));
+        }
     }
+    let (map, keys) = map_entry_args(
+        c,
+        use_,
+        scope,
+        "has_key() takes a map and a key: has_key(@m, key)",
+    )?;
+    value(use_, TKind::HasKey { map, keys }, crate::types::BOOL)
+}
+
+/// The map and key of `f(@m[k])` or `f(@m, k)`, where `k` may be a tuple
+/// of the keys of a map with several (`f(@m, (a, b))` is `f(@m[a, b])`).
+fn map_entry_args(
+    c: &mut Checker<'_>,
+    use_: &Use<'_>,
+    scope: &mut Scope,
+    usage: &str,
+) -> R<(usize, Vec<TExpr>)> {
+    let args = use_.args;
+    let map = match &args[0].kind {
+        ExprKind::Map(map) if args.len() == 1 || map.keys.is_empty() => map,
+        _ => return Err(c.error(Diagnostic::error(args[0].span, usage))),
+    };
     let id = c.known_map(&map.name, map.span)?;
-    let keys = c.map_keys(&map, scope)?;
     let expected = c.maps[id].keys.len();
+    let mut map = map.clone();
+    match args.get(1) {
+        Some(Expr {
+            kind: ExprKind::Tuple(items),
+            ..
+        }) if expected > 1 && items.len() == expected => map.keys.extend(items.iter().cloned()),
+        Some(key) => map.keys.push(key.clone()),
+        None => {}
+    }
+    let keys = c.map_keys(&map, scope)?;
     if keys.len() != expected {
         return Err(c.error(
             Diagnostic::error(
                 map.span,
                 format!(
-                    "@{} has {expected} key{}",
+                    "@{} has {expected} key{}, but {} {} given",
                     map.name,
-                    super::plural(expected)
+                    super::plural(expected),
+                    keys.len(),
+                    if keys.len() == 1 { "is" } else { "are" }
                 ),
             )
             .hint("to empty the whole map, use clear(@map)"),
         ));
     }
-    Ok(Checked::Statement(TStmt::Delete { map: id, keys }))
+    let decl = c.maps[id].clone();
+    for (i, (key, ty)) in keys.iter().zip(&decl.keys).enumerate() {
+        if super::unify(ty, &super::widen(&key.ty)).as_ref() != Some(ty) {
+            return Err(c.error(
+                Diagnostic::error(
+                    key.span,
+                    format!(
+                        "key {} of @{} is {}, not {}",
+                        i + 1,
+                        map.name,
+                        ty.display(&c.registry),
+                        key.ty.display(&c.registry)
+                    ),
+                )
+                .related(decl.span, "first used here"),
+            ));
+        }
+    }
+    Ok((id, keys))
+}
+
+/// `len(@m)`: the map's number of entries; `len(ustack)`: a stack's
+/// number of frames.
+fn len(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let arg = &use_.args[0];
+    if let ExprKind::Map(map) = &arg.kind {
+        let id = c.known_map(&map.name, map.span)?;
+        if !map.keys.is_empty() || c.maps[id].keys.is_empty() {
+            return Err(c.error(
+                Diagnostic::error(arg.span, "len() needs a whole map with keys")
+                    .hint("len(@m) counts the entries of a map written @m[key] = value"),
+            ));
+        }
+        return value(use_, TKind::MapLen(id), INT64);
+    }
+    let v = c.expr(arg, scope)?;
+    let v = c.value(v)?;
+    match v.ty {
+        Ty::UStack { .. } => value(use_, TKind::StackLen(Box::new(v)), INT64),
+        _ => Err(c.error(Diagnostic::error(
+            arg.span,
+            format!(
+                "len() counts a map's entries or a stack's frames, not {}",
+                v.ty.display(&c.registry)
+            ),
+        ))),
+    }
 }
 
 fn exit(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {

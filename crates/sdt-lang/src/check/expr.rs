@@ -22,7 +22,13 @@ impl Checker<'_> {
             ),
             ExprKind::Ident(name) => self.ident(name, span, scope)?,
             ExprKind::Var(name) => match scope.lookup(name) {
-                Some(i) => typed(TKind::Var(i), scope.vars[i].1.clone()),
+                Some(i) => {
+                    // `let $x;` read before any assignment: the integer 0.
+                    if scope.vars[i].1 == Ty::Void {
+                        scope.vars[i].1 = INT64;
+                    }
+                    typed(TKind::Var(i), scope.vars[i].1.clone())
+                }
                 None if scope.ended(name) => {
                     return Err(self.error(
                         Diagnostic::error(span, format!("${name} is not seen here"))

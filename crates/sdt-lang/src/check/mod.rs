@@ -132,10 +132,12 @@ pub fn check(
     checker.final_pass = true;
     checker.errors.clear();
     let probes = checker.run(script, attach);
+    let warnings = checker.apply_declarations(&script.map_declarations);
     if !checker.errors.is_empty() {
         return Err(Diagnostics(checker.errors));
     }
     Ok(Program {
+        warnings,
         registry: checker.registry,
         maps: checker.maps,
         probes,
@@ -331,6 +333,86 @@ impl<'o> Checker<'o> {
             return Err(d.into());
         }
         Ok(())
+    }
+
+    /// Gives each declared map its kind and size; returns warnings.
+    fn apply_declarations(&mut self, declarations: &[ast::MapDeclaration]) -> Vec<Diagnostic> {
+        const KINDS: [(&str, bool, bool); 4] = [
+            ("hash", false, false),
+            ("lruhash", true, false),
+            ("percpuhash", false, true),
+            ("percpulruhash", true, true),
+        ];
+        let mut warnings = Vec::new();
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        for d in declarations {
+            if let Some(first) = seen.insert(&d.name, d.span) {
+                self.error(
+                    Diagnostic::error(d.span, format!("@{} is declared twice", d.name))
+                        .related(first, "first declared here"),
+                );
+                continue;
+            }
+            let Some(&(_, lru, per_cpu)) = KINDS.iter().find(|(k, _, _)| *k == d.kind) else {
+                let mut e =
+                    Diagnostic::error(d.kind_span, format!("`{}` is not a kind of map", d.kind));
+                e = match did_you_mean(&suggest(&d.kind, KINDS.iter().map(|(k, _, _)| *k))) {
+                    Some(h) => e.hint(h),
+                    None => e.hint("the kinds are hash, lruhash, percpuhash and percpulruhash"),
+                };
+                self.error(e);
+                continue;
+            };
+            let entries = match u32::try_from(d.entries) {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    self.error(Diagnostic::error(
+                        d.span,
+                        format!("a map holds 1 to {} entries, not {}", u32::MAX, d.entries),
+                    ));
+                    continue;
+                }
+            };
+            let Some(&id) = self.map_index.get(&d.name) else {
+                warnings.push(Diagnostic::warning(
+                    d.span,
+                    format!("unused map: @{} is declared but no probe uses it", d.name),
+                ));
+                continue;
+            };
+            let decl = &self.maps[id];
+            if per_cpu != decl.is_per_cpu() {
+                let e = if per_cpu {
+                    Diagnostic::error(
+                        d.kind_span,
+                        format!("@{} is a {}, which holds aggregations such as count(), but a probe assigns it plain values", d.name, d.kind),
+                    )
+                    .hint(format!("declare it {}", if lru { "lruhash" } else { "hash" }))
+                } else {
+                    Diagnostic::error(
+                        d.kind_span,
+                        format!(
+                            "@{} holds {}, which keeps a value per CPU, but is declared {}",
+                            d.name,
+                            decl.value.display(&self.registry),
+                            d.kind
+                        ),
+                    )
+                    .hint(format!(
+                        "declare it {}",
+                        if lru { "percpulruhash" } else { "percpuhash" }
+                    ))
+                };
+                self.error(e.related(decl.span, "assigned here"));
+                continue;
+            }
+            self.maps[id].declared = Some(crate::hir::Declared {
+                lru,
+                per_cpu,
+                entries,
+            });
+        }
+        warnings
     }
 
     /// What an object could not answer, placed at `span`.
@@ -924,6 +1006,7 @@ impl<'o> Checker<'o> {
                 keys: key_types,
                 value,
                 span,
+                declared: None,
             });
             self.map_index.insert(map.name.clone(), self.maps.len() - 1);
             self.learned = true;

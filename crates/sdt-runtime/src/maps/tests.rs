@@ -39,6 +39,7 @@ fn decl(name: &str, keys: Vec<Ty>, value: Ty) -> MapDecl {
         keys,
         value,
         span: Default::default(),
+        declared: None,
     }
 }
 

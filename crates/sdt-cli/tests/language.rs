@@ -1,0 +1,283 @@
+//! The language bpftrace 0.22 to 0.26 added, run for real: each script's
+//! output is what bpftrace's documentation of that release says it
+//! prints (booleans, `for` loops over ranges and maps, `let` and block
+//! scoping, block expressions, macros, reading aggregations in a probe,
+//! `has_key`, `len`, `delete` as a value, map declarations, durations).
+//!
+//! The scripts need BPF, so these tests need root: with `CI=true` a
+//! missing privilege fails them; elsewhere they print a loud SKIP.
+
+mod list_common;
+
+use list_common::{assert_no_panic, sdt};
+
+/// Runs `sdt run -e SCRIPT`; returns stdout and stderr after checking it
+/// succeeded, or `None` without the privileges.
+fn run(script: &str) -> Option<(String, String)> {
+    if !sdt_testing::require_root() {
+        return None;
+    }
+    let out = sdt().args(["run", "-e", script]).output().expect("run sdt");
+    assert_no_panic(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "sdt run -e {script:?} failed: {:?}\n{stderr}",
+        out.status
+    );
+    Some((stdout, stderr))
+}
+
+/// The lines a script printed, without the blank lines and map dumps of
+/// its end.
+fn lines(script: &str) -> Option<Vec<String>> {
+    let (stdout, _) = run(script)?;
+    Some(
+        stdout
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// Checks that `script` fails with a message containing `wanted`.
+fn fails_with(script: &str, wanted: &str) {
+    let out = sdt().args(["run", "-e", script]).output().expect("run sdt");
+    assert_no_panic(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{script:?} was accepted");
+    assert!(stderr.contains(wanted), "{script:?}: {stderr}");
+}
+
+#[test]
+fn booleans_print_as_words_and_count_as_numbers() {
+    let Some(out) = lines(
+        r#"BEGIN {
+            $t = 1 < 2;
+            print($t);
+            print(!$t);
+            printf("%d %s %d\n", $t, $t, (bool)7);
+            print((true, false, strcontains("haystack", "st"), strcontains("abc", "x")));
+            print((bool)"" == false && (bool)"x");
+            @m[2 > 1] = 1;
+            @m[false] = 2;
+            for ($kv : @m) { printf("%s=%d\n", $kv.0, $kv.1); }
+            print($t + 1);
+            exit();
+        }
+        END { clear(@m); }"#,
+    ) else {
+        return;
+    };
+    let mut sorted_pairs: Vec<String> = out[5..7].to_vec();
+    sorted_pairs.sort();
+    assert_eq!(
+        out[..5],
+        [
+            "true",
+            "false",
+            "1 true 1",
+            "(true, false, true, false)",
+            "true"
+        ]
+    );
+    assert_eq!(sorted_pairs, ["false=2", "true=1"]);
+    assert_eq!(out[7], "2");
+}
+
+#[test]
+fn for_loops_walk_ranges_once_and_stop_on_break_return_and_exit() {
+    let Some(out) = lines(
+        r#"BEGIN {
+            $a = 5;
+            for ($i : 0..$a) { printf("i%d\n", $i); $a--; }
+            for ($i : 3..1) { printf("never\n"); }
+            $sum = 0;
+            for ($i : -2..100000) {
+                if ($i == 0) { continue; }
+                if ($i > 2) { break; }
+                $sum += $i;
+            }
+            printf("sum %d\n", $sum);
+            for ($i : 0..3) {
+                for ($j : 0..3) {
+                    if ($j > $i) { break; }
+                    printf("%d%d ", $i, $j);
+                }
+            }
+            printf("\n");
+            for ($i : 0..10) { if ($i == 2) { exit(); } printf("e%d\n", $i); }
+            printf("not after exit\n");
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        out,
+        [
+            "i0",
+            "i1",
+            "i2",
+            "i3",
+            "i4",
+            "sum 0",
+            "00 10 11 20 21 22 ",
+            "e0",
+            "e1"
+        ]
+    );
+}
+
+#[test]
+fn for_loops_over_maps_see_keys_values_and_merged_aggregations() {
+    let Some(out) = lines(
+        r#"BEGIN {
+            @single[10] = 20;
+            @multi[1, "a"] = 5;
+            @calls["x"] = count(); @calls["x"] = count(); @calls["y"] = count();
+            @lo = min(7); @lo = min(-3);
+            @mean = avg(10); @mean = avg(21);
+            for ($kv : @single) { printf("single %d %d\n", $kv.0, $kv.1); }
+            for ($kv : @multi) { printf("multi %d %s %d\n", $kv.0.0, $kv.0.1, $kv.1); }
+            $total = 0;
+            for ($kv : @calls) { $total += $kv.1; }
+            printf("total %d\n", $total);
+            if (@calls["x"] > 1 && @calls["z"] == 0) { printf("read %d %d %d\n", (uint64)@calls["x"], @lo, @mean); }
+            @gone[1] = 1; @gone[2] = 2; @gone[3] = 3;
+            for ($kv : @gone) { if ($kv.0 != 2) { delete(@gone, $kv.0); } }
+            printf("left %d\n", len(@gone));
+            exit();
+        }
+        END { clear(@single); clear(@multi); clear(@calls); clear(@gone); clear(@lo); clear(@mean); }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        out,
+        [
+            "single 10 20",
+            "multi 1 a 5",
+            "total 3",
+            "read 2 -3 15",
+            "left 1"
+        ]
+    );
+}
+
+#[test]
+fn variables_belong_to_their_block_and_blocks_give_values() {
+    let Some(out) = lines(
+        r#"BEGIN {
+            let $unset;
+            print($unset);
+            let $narrow: uint8 = 200;
+            $narrow += 100;
+            print($narrow);
+            $v = { let $w = 20; $w + 1 };
+            print($v);
+            $w = 1;
+            print(if ($v > 20) { "big" } else { "small" });
+            if $w == 1 { let $inner = 5; $w = $inner; }
+            print($w);
+            @seen[1] = 1;
+            _ = has_key(@seen, 1);
+            exit();
+        }
+        END { clear(@seen); }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(out, ["0", "44", "21", "big", "5"]);
+    fails_with(
+        "BEGIN { if (1) { $b = 2; } print($b); }",
+        "$b is not seen here",
+    );
+    fails_with("BEGIN { let $a = 1; let $a = 2; }", "already declared");
+}
+
+#[test]
+fn macros_bind_variables_maps_and_expressions() {
+    let Some(out) = lines(
+        r#"
+        macro one() { 1 }
+        macro add_one(x) { x + 1 }
+        macro add_two(x) { add_one(x) + 1 }
+        macro add_one_to_each($a, @b) { $a += 1; @b += 1; }
+        macro side_effects(x) { x; x; x; }
+        macro shadow(x) { $y = x * 10; $y }
+        BEGIN {
+            print(one());
+            print(one);
+            $a = 10;
+            print(add_one($a));
+            print(add_one(1 + 1));
+            @b = 5;
+            add_one_to_each($a, @b);
+            print($a + @b);
+            side_effects({ printf("hi") });
+            printf("\n");
+            print(add_two(1));
+            $y = 2;
+            print((shadow(3), $y));
+            exit();
+        }
+        END { clear(@b); }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(out, ["1", "1", "11", "3", "17", "hihihi", "3", "(30, 2)"]);
+    fails_with("macro m() { @x = 1; } BEGIN { m(); }", "not passed to it");
+}
+
+#[test]
+fn map_functions_and_declared_maps() {
+    let Some((stdout, stderr)) = run(r#"
+        let @lru = lruhash(2);
+        let @small = hash(1);
+        let @per = percpulruhash(1);
+        let @unused = hash(4);
+        BEGIN {
+            @c[0] = count(); @s[0] = sum(3); @s[0] = sum(9);
+            if (@s[0] == 12) { printf("%d %d\n", (int64)@c[0], (int64)@s[0]); }
+            @m[1] = 1; @m[2] = 2;
+            printf("%d %s %s\n", len(@m), has_key(@m, 2), has_key(@m, 3));
+            $first = delete(@m, 1);
+            $again = delete(@m[1]);
+            printf("%s %s %d\n", $first, $again, len(@m));
+            @lru[0] = 0; @lru[1] = 1; @lru[2] = 2;
+            @small[1] = 1; @small[2] = 2;
+            @per[1] = count(); @per[2] = count();
+            printf("%d %d %d\n", len(@lru), len(@small), len(@per));
+            printf("%lld %d\n", 1m, 100ms);
+            exit();
+        }
+        END { clear(@c); clear(@s); clear(@m); clear(@lru); clear(@small); clear(@per); }"#)
+    else {
+        return;
+    };
+    let out: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        out,
+        [
+            "1 12",
+            "2 true false",
+            "true false 1",
+            "2 1 1",
+            "60000000000 100000000"
+        ]
+    );
+    assert!(
+        stderr.contains("@unused is declared but no probe uses it"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("updates of @small were dropped"),
+        "{stderr}"
+    );
+    fails_with(
+        "let @a = hash(8); BEGIN { @a = count(); }",
+        "declare it percpuhash",
+    );
+}
