@@ -45,6 +45,11 @@ OUTPUT:
     {\"summary\":{\"events\":N,\"lost\":N,\"sites\":N}}
   Events that the ring buffer had no room for are counted and reported at
   exit (stderr, or the summary object); none is lost silently.
+  --timeline FILE also writes a timeline (Chrome Trace Event JSON, for
+  Perfetto UI, chrome://tracing or speedscope): one track per thread, each
+  hit an instant event with its arguments, and the hits of probes whose
+  names pair (X__entry/X__return, X-start/X-done, X_begin/X_end, ...) a
+  slice from one to the other on their thread.
 
 EXAMPLES:
   sdt trace -c 'python3.11 script.py' -s 0 -s 1 python:function__entry
