@@ -144,7 +144,7 @@ impl Disassembler {
                 });
                 match name {
                     Some(name) => format!("call {name}#{}", insn.imm),
-                    None => format!("call #{}", insn.imm),
+                    None => format!("call unknown#{}", insn.imm),
                 }
             }
             jmp::EXIT => "exit".to_owned(),

@@ -96,7 +96,7 @@ pub use error::{CodegenError, Error, Result, VerifierLog};
 pub use insn::{
     AluOp, Helper, Insn, JmpOp, Reg, Size, PSEUDO_CALL, PSEUDO_FUNC, PSEUDO_MAP_FD, STACKID_USER,
 };
-pub use map::{possible_cpus, Map, MapSpec, MapType, PerCpuValues, F_NO_PREALLOC};
+pub use map::{online_cpus, possible_cpus, Map, MapSpec, MapType, PerCpuValues, F_NO_PREALLOC};
 pub use mappings::{Mapped, MappingEvents, ProcessEvent};
 pub use program::{relocate_maps, AttachType, LoadOptions, Program, ProgramInfo, ProgramType};
 pub use ringbuf::{Poll, RingBuf, QUERY_AVAIL_DATA, SUBMIT_FORCE_WAKEUP, SUBMIT_NO_WAKEUP};

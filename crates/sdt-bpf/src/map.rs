@@ -312,6 +312,13 @@ impl PerCpuValues {
     }
 }
 
+/// Number of CPUs online now.
+pub fn online_cpus() -> Result<usize> {
+    sys::online_cpus()
+        .map(|ids| ids.len())
+        .map_err(|e| Error::sys("reading online CPUs", e))
+}
+
 /// Number of possible CPUs: the count of per-CPU values the kernel copies.
 pub fn possible_cpus() -> Result<usize> {
     sys::possible_cpus().map_err(|e| Error::sys("reading possible CPUs", e))

@@ -258,11 +258,11 @@ fn start_and_run(
             cpid: traced.cpid(),
             map_entries: map_entries()?,
             ring_size: args.buffer_size,
-            possible_cpus: sdt_codegen::possible_cpus(),
             stamp_printf: args.timeline.timeline.is_some(),
+            machine: sdt_codegen::Machine::current(),
         },
     };
-    let compilation = match sdt_script::compile(source, &options) {
+    let compilation = match sdt_script::compile_named(name, source, &options) {
         Ok(c) => c,
         Err(diagnostics) => return Ok(report(&diagnostics, name, source)),
     };

@@ -277,8 +277,8 @@ pub fn execute<'c>(
             // As `sdt run`: a full map is reported, never silent.
             map_entries: 4096,
             ring_size: 4 << 20,
-            possible_cpus: sdt_codegen::possible_cpus(),
             stamp_printf: false,
+            machine: sdt_codegen::Machine::current(),
         },
     };
     let compilation = sdt_script::compile(program, &options).map_err(|d| {

@@ -164,7 +164,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         codegen: sdt_codegen::Options {
             wake_at: args.buffer_size / 8,
             ring_size: args.buffer_size,
-            possible_cpus: sdt_codegen::possible_cpus(),
+            machine: sdt_codegen::Machine::current(),
             ..sdt_codegen::Options::default()
         },
     };

@@ -103,7 +103,8 @@ impl Traced {
 
     /// Runs BEGIN, attaches, lets the command go, then handles records
     /// until a stop signal, `exit()`, the end of the traced process, or
-    /// `stop_asked()` (output that can no longer be written); then
+    /// `stop_asked()` (output that can no longer be written), or at once
+    /// when the script has only BEGIN and END and no `-c` command; then
     /// detaches, runs END and prints the maps. `started` is called once
     /// everything is attached.
     ///
@@ -142,7 +143,7 @@ impl Traced {
         // What BEGIN printed comes before anything the command prints.
         runner.runtime().flush();
         let mut running = self.child.take().map(HeldChild::release);
-        let mut stop = exited_in_begin;
+        let mut stop = exited_in_begin || (running.is_none() && runner.only_begin_and_end());
         let mut process_ended = false;
         while !stop {
             let step = runner.step()?;

@@ -281,3 +281,76 @@ fn map_functions_and_declared_maps() {
         "declare it percpuhash",
     );
 }
+
+#[test]
+fn builtins_of_the_standard_library() {
+    if !sdt_testing::require_root() {
+        return;
+    }
+    let out = sdt()
+        .args([
+            "run",
+            "-e",
+            r#"BEGIN {
+            printf("%d %d %s %d %d\n", ncpus > 0, jiffies > 0, probetype, usermode, has_cpid);
+            printf("%d %d %d\n", pid() == pid, __builtin_tid == tid(curr_ns), pid(init) == pid);
+            printf("%d\n", comm() == comm);
+            errorf("bad %d, %s", 10, "two");
+            warnf("careful");
+            @map[2] = (1, "hello");
+            let $val;
+            if (find(@map, 2, $val)) { print($val); }
+            if (!find(@map, 3, $val)) { print("no 3"); }
+            assert(1 == 1, "holds");
+            assert(1 == 2, "broken: 100%");
+            print("after a failed assert");
+        }
+        END { clear(@map); }"#,
+        ])
+        .output()
+        .expect("run sdt");
+    assert_no_panic(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        lines,
+        ["1 1 special 1 0", "1 1 1", "1", "(1, hello)", "no 3"],
+        "{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(1), "a failed assert exits 1");
+    for wanted in [
+        "stdin:5:13-44: ERROR: bad 10, two",
+        "stdin:6:13-29: WARNING: careful",
+        "stdin:12:13-43: ERROR: broken: 100%",
+    ] {
+        assert!(stderr.contains(wanted), "{wanted:?} in {stderr}");
+    }
+}
+
+#[test]
+fn pid_and_tid_are_seen_from_sdts_pid_namespace() {
+    if !sdt_testing::require_root()
+        || !sdt_testing::require(sdt_testing::have("unshare"), "unshare")
+    {
+        return;
+    }
+    let out = std::process::Command::new("unshare")
+        .args(["--fork", "--pid", "--mount-proc"])
+        .arg(env!("CARGO_BIN_EXE_sdt"))
+        .args([
+            "run",
+            "-e",
+            r#"BEGIN { printf("%d %d %d %d %d\n", pid, pid(curr_ns), tid, pid(init) > 1, tid(init) == pid(init)); exit(); }"#,
+        ])
+        .output()
+        .expect("run unshare");
+    assert_no_panic(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.lines().next(),
+        Some("1 1 1 1 1"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -995,7 +995,7 @@ END { printf("end sees %d\n", @in_begin); @in_end = 2; }
         "probe.bt",
         r#"
 BEGIN { printf("begin\n"); }
-usdt:./shop:shop:tick /arg0 < 100/ { printf("tick %d %s\n", arg0, probe); @ticks = count(); }
+usdt:./shop:shop:tick /arg0 < 100/ { printf("tick %d %s\n", arg0, probe); @ticks++; }
 usdt:./shop:shop:close { printf("close %d\n", arg0); exit(); printf("not printed\n"); @never = 1; }
 tracepoint:syscalls:sys_enter_exit_group /pid == cpid/ { printf("not reached: exit() came first\n"); }
 END { printf("end after %d ticks\n", @ticks); }

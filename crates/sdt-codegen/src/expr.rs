@@ -79,6 +79,20 @@ impl Gen<'_> {
                 }
             },
             TKind::Helper(h) => self.helper_value(*h)?,
+            TKind::NsPid { thread } => self.ns_pid(*thread),
+            TKind::UserMode => {
+                // The privilege level of the interrupted code: the low two
+                // bits of `cs` in `pt_regs`, 3 for user space.
+                const CS: i16 = 136;
+                let kernel = self.b.label();
+                self.b.push(Insn::ldx(Size::DW, Reg::R1, CTX, CS));
+                self.b.push(Insn::alu64_imm(AluOp::And, Reg::R1, 3));
+                self.b.push(Insn::mov64_imm(Reg::R0, 0));
+                self.b.jump_imm(JmpOp::Ne, Reg::R1, 3, kernel);
+                self.b.push(Insn::mov64_imm(Reg::R0, 1));
+                self.b.bind(kernel);
+                self.spill(Reg::R0)
+            }
             TKind::Param(p) => Op::Imm(self.param(*p)),
             TKind::Arg(n) => self.arg(*n)?,
             TKind::SArg(n) => {
@@ -202,6 +216,21 @@ impl Gen<'_> {
                 key.address(&mut self.b, Reg::R2, 0);
                 self.b.call(Helper::MapDeleteElem);
                 self.truth_of_zero(Reg::R0)
+            }
+            TKind::Find { map, keys, var } => {
+                let key = self.build_key(*map, keys, None)?;
+                let size = self.program.maps[*map].value_size(&self.program.registry);
+                let home = self.vars[*var];
+                let absent = self.b.label();
+                let result = self.frame.slot();
+                self.b.push(Insn::st(Size::DW, Reg::R10, result, 0));
+                self.lookup(layout::user_map(*map), key);
+                self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, absent);
+                let var_size = self.value_size(&self.instance.vars[*var]);
+                self.copy_from_reg(Reg::R0, home, size.min(var_size.next_multiple_of(8)));
+                self.b.push(Insn::st(Size::DW, Reg::R10, result, 1));
+                self.b.bind(absent);
+                Op::Slot(result)
             }
             TKind::HasKey { map, keys } => {
                 let key = self.build_key(*map, keys, None)?;
@@ -432,7 +461,43 @@ impl Gen<'_> {
         match p {
             Param::Cpid => i64::from(self.options.cpid),
             Param::StartNs => self.options.start_ns as i64,
+            Param::OnlineCpus => i64::from(self.options.machine.online_cpus),
+            Param::HasCpid => i64::from(self.options.cpid != 0),
         }
+    }
+
+    /// The current process (or thread) id as sdt's PID namespace sees
+    /// it: `bpf_get_ns_current_pid_tgid` when sdt runs in a namespace of
+    /// its own, 0 for a task outside it.
+    fn ns_pid(&mut self, thread: bool) -> Op {
+        const GET_NS_CURRENT_PID_TGID: i32 = 120;
+        let Some((dev, ino)) = self.options.machine.pid_namespace else {
+            return match self.helper_value(HelperValue {
+                helper: Helper::GetCurrentPidTgid as u32,
+                shift: if thread { 0 } else { 32 },
+                bits: 32,
+            }) {
+                Ok(op) => op,
+                Err(_) => Op::Imm(0),
+            };
+        };
+        let info = self.frame.slot();
+        self.b.push(Insn::st(Size::DW, Reg::R10, info, 0));
+        self.b.load_imm(Reg::R1, dev as i64);
+        self.b.load_imm(Reg::R2, ino as i64);
+        self.b.push(Insn::mov64_reg(Reg::R3, Reg::R10));
+        self.b
+            .push(Insn::alu64_imm(AluOp::Add, Reg::R3, i32::from(info)));
+        self.b.push(Insn::mov64_imm(Reg::R4, 8));
+        self.b.push(Insn::call_id(GET_NS_CURRENT_PID_TGID));
+        // `struct bpf_pidns_info { u32 pid; u32 tgid; }`.
+        self.b.push(Insn::ldx(
+            Size::W,
+            Reg::R0,
+            Reg::R10,
+            info + if thread { 0 } else { 4 },
+        ));
+        self.spill(Reg::R0)
     }
 
     fn arg(&mut self, n: u8) -> R<Op> {

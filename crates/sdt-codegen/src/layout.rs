@@ -61,6 +61,14 @@ pub enum OutputInfo {
         format: u32,
         fields: Vec<Field>,
     },
+    /// `errorf`/`warnf`: a formatted message for standard error, about
+    /// the script text at `span`.
+    Message {
+        format: u32,
+        fields: Vec<Field>,
+        error: bool,
+        span: sdt_lang::diag::Span,
+    },
     Cat {
         format: u32,
         fields: Vec<Field>,

@@ -109,12 +109,56 @@ pub struct Options {
     pub map_entries: u32,
     /// Bytes of the ring buffer.
     pub ring_size: u32,
-    /// CPUs the kernel may bring up: a per-CPU map holds a value for each.
-    pub possible_cpus: u32,
     /// Whether each `printf` record carries the time and thread of the
     /// hit ([`layout::stamp`]), for a timeline. Off, a `printf` costs
     /// nothing for it.
     pub stamp_printf: bool,
+    /// What the programs know about the machine they run on.
+    pub machine: Machine,
+}
+
+/// Facts about the machine, fixed into the programs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Machine {
+    /// CPUs the kernel may bring up: a per-CPU map holds a value for each.
+    pub possible_cpus: u32,
+    /// CPUs online when the programs were made (`ncpus`).
+    pub online_cpus: u32,
+    /// The device and inode of sdt's PID namespace, when it is not the
+    /// initial one: `pid` and `tid` are then numbers as seen from it.
+    pub pid_namespace: Option<(u64, u64)>,
+}
+
+impl Machine {
+    /// This machine, as sdt sees it (reads sysfs and `/proc/self/ns/pid`).
+    pub fn current() -> Machine {
+        let possible_cpus = possible_cpus();
+        Machine {
+            possible_cpus,
+            online_cpus: sdt_bpf::online_cpus().map_or(possible_cpus, |n| n as u32),
+            pid_namespace: pid_namespace(),
+        }
+    }
+}
+
+impl Default for Machine {
+    fn default() -> Self {
+        Machine {
+            possible_cpus: 1,
+            online_cpus: 1,
+            pid_namespace: None,
+        }
+    }
+}
+
+/// The inode of the initial PID namespace (`PROC_PID_INIT_INO`).
+const INITIAL_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
+
+/// sdt's PID namespace, unless it is the initial one.
+fn pid_namespace() -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let ns = std::fs::metadata("/proc/self/ns/pid").ok()?;
+    (ns.ino() != INITIAL_PID_NAMESPACE).then(|| (ns.dev(), ns.ino()))
 }
 
 impl Default for Options {
@@ -125,8 +169,8 @@ impl Default for Options {
             cpid: 0,
             map_entries: 4096,
             ring_size: 4 << 20,
-            possible_cpus: possible_cpus(),
             stamp_printf: false,
+            machine: Machine::current(),
         }
     }
 }

@@ -26,7 +26,7 @@ impl Gen<'_> {
         let second = self.frame.slot();
         self.b.push(Insn::st(Size::DW, Reg::R10, total, 0));
         self.b.push(Insn::st(Size::DW, Reg::R10, second, 0));
-        for cpu in 0..self.options.possible_cpus {
+        for cpu in 0..self.options.machine.possible_cpus {
             let next = self.b.label();
             self.b.ld_map_index(Reg::R1, layout::user_map(map));
             self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R10, key));

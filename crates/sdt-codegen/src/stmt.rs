@@ -362,6 +362,21 @@ impl Gen<'_> {
                 args.iter().collect(),
                 true,
             ),
+            Output::Message {
+                format,
+                args,
+                error,
+                span,
+            } => (
+                OutputInfo::Message {
+                    format: *format,
+                    fields: fields(args),
+                    error: *error,
+                    span: *span,
+                },
+                args.iter().collect(),
+                true,
+            ),
             Output::Cat { format, args } => (
                 OutputInfo::Cat {
                     format: *format,
@@ -403,6 +418,7 @@ impl Gen<'_> {
         let id = self.output_id(info.clone());
         let field_list = match &info {
             OutputInfo::Printf { fields, .. }
+            | OutputInfo::Message { fields, .. }
             | OutputInfo::System { fields, .. }
             | OutputInfo::Cat { fields, .. } => fields.clone(),
             OutputInfo::PrintValue { field } => vec![field.clone()],

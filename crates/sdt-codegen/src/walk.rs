@@ -125,7 +125,7 @@ impl Gen<'_> {
         let decl = &self.program.maps[map];
         let registry = &self.program.registry;
         let copies = if decl.is_per_cpu() {
-            self.options.possible_cpus
+            self.options.machine.possible_cpus
         } else {
             1
         };
@@ -163,7 +163,7 @@ impl Gen<'_> {
             return;
         }
         self.b.push(Insn::mov64_reg(Reg::R6, Reg::R2));
-        for cpu in 0..self.options.possible_cpus {
+        for cpu in 0..self.options.machine.possible_cpus {
             let next = self.b.label();
             self.lookup_percpu(map, cpu);
             self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, next);
@@ -223,7 +223,7 @@ impl Gen<'_> {
         self.copy_kernel(snapshot::HEADER_END, key_size, Reg::R6);
         let values_at = snapshot::HEADER_END + key_size;
         if per_cpu {
-            for cpu in 0..self.options.possible_cpus {
+            for cpu in 0..self.options.machine.possible_cpus {
                 let at = values_at + cpu * value_size;
                 let absent = self.b.label();
                 let next = self.b.label();

@@ -143,6 +143,20 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+impl Span {
+    /// Where the span is, as bpftrace writes it: `LINE:COL-COL` on one
+    /// line, `LINE:COL` when it runs on.
+    pub fn location(self, source: &str) -> String {
+        let (line, column) = line_column(source, self.start as usize);
+        let (end_line, end_column) = line_column(source, self.end as usize);
+        if end_line == line && end_column > column {
+            format!("{line}:{column}-{end_column}")
+        } else {
+            format!("{line}:{column}")
+        }
+    }
+}
+
 /// `line:column` (both from 1) of byte `offset` of `source`.
 pub fn line_column(source: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(source.len());

@@ -249,6 +249,14 @@ pub enum Output {
         format: u32,
         args: Vec<TExpr>,
     },
+    /// `errorf(fmt, ...)` and `warnf(fmt, ...)`: a message on standard
+    /// error with its place in the script.
+    Message {
+        format: u32,
+        args: Vec<TExpr>,
+        error: bool,
+        span: Span,
+    },
     /// `cat(fmt, ...)`: print a file's contents.
     Cat {
         format: u32,
@@ -314,6 +322,10 @@ pub enum Param {
     Cpid,
     /// `CLOCK_MONOTONIC` when the run started, in nanoseconds.
     StartNs,
+    /// CPUs online (`ncpus`).
+    OnlineCpus,
+    /// Whether there is a `-c` command (`has_cpid`).
+    HasCpid,
 }
 
 #[derive(Clone, Debug)]
@@ -356,6 +368,13 @@ pub enum TKind {
         size: u32,
     },
     Param(Param),
+    /// The process (or, with `thread`, thread) id as seen from sdt's PID
+    /// namespace (`pid`, `pid(curr_ns)`).
+    NsPid {
+        thread: bool,
+    },
+    /// 1 when the probe interrupted user-space code (`usermode`).
+    UserMode,
     /// `argN` of a USDT probe (read as each site's note says) or of a
     /// uprobe (the calling convention's registers).
     Arg(u8),
@@ -474,6 +493,13 @@ pub enum TKind {
     Delete {
         map: MapId,
         keys: Vec<TExpr>,
+    },
+    /// `find(@m, k, $v)`: whether the key is there, copying its value
+    /// into the variable when it is.
+    Find {
+        map: MapId,
+        keys: Vec<TExpr>,
+        var: VarId,
     },
     /// `has_key(@m, k)`.
     HasKey {

@@ -524,6 +524,29 @@ impl<'s> Parser<'s> {
                     "continue" => StmtKind::Continue,
                     _ => StmtKind::Return,
                 };
+                // `return VALUE;`: the value is evaluated and dropped, since
+                // a probe's own return value means nothing to sdt.
+                if kind == StmtKind::Return && !self.at(";")? && !self.at("}")? {
+                    let value = self.expr()?;
+                    let whole = span.to(value.span);
+                    let stmts = vec![
+                        Stmt {
+                            span: value.span,
+                            kind: StmtKind::Expr(value),
+                        },
+                        Stmt { kind, span },
+                    ];
+                    return Ok((
+                        Stmt {
+                            kind: StmtKind::Expr(Expr {
+                                kind: ExprKind::Block { stmts, value: None },
+                                span: whole,
+                            }),
+                            span: whole,
+                        },
+                        true,
+                    ));
+                }
                 return Ok((Stmt { kind, span }, true));
             }
             _ => {}
@@ -606,6 +629,9 @@ impl<'s> Parser<'s> {
         if self.eat("?")?.is_none() {
             return Ok(cond);
         }
+        if self.eat(":")?.is_some() {
+            return self.elvis(cond);
+        }
         let then = self.expr()?;
         self.expect(":", "in the conditional expression `c ? a : b`")?;
         let otherwise = self.expr()?;
@@ -615,6 +641,43 @@ impl<'s> Parser<'s> {
                 cond: Box::new(cond),
                 then: Box::new(then),
                 otherwise: Box::new(otherwise),
+            },
+            span,
+        })
+    }
+
+    /// `value ?: fallback`: the value when it is true, else the fallback;
+    /// the value is evaluated once, into a variable of a block.
+    fn elvis(&mut self, value: Expr) -> Result<Expr, Diagnostic> {
+        let fallback = self.expr()?;
+        let span = value.span.to(fallback.span);
+        let name = format!("elvis@{}", value.span.start);
+        let var = |span| Expr {
+            kind: ExprKind::Var(name.clone()),
+            span,
+        };
+        let vspan = value.span;
+        let bind = Stmt {
+            kind: StmtKind::Let {
+                name: name.clone(),
+                name_span: vspan,
+                ty: None,
+                value: Some(value),
+            },
+            span: vspan,
+        };
+        let choice = Expr {
+            kind: ExprKind::Ternary {
+                cond: Box::new(var(vspan)),
+                then: Box::new(var(vspan)),
+                otherwise: Box::new(fallback),
+            },
+            span,
+        };
+        Ok(Expr {
+            kind: ExprKind::Block {
+                stmts: vec![bind],
+                value: Some(Box::new(choice)),
             },
             span,
         })
@@ -1018,11 +1081,22 @@ impl<'s> Parser<'s> {
                     ExprKind::SizeofType(ty)
                 } else {
                     self.expect(",", "between the type and the field")?;
-                    let token = self.next()?;
-                    let Tok::Ident(field) = token.tok else {
-                        return Err(unexpected(&token, "a field name"));
-                    };
-                    ExprKind::Offsetof { ty, field }
+                    // `offsetof(struct a, b.c)`: a member of a member.
+                    let mut path = Vec::new();
+                    loop {
+                        let token = self.next()?;
+                        let Tok::Ident(field) = token.tok else {
+                            return Err(unexpected(&token, "a field name"));
+                        };
+                        path.push(field);
+                        if self.eat(".")?.is_none() {
+                            break;
+                        }
+                    }
+                    ExprKind::Offsetof {
+                        ty,
+                        field: path.join("."),
+                    }
                 };
                 let close = self.expect(")", "to close the call")?;
                 return Ok(Expr {

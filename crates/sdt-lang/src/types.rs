@@ -140,6 +140,10 @@ pub const UINT64: Ty = Ty::Int {
     signed: false,
 };
 pub const BOOL: Ty = Ty::Bool;
+pub const UINT8: Ty = Ty::Int {
+    bytes: 1,
+    signed: false,
+};
 pub const UINT32: Ty = Ty::Int {
     bytes: 4,
     signed: false,

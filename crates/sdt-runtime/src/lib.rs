@@ -220,6 +220,22 @@ impl<'p> Runtime<'p> {
                     None => self.sink.printf(&mut printed),
                 }
             }
+            OutputInfo::Message {
+                format,
+                ref fields,
+                error,
+                span,
+            } => {
+                let text = self.known.render(format, fields, record, maps);
+                let compilation = self.compilation;
+                eprintln!(
+                    "{}:{}: {}: {}",
+                    compilation.source_name,
+                    span.location(&compilation.source),
+                    if error { "ERROR" } else { "WARNING" },
+                    String::from_utf8_lossy(&text)
+                );
+            }
             OutputInfo::System { format, ref fields } => {
                 let command = self.known.render(format, fields, record, maps);
                 self.system(&command);

@@ -126,6 +126,16 @@ impl<'c> Runner<'c> {
         })
     }
 
+    /// Whether the script has nothing but BEGIN and END, which a run
+    /// without a `-c` command ends right after BEGIN, as bpftrace 0.24
+    /// and later do: nothing else could ever fire.
+    pub fn only_begin_and_end(&self) -> bool {
+        self.compilation
+            .roles
+            .iter()
+            .all(|r| matches!(r, Role::Begin | Role::End))
+    }
+
     pub fn runtime(&mut self) -> &mut Runtime<'c> {
         &mut self.runtime
     }

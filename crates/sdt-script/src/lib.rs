@@ -76,6 +76,10 @@ pub struct Compilation {
     pub probe_count: usize,
     /// Sites refused and notes skipped, one line each.
     pub warnings: Vec<String>,
+    /// The script's text and the name messages give it (`stdin` for
+    /// `-e`), for messages about places in it at run time (`errorf`).
+    pub source: String,
+    pub source_name: String,
 }
 
 impl Compilation {
@@ -97,8 +101,19 @@ impl Compilation {
 
 /// Compiles script text.
 pub fn compile(source: &str, options: &Options) -> Result<Compilation, Diagnostics> {
+    compile_named("stdin", source, options)
+}
+
+/// Compiles script text that messages call `name`.
+pub fn compile_named(
+    name: &str,
+    source: &str,
+    options: &Options,
+) -> Result<Compilation, Diagnostics> {
     let script = sdt_lang::parser::parse(source)?;
     let mut compilation = compile_script(script, options)?;
+    compilation.source = source.to_string();
+    compilation.source_name = name.to_string();
     for w in &compilation.program.warnings {
         let (line, column) = w.line_column(source);
         compilation
@@ -154,6 +169,8 @@ pub fn compile_script(script: Script, options: &Options) -> Result<Compilation, 
         sites: lowering.sites,
         probe_count,
         warnings,
+        source: String::new(),
+        source_name: "stdin".to_string(),
     })
 }
 

@@ -36,6 +36,7 @@ mod helper {
     pub const GET_CURRENT_CGROUP_ID: u32 = 80;
     pub const KTIME_GET_BOOT_NS: u32 = 125;
     pub const KTIME_GET_TAI_NS: u32 = 208;
+    pub const JIFFIES64: u32 = 118;
 }
 
 /// One builtin.
@@ -86,12 +87,18 @@ pub(crate) enum Checked {
 /// The builtins, by name.
 pub(crate) const BUILTINS: &[Builtin] = &[
     // Variables of the current task and time.
-    variable("pid", |c, u, _| {
-        helper(c, u, helper::GET_CURRENT_PID_TGID, 32, 32, UINT32)
-    }),
-    variable("tid", |c, u, _| {
-        helper(c, u, helper::GET_CURRENT_PID_TGID, 0, 32, UINT32)
-    }),
+    Builtin {
+        name: "pid",
+        shape: Shape::Both { min: 0, max: 1 },
+        role: Role::Value,
+        check: pid_or_tid,
+    },
+    Builtin {
+        name: "tid",
+        shape: Shape::Both { min: 0, max: 1 },
+        role: Role::Value,
+        check: pid_or_tid,
+    },
     variable("uid", |c, u, _| {
         helper(c, u, helper::GET_CURRENT_UID_GID, 0, 32, UINT32)
     }),
@@ -107,6 +114,17 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     variable("elapsed", elapsed),
     variable("cpu", |c, u, _| {
         helper(c, u, helper::GET_SMP_PROCESSOR_ID, 0, 32, UINT32)
+    }),
+    variable("ncpus", |_, u, _| {
+        value(u, TKind::Param(Param::OnlineCpus), UINT64)
+    }),
+    variable("jiffies", |c, u, _| {
+        helper(c, u, helper::JIFFIES64, 0, 64, UINT64)
+    }),
+    variable("usermode", usermode),
+    variable("probetype", probetype),
+    variable("has_cpid", |_, u, _| {
+        value(u, TKind::Param(Param::HasCpid), crate::types::BOOL)
     }),
     variable("cgroup", |c, u, _| {
         helper(c, u, helper::GET_CURRENT_CGROUP_ID, 0, 64, UINT64)
@@ -158,6 +176,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     function("strcontains", 2, 2, strcontains),
     function("has_key", 2, 2, has_key),
     function("len", 1, 1, len),
+    function("find", 3, 3, find_entry),
     function("delete", 1, 2, delete),
     function("ntop", 1, 2, ntop),
     function("strerror", 1, 1, strerror),
@@ -170,6 +189,9 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     statement("printf", 0, usize::MAX, formatted),
     statement("system", 0, usize::MAX, formatted),
     statement("cat", 0, usize::MAX, formatted),
+    statement("errorf", 0, usize::MAX, formatted),
+    statement("warnf", 0, usize::MAX, formatted),
+    statement("assert", 2, 2, assert),
     statement("print", 1, 3, print),
     statement("clear", 1, 1, clear_or_zero),
     statement("zero", 1, 1, clear_or_zero),
@@ -235,8 +257,11 @@ const fn aggregation(name: &'static str, min: usize, max: usize, check: CheckFn)
     }
 }
 
-/// The builtin named `name`, as `internal` scripts may see it.
+/// The builtin named `name`, as `internal` scripts may see it. Every
+/// builtin also answers to `__builtin_NAME`, the name bpftrace 0.24's
+/// standard library gives the builtin behind each of its helpers.
 pub(crate) fn find(name: &str, internal: bool) -> Option<&'static Builtin> {
+    let name = name.strip_prefix("__builtin_").unwrap_or(name);
     BUILTINS
         .iter()
         .find(|b| b.name == name && (internal || !b.name.starts_with("__")))
@@ -269,6 +294,8 @@ impl Checker<'_> {
         let arity = match (builtin.shape, call) {
             (Shape::Variable, false) => None,
             (Shape::Both { .. }, false) => None,
+            // `pid()` is `pid`, as in bpftrace 0.24 and later.
+            (Shape::Variable, true) if use_.args.is_empty() => None,
             (Shape::Variable, true) => {
                 return Err(self.error(
                     Diagnostic::error(use_.span, format!("`{}` is not a function", use_.name))
@@ -374,6 +401,60 @@ fn elapsed(_: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
             rhs: Box::new(start),
         },
         UINT64,
+    )
+}
+
+/// `pid`, `tid`, `pid(curr_ns)`, `pid(init)`: as seen from sdt's PID
+/// namespace (the default) or from the initial one.
+fn pid_or_tid(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    let thread = use_.name.ends_with("tid");
+    let namespace =
+        match use_.args.first() {
+            None => "curr_ns",
+            Some(Expr {
+                kind: ExprKind::Ident(name),
+                ..
+            }) if name == "curr_ns" || name == "init" => name,
+            Some(other) => return Err(c.error(
+                Diagnostic::error(other.span, format!("{}() takes curr_ns or init", use_.name))
+                    .hint("curr_ns: as sdt's PID namespace sees it; init: as the initial one does"),
+            )),
+        };
+    if namespace == "init" {
+        let shift = if thread { 0 } else { 32 };
+        return helper(c, use_, helper::GET_CURRENT_PID_TGID, shift, 32, UINT32);
+    }
+    value(use_, TKind::NsPid { thread }, UINT32)
+}
+
+/// 1 where the probe interrupted user-space code: always in probes of
+/// processes; `BEGIN` and `END` run for sdt itself, from user space.
+fn usermode(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    match scope.kind {
+        k if k.is_uprobe() => value(use_, TKind::UserMode, crate::types::UINT8),
+        ProbeKind::Begin | ProbeKind::End => value(use_, TKind::Int(1), crate::types::UINT8),
+        other => Err(c.error(Diagnostic::error(
+            use_.span,
+            format!(
+                "usermode is not known in {} probes, which do not interrupt a process's code",
+                other.name()
+            ),
+        ))),
+    }
+}
+
+/// The probe's type: `usdt`, `uprobe`, ..., `special` for `BEGIN`/`END`.
+fn probetype(_: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let name = match scope.kind {
+        ProbeKind::Begin | ProbeKind::End => "special",
+        other => other.name(),
+    };
+    value(
+        use_,
+        TKind::Str(name.as_bytes().to_vec()),
+        Ty::Str {
+            size: name.len() as u32 + 1,
+        },
     )
 }
 
@@ -791,11 +872,102 @@ fn formatted(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checke
             format,
             args: values,
         },
+        "errorf" | "warnf" => Output::Message {
+            format,
+            args: values,
+            error: name == "errorf",
+            span,
+        },
         _ => Output::Cat {
             format,
             args: values,
         },
     })
+}
+
+/// `assert(condition, message)`: unless the condition holds, the message
+/// as an error with its place in the script, and the run ends with 1.
+fn assert(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let cond = c.expr(&use_.args[0], scope)?;
+    let cond = c.condition(cond)?;
+    let message = c.literal_string(&use_.args[1], "assert()'s message")?;
+    let mut format = Vec::new();
+    for &b in &message {
+        // The message is text: a `%` in it is a percent sign.
+        if b == b'%' {
+            format.push(b'%');
+        }
+        format.push(b);
+    }
+    let format = match crate::format::Format::parse(&format) {
+        Ok(f) => f,
+        Err((_, why)) => return Err(c.error(Diagnostic::error(use_.args[1].span, why))),
+    };
+    c.formats.push(format);
+    let span = use_.span;
+    let failed = TExpr {
+        kind: TKind::Unary {
+            op: crate::ast::UnOp::Not,
+            expr: Box::new(cond),
+        },
+        ty: crate::types::BOOL,
+        span,
+    };
+    Ok(Checked::Statement(TStmt::If {
+        cond: failed,
+        then: vec![
+            TStmt::Output(Output::Message {
+                format: c.formats.len() as u32 - 1,
+                args: Vec::new(),
+                error: true,
+                span,
+            }),
+            TStmt::Output(Output::Exit(Some(TExpr::int(1, INT64, span)))),
+        ],
+        otherwise: Vec::new(),
+    }))
+}
+
+/// `find(@m, key, $v)`: true when the map has the key, and then `$v`
+/// holds its value.
+fn find_entry(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let ExprKind::Var(name) = &use_.args[2].kind else {
+        return Err(c.error(
+            Diagnostic::error(use_.args[2].span, "find() puts the value in a variable")
+                .hint("find(@m, key, $value)"),
+        ));
+    };
+    let head = Use {
+        name: use_.name,
+        args: &use_.args[..2],
+        span: use_.span,
+    };
+    if let ExprKind::Map(m) = &use_.args[0].kind {
+        let id = c.known_map(&m.name, m.span)?;
+        if c.maps[id].keys.is_empty() {
+            return Err(c.error(Diagnostic::error(
+                use_.args[0].span,
+                "find() needs a map with keys",
+            )));
+        }
+    }
+    let (map, keys) = map_entry_args(
+        c,
+        &head,
+        scope,
+        "find() takes a map, a key and a variable: find(@m, key, $value)",
+    )?;
+    let value_ty = match &c.maps[map].value {
+        Ty::Agg(_) => {
+            return Err(c.error(Diagnostic::error(
+                use_.args[0].span,
+                "find() reads plain values; read an aggregation as @m[key]",
+            )))
+        }
+        other => other.clone(),
+    };
+    let var = c.define_var(scope, name, value_ty, use_.args[2].span)?;
+    value(use_, TKind::Find { map, keys, var }, crate::types::BOOL)
 }
 
 fn print(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -923,7 +1095,11 @@ fn map_entry_args(
     }
     let decl = c.maps[id].clone();
     for (i, (key, ty)) in keys.iter().zip(&decl.keys).enumerate() {
-        if super::unify(ty, &super::widen(&key.ty)).as_ref() != Some(ty) {
+        let fits = match super::unify(ty, &super::widen(&key.ty)) {
+            Some(unified) => &unified == ty || matches!(ty, Ty::Int { .. }),
+            None => false,
+        };
+        if !fits {
             return Err(c.error(
                 Diagnostic::error(
                     key.span,

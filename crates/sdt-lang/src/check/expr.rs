@@ -287,10 +287,19 @@ impl Checker<'_> {
                         "offsetof() needs a struct or union",
                     )));
                 };
-                let Some(found) = self.registry.field(id, field) else {
-                    return Err(self.unknown_field(id, field, span));
-                };
-                typed(TKind::Int(found.offset as i64), UINT64)
+                let mut record = id;
+                let mut offset = 0;
+                for part in field.split('.') {
+                    let Some(found) = self.registry.field(record, part) else {
+                        return Err(self.unknown_field(record, part, span));
+                    };
+                    offset += found.offset;
+                    record = match found.ty {
+                        Ty::Record(inner) => inner,
+                        _ => record,
+                    };
+                }
+                typed(TKind::Int(offset as i64), UINT64)
             }
         })
     }

@@ -1093,7 +1093,13 @@ impl<'o> Checker<'o> {
 
     /// The variable `name` seen here, now holding `ty`: a new one of the
     /// innermost block if none is seen.
-    fn define_var(&mut self, scope: &mut Scope, name: &str, ty: Ty, span: Span) -> R<VarId> {
+    pub(crate) fn define_var(
+        &mut self,
+        scope: &mut Scope,
+        name: &str,
+        ty: Ty,
+        span: Span,
+    ) -> R<VarId> {
         let ty = widen(&ty);
         if let Some(i) = scope.lookup(name) {
             let old = scope.vars[i].1.clone();
