@@ -22,6 +22,7 @@ mod dtrace;
 mod list;
 mod pictures;
 mod run;
+mod stackcount;
 mod tools;
 mod trace;
 mod traced;
@@ -43,6 +44,7 @@ mod types;
         sdt trace -p 1234 'postgresql:query__*'\n  \
         sdt run -e 'usdt::python:function__entry { @[str(arg1)] = count(); }' -c 'python3.11 app.py'\n  \
         sdt calls -L -c 'python3.11 app.py'      count calls; also flow, gc, objnew, threads, stat\n  \
+        sdt stackcount -f folded -c ./app app:slow  the user stacks that reach a probe, for flame graphs\n  \
         sdt types ./server 'struct request'      a C type from the debug information, laid out like pahole\n\n\
         Run `sdt help COMMAND` (list, trace, run, types, calls, ...) for more."
 )]
@@ -57,6 +59,7 @@ enum Command {
     Trace(trace::TraceArgs),
     Run(run::RunArgs),
     Types(types::TypesArgs),
+    Stackcount(stackcount::StackcountArgs),
     Calls(tools::CallsArgs),
     Flow(tools::FlowArgs),
     Gc(tools::GcArgs),
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
             Command::Readline(args) => tools::readline(args),
             Command::Stat(args) => tools::stat(args),
             Command::Types(args) => types::run(args),
+            Command::Stackcount(args) => stackcount::run(args),
             Command::Dtrace(args) => dtrace::run(args),
             Command::Bpftrace { args } => bpftrace(args),
             Command::Release { socket } => {

@@ -141,6 +141,51 @@ fn folded_stacks_are_exactly_the_three_call_paths() {
     assert_three_paths(&String::from_utf8_lossy(&out.stdout), "pictures;");
 }
 
+#[test]
+fn stackcount_counts_the_three_call_paths() {
+    let Some(fixture) = fixture() else { return };
+    let bin = fixture.display().to_string();
+    let command = format!("{bin} stacks");
+    // A USDT probe as `sdt trace` takes it, and the function it is in.
+    for probe in [format!("{bin}:stacks:leaf"), format!("uprobe:{bin}:leaf")] {
+        let out = sdt_ok(&["stackcount", "-f", "folded", "-c", &command, &probe]);
+        assert_three_paths(&String::from_utf8_lossy(&out.stdout), "");
+    }
+
+    // As text, each stack leaf first with its count; and as a flame graph.
+    let svg = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stackcount.svg");
+    let _ = std::fs::remove_file(&svg);
+    let probe = format!("{bin}:stacks:leaf");
+    let flag = svg.display().to_string();
+    let out = sdt_ok(&["stackcount", "--flamegraph", &flag, "-c", &command, &probe]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("    leaf+").count(), 3, "{text}");
+    for count in ["]: 20\n", "]: 30\n", "]: 50\n"] {
+        assert!(text.contains(count), "{text}");
+    }
+    let svg = std::fs::read_to_string(&svg).expect("the flame graph");
+    assert!(
+        svg.contains("<title>gamma_ (50 hits, 50.00%)</title>"),
+        "{svg}"
+    );
+
+    // The program it runs is sdt's language, shown as it is.
+    let out = sdt_ok(&["stackcount", "--print-program", "-c", &command, &probe]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "// sdt stackcount: how often each user stack reaches the probes.\n\
+             usdt:\"{bin}\":stacks:leaf {{\n  @[ustack] = count();\n}}\n"
+        )
+    );
+    // A probe it cannot take is one line, not a panic.
+    let out = sdt().args(["stackcount", "uprobe:x"]).output().unwrap();
+    assert_no_panic(&out);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
 /// Installs the browser driver and speedscope from the npm registry
 /// (once), returning their `node_modules`; `None` (a SKIP, or a failure
 /// in CI) when node, npm's registry or chromium is missing.
