@@ -26,6 +26,16 @@ pub struct TimelineArgs {
     pub timeline_limit: u64,
 }
 
+impl Default for TimelineArgs {
+    /// No timeline.
+    fn default() -> TimelineArgs {
+        TimelineArgs {
+            timeline: None,
+            timeline_limit: DEFAULT_LIMIT,
+        }
+    }
+}
+
 impl TimelineArgs {
     /// The timeline sink, if one was asked for; the probes
     /// (`(provider, name)`) whose hits it pairs into slices.

@@ -20,10 +20,13 @@
 //! when the run ends) and [`timeline`] (a Chrome Trace Event file of
 //! what every thread did, written as it happens). [`tee::Tee`] hands one
 //! run to several sinks, and [`Sink::finish`] tells each that the run is
-//! over, which a sink that writes its file at the end needs.
+//! over, which a sink that writes its file at the end needs. [`calls`]
+//! builds a runtime's call stacks from its entries and returns, for
+//! both.
 
 #![forbid(unsafe_code)]
 
+pub mod calls;
 pub mod flamegraph;
 pub mod folded;
 pub mod json;

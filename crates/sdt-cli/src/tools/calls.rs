@@ -8,19 +8,25 @@
 //! under the table, and the calls around it are still timed exactly.
 
 use std::io::{self, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use sdt_output::calls::{CallStacks, Weight};
+use sdt_output::flamegraph::Flamegraph;
+use sdt_output::{Sink, Thread};
 use sdt_runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::{Frame, Needs};
 use super::{
-    attach_points, execute, fill, interval_block, method_name, prepare, Common, PositionalPid,
-    Prepared, Reports, Unpaired, NAME_LEN,
+    attach_points, execute, fill, interval_block, method_name, plural, prepare, Common,
+    PositionalPid, Prepared, Reports, Unpaired, NAME_LEN,
 };
+use crate::pictures::TimelineArgs;
 
 const COUNTS: &str = include_str!("calls.bt");
 const LATENCY: &str = include_str!("calls_latency.bt");
+const EVENTS: &str = include_str!("calls_events.bt");
 
 /// Count method calls (with -L: and the time spent in them) of a Java,
 /// Python, Ruby or PHP program, by class and method.
@@ -28,7 +34,8 @@ const LATENCY: &str = include_str!("calls_latency.bt");
 #[command(after_help = "EXAMPLES:\n  \
     sdt calls -c 'python3 app.py'           calls of every function, by count\n  \
     sdt calls -L -T 10 -p 1234              the 10 slowest methods, by total time\n  \
-    sdt calls -l java 5 3                    every JVM: three 5-second reports\n\n\
+    sdt calls -l java 5 3                    every JVM: three 5-second reports\n  \
+    sdt calls -L --flamegraph fib.svg -c 'python3 fib.py'   time by call stack\n\n\
     With -L, returns without an entry and entries without a return are not\n\
     timed: they are counted and shown under the table.")]
 pub struct CallsArgs {
@@ -37,6 +44,9 @@ pub struct CallsArgs {
 
     #[command(flatten)]
     options: CallsOptions,
+
+    #[command(flatten)]
+    pictures: CallPictures,
 
     /// Print a report every INTERVAL seconds (default: once, at the end).
     #[arg(value_name = "INTERVAL", value_parser = clap::value_parser!(u64).range(1..))]
@@ -81,7 +91,13 @@ pub struct CallsOptions {
 }
 
 pub fn run(args: CallsArgs) -> anyhow::Result<ExitCode> {
-    calls(args.common, args.options, args.interval, args.count)
+    calls(
+        args.common,
+        args.options,
+        args.pictures,
+        args.interval,
+        args.count,
+    )
 }
 
 /// `ucalls`: BCC's positional PID, then its INTERVAL.
@@ -89,6 +105,7 @@ pub fn ucalls(args: UcallsArgs) -> anyhow::Result<ExitCode> {
     calls(
         args.common.with_pid(args.pid),
         args.options,
+        CallPictures::default(),
         args.interval,
         None,
     )
@@ -97,6 +114,7 @@ pub fn ucalls(args: UcallsArgs) -> anyhow::Result<ExitCode> {
 fn calls(
     common: Common,
     options: CallsOptions,
+    pictures: CallPictures,
     interval: Option<u64>,
     count: Option<u64>,
 ) -> anyhow::Result<ExitCode> {
@@ -121,7 +139,10 @@ fn calls(
     if options.latency {
         values.extend(frame_values(&calls.frame));
     }
-    let program = fill(if options.latency { LATENCY } else { COUNTS }, &values);
+    let mut program = fill(if options.latency { LATENCY } else { COUNTS }, &values);
+    if pictures.wanted() {
+        program.push_str(&fill(EVENTS, &values));
+    }
     let reports = Reports::new(count);
     let table = Table {
         latency: options.latency,
@@ -133,17 +154,139 @@ fn calls(
         reports: reports.clone(),
     };
     let stop = Some(reports);
-    execute(
+    let prepared = Prepared::Runtime {
+        detected,
+        needs: Needs::MethodProbes,
+    };
+    if !pictures.wanted() || common.target.print_program {
+        return execute(
+            &common.target,
+            prepared,
+            &program,
+            Box::new(table),
+            stop,
+            NAME_LEN,
+        );
+    }
+    let weight = if options.latency {
+        Weight::Time
+    } else {
+        Weight::Calls
+    };
+    let mut drawn = pictures.start(table, weight)?;
+    let status = execute(
         &common.target,
-        Prepared::Runtime {
-            detected,
-            needs: Needs::MethodProbes,
-        },
+        prepared,
         &program,
-        Box::new(table),
+        Box::new(&mut drawn),
         stop,
         NAME_LEN,
-    )
+    )?;
+    drawn.finish(options.latency)?;
+    Ok(status)
+}
+
+/// `--flamegraph` and `--timeline` of `sdt calls`.
+#[derive(Args, Debug, Default)]
+struct CallPictures {
+    /// Also write the calls' stacks, built from the runtime's entries and
+    /// returns (`<module>;main;fib;fib`), as an interactive SVG flame
+    /// graph to FILE: widths by calls, or with -L by time spent.
+    #[arg(long, value_name = "FILE")]
+    flamegraph: Option<PathBuf>,
+
+    #[command(flatten)]
+    timeline: TimelineArgs,
+}
+
+impl CallPictures {
+    fn wanted(&self) -> bool {
+        self.flamegraph.is_some() || self.timeline.timeline.is_some()
+    }
+
+    /// The sinks, made before tracing starts so that a path that cannot
+    /// be written fails now.
+    fn start(&self, table: Table, weight: Weight) -> anyhow::Result<Drawn> {
+        let flamegraph = match &self.flamegraph {
+            Some(path) => Some(crate::pictures::flamegraph(path)?),
+            None => None,
+        };
+        Ok(Drawn {
+            table,
+            stacks: CallStacks::new(weight),
+            flamegraph,
+            timeline: self.timeline.sink([])?,
+        })
+    }
+}
+
+/// The table, and the pictures of the calls' entries and returns.
+struct Drawn {
+    table: Table,
+    stacks: CallStacks,
+    flamegraph: Option<Flamegraph<'static>>,
+    timeline: Option<Box<dyn Sink>>,
+}
+
+impl Drawn {
+    /// Writes the flame graph and closes the timeline; says what the
+    /// stacks could not pair.
+    fn finish(mut self, latency: bool) -> anyhow::Result<()> {
+        let folded = self.stacks.finish();
+        let unpaired = self.stacks.unpaired();
+        if unpaired != Default::default() {
+            eprintln!(
+                "sdt: the call stacks hold {} without an entry and {} without a return (pictures only)",
+                plural(unpaired.returns_without_entry, "return", "returns"),
+                plural(unpaired.entries_without_return, "call", "calls"),
+            );
+        }
+        if let Some(mut flamegraph) = self.flamegraph {
+            let (title, counted) = if latency {
+                ("sdt calls -L: time in each call stack", "ns")
+            } else {
+                ("sdt calls: calls by stack", "calls")
+            };
+            flamegraph.stacks(title, counted, folded);
+            flamegraph.finish();
+            if let Some(e) = flamegraph.error() {
+                anyhow::bail!("cannot write the flame graph: {e}");
+            }
+        }
+        if let Some(timeline) = &mut self.timeline {
+            timeline.finish();
+            if let Some(e) = timeline.error() {
+                anyhow::bail!("cannot write the timeline: {e}");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Receiver for &mut Drawn {
+    fn printf(&mut self, _: u32, args: Vec<Datum>) {
+        let [entry, pid, tid, comm, ns, class, method] = args.as_slice() else {
+            return;
+        };
+        let name = method_name(&class.text(), &method.text());
+        let comm = comm.text();
+        let thread = Thread {
+            pid: pid.int() as u32,
+            tid: tid.int() as u32,
+            comm: comm.as_bytes(),
+        };
+        let ns = ns.int() as u64;
+        if entry.int() == 1 {
+            self.stacks.entry(thread, ns, &name);
+        } else {
+            let timeline = self.timeline.as_mut().map(|t| &mut **t as &mut dyn Sink);
+            self.stacks.exit(thread, ns, &name, timeline);
+        }
+    }
+
+    fn map(&mut self, name: &str, rows: Vec<MapRow>) {
+        self.table.map(name, rows);
+    }
 }
 
 /// The placeholders of `calls_latency.bt` that keep a frame's identity,
