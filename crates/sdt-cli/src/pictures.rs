@@ -74,3 +74,58 @@ pub fn flamegraph(path: &Path) -> anyhow::Result<Flamegraph<'static>> {
 fn create(path: &Path) -> anyhow::Result<File> {
     File::create(path).with_context(|| format!("cannot create {}", path.display()))
 }
+
+/// A tool's timeline: the spans it pairs itself (a collection, a query, a
+/// call), as slices on their threads' tracks.
+pub struct ToolTimeline {
+    sink: Option<Box<dyn Sink>>,
+}
+
+impl ToolTimeline {
+    /// The timeline `args` asks for, if any; a file that cannot be
+    /// created fails now, before anything is traced.
+    pub fn new(args: &TimelineArgs) -> anyhow::Result<ToolTimeline> {
+        Ok(ToolTimeline {
+            sink: args.sink([])?,
+        })
+    }
+
+    /// The sink, to hand to what pairs spans itself.
+    pub fn sink(&mut self) -> Option<&mut dyn Sink> {
+        self.sink.as_mut().map(|s| &mut **s as &mut dyn Sink)
+    }
+
+    /// A slice named `name` on thread `tid` of `pid` (named `comm`), from
+    /// `start_ns` to `end_ns` (the kernel's `nsecs`).
+    pub fn span(
+        &mut self,
+        (pid, tid, comm): (i128, i128, &str),
+        start_ns: i128,
+        end_ns: i128,
+        name: &str,
+    ) {
+        let Some(sink) = &mut self.sink else { return };
+        sink.span(&sdt_output::Span {
+            thread: sdt_output::Thread {
+                pid: pid as u32,
+                tid: tid as u32,
+                comm: comm.as_bytes(),
+            },
+            start_ns: start_ns.max(0) as u64,
+            end_ns: end_ns.max(0) as u64,
+            name,
+            args: &[],
+        });
+    }
+
+    /// Closes the file; what went wrong writing it is the error.
+    pub fn finish(self) -> anyhow::Result<()> {
+        if let Some(mut sink) = self.sink {
+            sink.finish();
+            if let Some(e) = sink.error() {
+                anyhow::bail!("cannot write the timeline: {e}");
+            }
+        }
+        Ok(())
+    }
+}

@@ -16,6 +16,7 @@ use clap::Args;
 use sdt_runtime::{Datum, MapRow, Receiver};
 
 use super::{execute, fill, Prepared, Target, UnpairedSpans, TEXT_LEN};
+use crate::pictures::{TimelineArgs, ToolTimeline};
 
 const DBSLOWER: &str = include_str!("dbslower.bt");
 
@@ -52,6 +53,9 @@ pub struct DbslowerArgs {
     /// for MySQL, mariadbd or mysqld in PATH).
     #[arg(short = 'x', long = "exe", value_name = "PATH")]
     exe: Option<PathBuf>,
+
+    #[command(flatten)]
+    timeline: TimelineArgs,
 }
 
 /// A database server's probes.
@@ -123,6 +127,7 @@ pub fn run(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
         json,
         first_ns: None,
         header: false,
+        timeline: ToolTimeline::new(&args.timeline)?,
         unpaired: UnpairedSpans::new(
             "@started",
             ("query", "queries"),
@@ -141,6 +146,7 @@ pub fn run(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
         TEXT_LEN,
     )?;
     table.unpaired.report(json);
+    table.timeline.finish()?;
     Ok(status)
 }
 
@@ -196,15 +202,21 @@ struct Queries {
     json: bool,
     first_ns: Option<i128>,
     header: bool,
+    /// Each query shown, as a slice named by its text.
+    timeline: ToolTimeline,
     unpaired: UnpairedSpans,
 }
 
 impl Receiver for &mut Queries {
     fn printf(&mut self, _: u32, args: Vec<Datum>) {
-        let [pid, start, took, query] = args.as_slice() else {
+        let [pid, start, took, query, tid, comm] = args.as_slice() else {
             return;
         };
         let (start, took) = (start.int(), took.int());
+        let comm = comm.text();
+        let thread = (pid.int(), tid.int(), comm.as_str());
+        self.timeline
+            .span(thread, start, start + took, &query.text());
         let first = *self.first_ns.get_or_insert(start);
         let mut out = io::stdout().lock();
         if self.json {

@@ -15,6 +15,8 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Args;
+use sdt_output::calls::{CallStacks, Weight};
+use sdt_output::Thread;
 use sdt_runtime::{Datum, MapRow, Receiver};
 
 use super::runtimes::Needs;
@@ -22,6 +24,7 @@ use super::{
     attach_points, execute, fill, method_name, prepare, report_unpaired, thread_alive, Common,
     PositionalPid, Prepared, Unpaired, NAME_LEN,
 };
+use crate::pictures::{TimelineArgs, ToolTimeline};
 
 const FLOW: &str = include_str!("flow.bt");
 
@@ -31,7 +34,8 @@ const FLOW: &str = include_str!("flow.bt");
 #[command(after_help = "EXAMPLES:\n  \
     sdt flow -c 'python3 app.py' -M handle_      calls of methods named handle_*\n  \
     sdt flow -p 1234 -C com/example/             calls of classes in com.example\n  \
-    sdt flow -l python 1234                      BCC's form: the PID last\n\n\
+    sdt flow -l python 1234                      BCC's form: the PID last\n  \
+    sdt flow --timeline calls.json -c 'ruby app.rb'   each call also a slice\n\n\
     Depth counts only the calls shown: a filtered-out caller adds no indentation.\n\
     A return without an entry is not shown, an entry without a return has no\n\
     return line; both are counted and reported on standard error at the end.")]
@@ -47,6 +51,9 @@ pub struct FlowArgs {
     /// Show only methods whose name starts with METHOD.
     #[arg(short = 'M', long = "method", value_name = "METHOD")]
     method: Option<String>,
+
+    #[command(flatten)]
+    timeline: TimelineArgs,
 
     #[command(flatten)]
     pid: PositionalPid,
@@ -77,6 +84,8 @@ pub fn run(args: FlowArgs) -> anyhow::Result<ExitCode> {
         first_ns: None,
         header: false,
         unpaired: Unpaired::default(),
+        timeline: ToolTimeline::new(&args.timeline)?,
+        spans: CallStacks::new(Weight::Calls),
     };
     let status = execute(
         &common.target,
@@ -89,7 +98,7 @@ pub fn run(args: FlowArgs) -> anyhow::Result<ExitCode> {
         None,
         NAME_LEN,
     )?;
-    flow.finish();
+    flow.finish()?;
     Ok(status)
 }
 
@@ -111,6 +120,9 @@ struct Flow {
     first_ns: Option<i128>,
     header: bool,
     unpaired: Unpaired,
+    /// Each call shown, as a slice, paired as above.
+    timeline: ToolTimeline,
+    spans: CallStacks,
 }
 
 impl Flow {
@@ -125,7 +137,7 @@ impl Flow {
     }
 
     /// Reports what could not be paired, the calls still open included.
-    fn finish(mut self) {
+    fn finish(mut self) -> anyhow::Result<()> {
         for ((_, tid), stack) in std::mem::take(&mut self.stacks) {
             if thread_alive(tid) {
                 self.unpaired.running_at_end += stack.len() as u64;
@@ -140,6 +152,7 @@ impl Flow {
             }
         }
         report_unpaired(&self.unpaired.lines(), self.unpaired.json(), self.json);
+        self.timeline.finish()
     }
 
     fn print(
@@ -178,7 +191,7 @@ impl Flow {
 
 impl Receiver for &mut Flow {
     fn printf(&mut self, _: u32, args: Vec<Datum>) {
-        let [direction, pid, tid, ns, class, method] = args.as_slice() else {
+        let [direction, pid, tid, ns, class, method, comm] = args.as_slice() else {
             return;
         };
         let (class, method) = (class.text(), method.text());
@@ -189,6 +202,21 @@ impl Receiver for &mut Flow {
             class,
             method,
         };
+        if frame.shown {
+            if let Some(timeline) = self.timeline.sink() {
+                let comm = comm.text();
+                let thread = Thread {
+                    pid: pid as u32,
+                    tid: tid as u32,
+                    comm: comm.as_bytes(),
+                };
+                let name = method_name(&frame.class, &frame.method);
+                match entry {
+                    true => self.spans.entry(thread, ns as u64, &name),
+                    false => self.spans.exit(thread, ns as u64, &name, Some(timeline)),
+                }
+            }
+        }
         let stack = self.stacks.entry((pid, tid)).or_default();
         let shown_below = |stack: &[Frame]| stack.iter().filter(|f| f.shown).count();
         if entry {

@@ -10,6 +10,7 @@ use super::runtimes::Needs;
 use super::{
     attach_points, execute, fill, prepare, Common, PositionalPid, Prepared, UnpairedSpans, NAME_LEN,
 };
+use crate::pictures::{TimelineArgs, ToolTimeline};
 
 const GC: &str = include_str!("gc.bt");
 
@@ -18,7 +19,8 @@ const GC: &str = include_str!("gc.bt");
 #[derive(Args, Debug)]
 #[command(after_help = "EXAMPLES:\n  \
     sdt gc -c 'java -jar app.jar'      every collection of the command\n  \
-    sdt gc -l ruby -m 10               collections over 10 ms in every Ruby process\n\n\
+    sdt gc -l ruby -m 10               collections over 10 ms in every Ruby process\n  \
+    sdt gc --timeline gc.json -p 1234  each collection also a slice on its thread\n\n\
     A collection is, for Java, gc__begin to gc__end; for Python, gc__start to\n\
     gc__done; for Ruby, the marking phase (gc__mark__begin to gc__mark__end).")]
 pub struct GcArgs {
@@ -28,6 +30,9 @@ pub struct GcArgs {
     /// Show only collections that took at least MIN milliseconds.
     #[arg(short = 'm', long = "min", value_name = "MIN")]
     min_ms: Option<u64>,
+
+    #[command(flatten)]
+    timeline: TimelineArgs,
 
     #[command(flatten)]
     pid: PositionalPid,
@@ -52,7 +57,12 @@ pub struct UgcArgs {
 }
 
 pub fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
-    gc(args.common.with_pid(args.pid), args.min_ms, false)
+    gc(
+        args.common.with_pid(args.pid),
+        args.min_ms,
+        false,
+        args.timeline,
+    )
 }
 
 /// `ugc`: BCC's options (`-m` is the unit there, `-M` the minimum).
@@ -61,10 +71,16 @@ pub fn ugc(args: UgcArgs) -> anyhow::Result<ExitCode> {
         args.common.with_pid(args.pid),
         args.min_ms,
         args.milliseconds,
+        TimelineArgs::default(),
     )
 }
 
-fn gc(common: Common, min_ms: Option<u64>, milliseconds: bool) -> anyhow::Result<ExitCode> {
+fn gc(
+    common: Common,
+    min_ms: Option<u64>,
+    milliseconds: bool,
+    timeline: TimelineArgs,
+) -> anyhow::Result<ExitCode> {
     let detected = prepare(&common)?;
     let language = detected.language;
     let Some(gc) = &language.gc else {
@@ -84,6 +100,7 @@ fn gc(common: Common, min_ms: Option<u64>, milliseconds: bool) -> anyhow::Result
         json,
         first_ns: None,
         header: false,
+        timeline: ToolTimeline::new(&timeline)?,
         unpaired: UnpairedSpans::new(
             "@collecting",
             ("collection", "collections"),
@@ -105,6 +122,7 @@ fn gc(common: Common, min_ms: Option<u64>, milliseconds: bool) -> anyhow::Result
         NAME_LEN,
     )?;
     table.unpaired.report(json);
+    table.timeline.finish()?;
     Ok(status)
 }
 
@@ -114,12 +132,14 @@ struct Collections {
     json: bool,
     first_ns: Option<i128>,
     header: bool,
+    /// Each collection shown, as a slice.
+    timeline: ToolTimeline,
     unpaired: UnpairedSpans,
 }
 
 impl Receiver for &mut Collections {
     fn printf(&mut self, _: u32, args: Vec<Datum>) {
-        let [pid, tid, start, took] = args.as_slice() else {
+        let [pid, tid, start, took, comm] = args.as_slice() else {
             return;
         };
         let (start, took) = (start.int(), took.int());
@@ -127,6 +147,9 @@ impl Receiver for &mut Collections {
         if took < self.min_ns {
             return;
         }
+        let thread = (pid.int(), tid.int(), comm.text());
+        let thread = (thread.0, thread.1, thread.2.as_str());
+        self.timeline.span(thread, start, start + took, "gc");
         let mut out = io::stdout().lock();
         if self.json {
             let line = serde_json::json!({
