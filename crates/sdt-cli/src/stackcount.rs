@@ -114,6 +114,15 @@ fn attach_point(probe: &str) -> anyhow::Result<String> {
         if target.is_empty() || function.is_empty() {
             bail!("`{probe}`: expected {kind}:TARGET:FUNCTION, neither empty");
         }
+        // A C++ or Rust name (`shop::checkout(int)`) is one only quoted.
+        let plain = function
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_*?.$@".contains(c));
+        let function = if plain {
+            function.to_string()
+        } else {
+            quoted(function)
+        };
         return Ok(format!("{kind}:{}:{function}", quoted(target)));
     }
     let spec = ProbeSpec::parse(probe)?;
@@ -138,6 +147,7 @@ mod tests {
             "usdt:/bin/x:p:n*".to_string(),
             "uprobe:libc:malloc".to_string(),
             "uretprobe:/a \"b\":f".to_string(),
+            "uprobe:x:shop::checkout(int)".to_string(),
         ];
         assert_eq!(
             program(&probes).unwrap(),
@@ -145,7 +155,8 @@ mod tests {
              usdt::app:slow_path,\n\
              usdt:\"/bin/x\":p:n*,\n\
              uprobe:\"libc\":malloc,\n\
-             uretprobe:\"/a \\\"b\\\"\":f {\n  @[ustack] = count();\n}\n"
+             uretprobe:\"/a \\\"b\\\"\":f,\n\
+             uprobe:\"x\":\"shop::checkout(int)\" {\n  @[ustack] = count();\n}\n"
         );
     }
 

@@ -854,3 +854,57 @@ fn tools_timelines_hold_what_the_tools_show() {
     let names: Vec<&str> = drawn.iter().map(|d| d.0.as_str()).collect();
     assert_eq!(names, ["sleep 300", "sleep 150"]);
 }
+
+/// Frames are demangled (C++), and named by their object where the
+/// symbol is unknown (a stripped program).
+#[test]
+fn folded_frames_are_demangled_or_named_by_their_object() {
+    let Some(fixture) = fixture() else { return };
+    if !require(have("c++"), "a C++ compiler (c++)") {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pictures-frames");
+    std::fs::create_dir_all(&dir).unwrap();
+
+    // C++: a function in a namespace, by its demangled name.
+    let thrower = dir.join("thrower");
+    let status = Command::new("c++")
+        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&thrower)
+        .arg(fixtures_src().join("../run/thrower.cpp"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "building thrower.cpp");
+    let command = format!("{} 4", thrower.display());
+    let probe = format!("uprobe:{}:shop::checkout(int)", thrower.display());
+    let out = sdt_ok(&["stackcount", "-f", "folded", "-c", &command, &probe]);
+    let folded = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(folded.lines().count(), 1, "{folded}");
+    // (At a function's first instruction, the frame-pointer walk skips
+    // its caller: the frame above is the caller's caller.)
+    assert!(folded.ends_with(";shop::checkout(int) 4\n"), "{folded}");
+    assert!(folded.starts_with("__libc_start"), "{folded}");
+
+    // Stripped: the program's own frames are its name in brackets, so
+    // that alpha's and beta's paths (three frames each) fold together.
+    let stripped = dir.join("pictures-stripped");
+    std::fs::copy(fixture, &stripped).unwrap();
+    let status = Command::new("strip").arg(&stripped).status().unwrap();
+    assert!(status.success(), "strip");
+    let bin = stripped.display().to_string();
+    let command = format!("{bin} stacks");
+    let probe = format!("{bin}:stacks:leaf");
+    let out = sdt_ok(&["stackcount", "-f", "folded", "-c", &command, &probe]);
+    let folded = String::from_utf8_lossy(&out.stdout);
+    let own = "[pictures-stripped]";
+    let lines: Vec<(usize, &str)> = folded
+        .lines()
+        .map(|l| {
+            let (stack, count) = l.rsplit_once(' ').unwrap();
+            let frames = stack.split(';').filter(|f| *f == own).count();
+            assert!(stack.ends_with(own), "{folded}");
+            (frames, count)
+        })
+        .collect();
+    assert_eq!(lines, [(3, "50"), (4, "50")], "{folded}");
+}

@@ -595,6 +595,10 @@ impl Env for RuntimeEnv<'_> {
         self.symbols.symbol(pid, addr)
     }
 
+    fn module(&mut self, pid: u32, addr: u64) -> Option<String> {
+        self.symbols.module(pid, addr)
+    }
+
     fn stack(&mut self, id: u32) -> Vec<u64> {
         self.maps.stack(id)
     }

@@ -241,13 +241,14 @@ impl Drawn {
                 plural(unpaired.entries_without_return, "call", "calls"),
             );
         }
-        if let Some(mut flamegraph) = self.flamegraph {
+        if let Some(flamegraph) = self.flamegraph {
             let (title, counted) = if latency {
-                ("sdt calls -L: time in each call stack", "ns")
+                ("sdt calls -L: time spent, by call stack", "ns")
             } else {
-                ("sdt calls: calls by stack", "calls")
+                ("sdt calls: calls, by call stack", "calls")
             };
-            flamegraph.stacks(title, counted, folded);
+            let mut flamegraph = flamegraph.titled(title);
+            flamegraph.stacks("the calls' stacks", counted, folded);
             flamegraph.finish();
             if let Some(e) = flamegraph.error() {
                 anyhow::bail!("cannot write the flame graph: {e}");
