@@ -139,6 +139,28 @@ fn folded_stacks_are_exactly_the_three_call_paths() {
     let script = format!("usdt:{bin}:stacks:leaf {{ @[comm, ustack] = count(); }}");
     let out = sdt_ok(&["run", "-f", "folded", "-c", &command, "-e", &script]);
     assert_three_paths(&String::from_utf8_lossy(&out.stdout), "pictures;");
+
+    // Two stack-keyed maps: a flame graph each, named after the map.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pictures-two-maps");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let flame = dir.join("flame.svg").display().to_string();
+    let script = format!(
+        "usdt:{bin}:stacks:leaf {{ @all[ustack] = count(); if (arg0 == 1) {{ @alpha[ustack] = count(); }} }}"
+    );
+    let out = sdt_ok(&["run", "--flamegraph", &flame, "-c", &command, "-e", &script]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["flame@all.svg", "flame@alpha.svg"], "{stderr}");
+    let all = std::fs::read_to_string(dir.join("flame@all.svg")).unwrap();
+    let alpha = std::fs::read_to_string(dir.join("flame@alpha.svg")).unwrap();
+    assert!(all.contains("<title>main (100 hits, 100.00%)</title>"));
+    assert!(alpha.contains("<title>main (20 hits, 100.00%)</title>"));
+    assert!(!alpha.contains("<title>beta"), "only alpha's path");
 }
 
 #[test]
