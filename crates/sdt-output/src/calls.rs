@@ -12,7 +12,9 @@
 //! calls had exactly that stack) or by time (each return adds its call's
 //! own time, its duration less its callees', so that a frame's width is
 //! the time spent in it, callees included), and a [`Span`] per call for a
-//! timeline.
+//! timeline. The stacks seen are kept as a tree of calls, so an event
+//! costs the same at any depth, and the lines are written out once, at
+//! the end.
 //!
 //! Pairing is by name, as `sdt flow` does it, and never trusts entries
 //! and returns to balance: a return closes the nearest open call of the
@@ -46,7 +48,8 @@ const MAX_DEPTH: usize = 10_000;
 
 /// An open call.
 struct Open {
-    name: String,
+    /// Its stack, in [`CallStacks::nodes`].
+    node: usize,
     start_ns: u64,
     /// Nanoseconds spent in its callees that returned.
     callees_ns: u64,
@@ -69,11 +72,23 @@ pub struct Unpaired {
     pub entries_without_return: u64,
 }
 
+/// A stack seen: its innermost call's name, the stack it was called
+/// from, and its weight. Stacks are kept as a tree, so that an entry
+/// costs one lookup however deep it is, and paths are written out once,
+/// at the end.
+struct Node {
+    name: String,
+    caller: Option<usize>,
+    weight: i128,
+}
+
 /// Builds each thread's call stack from entries and returns.
 pub struct CallStacks {
     weight: Weight,
     threads: HashMap<u32, ThreadCalls>,
-    folded: BTreeMap<String, i128>,
+    nodes: Vec<Node>,
+    /// Each node by its caller and name.
+    index: HashMap<(Option<usize>, String), usize>,
     unpaired: Unpaired,
 }
 
@@ -82,7 +97,8 @@ impl CallStacks {
         CallStacks {
             weight,
             threads: HashMap::new(),
-            folded: BTreeMap::new(),
+            nodes: Vec::new(),
+            index: HashMap::new(),
             unpaired: Unpaired::default(),
         }
     }
@@ -94,8 +110,22 @@ impl CallStacks {
         if calls.comm != thread.comm {
             calls.comm = thread.comm.to_vec();
         }
+        let caller = calls.open.last().map(|o| o.node);
+        let key = (caller, frame(name));
+        let node = match self.index.get(&key) {
+            Some(&node) => node,
+            None => {
+                self.nodes.push(Node {
+                    name: key.1.clone(),
+                    caller,
+                    weight: 0,
+                });
+                self.index.insert(key, self.nodes.len() - 1);
+                self.nodes.len() - 1
+            }
+        };
         calls.open.push(Open {
-            name: frame(name),
+            node,
             start_ns: time_ns,
             callees_ns: 0,
         });
@@ -104,8 +134,7 @@ impl CallStacks {
             self.unpaired.entries_without_return += 1;
         }
         if self.weight == Weight::Calls {
-            let path = path(&calls.open);
-            *self.folded.entry(path).or_default() += 1;
+            self.nodes[node].weight += 1;
         }
     }
 
@@ -123,7 +152,8 @@ impl CallStacks {
             self.unpaired.returns_without_entry += 1;
             return;
         };
-        let Some(at) = calls.open.iter().rposition(|o| o.name == name) else {
+        let nodes = &self.nodes;
+        let Some(at) = calls.open.iter().rposition(|o| nodes[o.node].name == name) else {
             self.unpaired.returns_without_entry += 1;
             return;
         };
@@ -131,12 +161,11 @@ impl CallStacks {
         self.unpaired.entries_without_return += above as u64;
         calls.open.truncate(at + 1);
         let took = time_ns.saturating_sub(calls.open[at].start_ns);
-        if self.weight == Weight::Time {
-            let own = took.saturating_sub(calls.open[at].callees_ns);
-            let path = path(&calls.open);
-            *self.folded.entry(path).or_default() += i128::from(own);
-        }
         let open = calls.open.pop().expect("the call matched");
+        if self.weight == Weight::Time {
+            let own = took.saturating_sub(open.callees_ns);
+            self.nodes[open.node].weight += i128::from(own);
+        }
         if let Some(caller) = calls.open.last_mut() {
             caller.callees_ns += took;
         }
@@ -145,7 +174,7 @@ impl CallStacks {
                 thread,
                 start_ns: open.start_ns,
                 end_ns: time_ns,
-                name: &open.name,
+                name: &self.nodes[open.node].name,
                 args: &[],
             });
         }
@@ -160,19 +189,26 @@ impl CallStacks {
         for (_, calls) in self.threads.drain() {
             self.unpaired.entries_without_return += calls.open.len() as u64;
         }
-        std::mem::take(&mut self.folded).into_iter().collect()
+        let mut folded: BTreeMap<String, i128> = BTreeMap::new();
+        for node in self.nodes.iter().filter(|n| n.weight != 0) {
+            let mut names = vec![node.name.as_str()];
+            let mut caller = node.caller;
+            while let Some(up) = caller {
+                names.push(&self.nodes[up].name);
+                caller = self.nodes[up].caller;
+            }
+            names.reverse();
+            *folded.entry(names.join(";")).or_default() += node.weight;
+        }
+        self.nodes.clear();
+        self.index.clear();
+        folded.into_iter().collect()
     }
 
     /// What could not be paired so far.
     pub fn unpaired(&self) -> Unpaired {
         self.unpaired
     }
-}
-
-/// The folded path of the open calls.
-fn path(open: &[Open]) -> String {
-    let names: Vec<&str> = open.iter().map(|o| o.name.as_str()).collect();
-    names.join(";")
 }
 
 /// A name as a frame: what would break a folded line replaced.
