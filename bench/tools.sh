@@ -28,7 +28,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # The hooks the tool installs through the environment (see
-# crates/sdt-cli/src/tools/runtimes.rs), installed the same way here.
+# crates/sdt-tools/src/runtimes.rs), installed the same way here.
 mkdir -p "$work/py"
 printf 'import sys, threading\nsys.setprofile(slice)\nthreading.setprofile(slice)\n' >"$work/py/sitecustomize.py"
 printf '$sdt_tracepoint = TracePoint.new(:call, :return) {}\n$sdt_tracepoint.enable\n' >"$work/tp.rb"

@@ -27,6 +27,7 @@ use sdt_trace::{FunctionSite, FunctionTarget, PlannedSite, Scope, TraceFs, Trace
 use sdt_lang::ast::Script;
 use sdt_lang::attach::{self, AttachSpec};
 use sdt_lang::check::{AttachInfo, TargetInfo, TracepointField, TracepointFormat, UsdtSite};
+use sdt_lang::config::MissingProbes;
 use sdt_lang::diag::{Diagnostic, Diagnostics, Span};
 use sdt_lang::hir::ProbeKind;
 
@@ -58,12 +59,17 @@ impl Bound {
         self.spec.kind()
     }
 
-    /// How many probes bpftrace would count: every USDT site, matched
-    /// function and tracepoint.
+    /// How many probes bpftrace (0.24 and later) counts: each USDT probe
+    /// of each file once however many sites it has, each matched function
+    /// and each tracepoint.
     pub fn probe_count(&self) -> usize {
         match &self.target {
             Target::Plain => 1,
-            Target::Usdt(sites) => sites.len(),
+            Target::Usdt(sites) => sites
+                .iter()
+                .map(|s| (&s.path, &s.provider, &s.name))
+                .collect::<std::collections::HashSet<_>>()
+                .len(),
             Target::Functions(sites) => sites.len(),
             Target::Tracepoints(tps) => tps.len(),
         }
@@ -134,37 +140,74 @@ impl Bound {
     }
 }
 
-/// Resolves every attach point of `script`: `result[probe][attach point]`.
+/// Every attach point of a script, resolved.
+#[derive(Debug, Default)]
+pub struct Bindings {
+    /// `bound[probe][attach point]`, without the missing ones.
+    pub bound: Vec<Vec<Bound>>,
+    /// Attach points that match nothing, left out as `missing_probes`
+    /// allows: `(probe, attach point)` and why.
+    pub missing: Vec<(usize, usize, Diagnostic)>,
+}
+
+impl Bindings {
+    /// Removes the missing attach points from `script`, and the probes
+    /// left with none (here too), so that the script and `bound` agree.
+    pub fn prune(&mut self, script: &mut Script) {
+        for (probe, point, _) in self.missing.iter().rev() {
+            script.probes[*probe].attach_points.remove(*point);
+        }
+        script.probes.retain(|p| !p.attach_points.is_empty());
+        self.bound.retain(|points| !points.is_empty());
+    }
+}
+
+/// Resolves every attach point of `script`. One that matches nothing is
+/// an error, or, as `missing` says, left out (see [`Bindings::prune`]);
+/// when nothing at all matches, it is an error whatever `missing` says.
 pub fn bind(
     script: &Script,
     params: &[String],
     scope: &Scope,
-) -> Result<Vec<Vec<Bound>>, Diagnostics> {
+    missing: MissingProbes,
+) -> Result<Bindings, Diagnostics> {
     let mut tracefs: Option<TraceFs> = None;
     let mut plans = PlanCache::default();
     let mut errors = Vec::new();
-    let mut bound = Vec::new();
-    for probe in &script.probes {
+    let mut bindings = Bindings::default();
+    let mut any = false;
+    for (p, probe) in script.probes.iter().enumerate() {
         let mut points = Vec::new();
-        for raw in &probe.attach_points {
-            let result = attach::parse(raw, params).and_then(|spec| {
-                let text = raw
-                    .fields
-                    .iter()
-                    .map(|f| substitute(f, params))
-                    .collect::<Vec<_>>()
-                    .join(":");
-                resolve(spec, text, raw.span, scope, &mut tracefs, &mut plans)
-            });
+        for (a, raw) in probe.attach_points.iter().enumerate() {
+            let result = attach::parse(raw, params)
+                .map_err(|d| (d, false))
+                .and_then(|spec| {
+                    let text = raw
+                        .fields
+                        .iter()
+                        .map(|f| substitute(f, params))
+                        .collect::<Vec<_>>()
+                        .join(":");
+                    resolve(spec, text, raw.span, scope, &mut tracefs, &mut plans)
+                });
             match result {
-                Ok(b) => points.push(b),
-                Err(d) => errors.push(d),
+                Ok(b) => {
+                    any = true;
+                    points.push(b);
+                }
+                Err((d, true)) if missing != MissingProbes::Error => {
+                    bindings.missing.push((p, a, d));
+                }
+                Err((d, _)) => errors.push(d),
             }
         }
-        bound.push(points);
+        bindings.bound.push(points);
+    }
+    if !any && errors.is_empty() && !bindings.missing.is_empty() {
+        errors.extend(bindings.missing.drain(..).map(|m| m.2));
     }
     if errors.is_empty() {
-        Ok(bound)
+        Ok(bindings)
     } else {
         Err(Diagnostics(errors))
     }
@@ -186,6 +229,8 @@ struct PlanCache(HashMap<PlanKey, (Vec<PlannedSite>, Vec<String>)>);
 /// The object as written (if any) and the `provider:name` pattern.
 type PlanKey = (Option<String>, String);
 
+/// Resolves one attach point; an error says whether the attach point
+/// matches nothing (rather than being wrong).
 fn resolve(
     spec: AttachSpec,
     text: String,
@@ -193,8 +238,8 @@ fn resolve(
     scope: &Scope,
     tracefs: &mut Option<TraceFs>,
     plans: &mut PlanCache,
-) -> Result<Bound, Diagnostic> {
-    let error = |e: sdt_trace::Error| trace_error(e, span);
+) -> Result<Bound, (Diagnostic, bool)> {
+    let error = |e: sdt_trace::Error| trace_error(e, &spec, span);
     let mut warnings = Vec::new();
     let target = match &spec {
         AttachSpec::Begin | AttachSpec::End | AttachSpec::Interval { .. } => Target::Plain,
@@ -241,8 +286,11 @@ fn resolve(
             let fs = tracefs.as_ref().expect("opened above");
             let names = fs.names(category, name).map_err(error)?;
             if names.is_empty() {
-                let mut d =
-                    Diagnostic::error(span, format!("no tracepoint matches `{category}:{name}`"));
+                let mut d = Diagnostic::error(
+                    span,
+                    format!("No matches for tracepoint {category}:{name}."),
+                )
+                .label("no tracepoint has this name");
                 if let Ok(all) = fs.names(category, "*") {
                     let candidates: Vec<String> = all.iter().map(|(_, n)| n.clone()).collect();
                     if let Some(h) = sdt_lang::diag::did_you_mean(&sdt_lang::diag::suggest(
@@ -252,7 +300,10 @@ fn resolve(
                         d = d.hint(h);
                     }
                 }
-                return Err(d.hint("`sdt run -l 'tracepoint:CATEGORY:*'` lists them"));
+                return Err((
+                    d.hint("`sdt run -l 'tracepoint:CATEGORY:*'` lists them"),
+                    true,
+                ));
             }
             let tps = names
                 .iter()
@@ -271,28 +322,99 @@ fn resolve(
     })
 }
 
-/// An engine error about an attach point, as a diagnostic at its span.
-fn trace_error(e: sdt_trace::Error, span: Span) -> Diagnostic {
+/// An engine error about an attach point, as a diagnostic at its span,
+/// and whether it means the attach point matches nothing. Messages that
+/// wrappers look for are worded as bpftrace's.
+fn trace_error(e: sdt_trace::Error, spec: &AttachSpec, span: Span) -> (Diagnostic, bool) {
     match e {
         sdt_trace::Error::ProbeNotFound {
-            spec,
+            spec: _,
             searched,
             suggestions,
         } => {
             let files: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
-            let mut d = Diagnostic::error(
-                span,
-                format!("no probe matches `{spec}` in {}", files.join(", ")),
-            )
-            .label("nothing matches");
+            let mut d = Diagnostic::error(span, format!("No matches for {}.", no_match_name(spec)))
+                .label(format!("nothing matches in {}", files.join(", ")));
             if let Some(h) = sdt_lang::diag::did_you_mean(&suggestions) {
                 d = d.hint(h);
             }
-            d.hint("`sdt list FILE` lists the probes of a file, `sdt run -l PATTERN` the functions too")
+            (
+                d.hint("`sdt list FILE` lists the probes of a file, `sdt run -l PATTERN` the functions too"),
+                true,
+            )
         }
-        sdt_trace::Error::NoUsableSite { reasons } => {
-            Diagnostic::error(span, "no site of this probe can be traced").hint(reasons.join("; "))
+        sdt_trace::Error::Elf(sdt_elf::Error::NotFound { name }) => (
+            Diagnostic::error(span, format!("No matches for {}.", no_match_name(spec)))
+                .label(format!("there is no file {name}"))
+                .hint("give the file's path, or a program or library name found in PATH or the loader cache"),
+            true,
+        ),
+        sdt_trace::Error::NoUsableSite { reasons } => (
+            Diagnostic::error(span, "no site of this probe can be traced").hint(reasons.join("; ")),
+            false,
+        ),
+        sdt_trace::Error::AddressOutside { path, address } => (
+            Diagnostic::error(
+                span,
+                format!("Could not resolve address: {}:{address:#x}", path.display()),
+            )
+            .label("not inside a function the file's symbols describe")
+            .hint("sdt must know the function an address is in to check that it starts an instruction"),
+            false,
+        ),
+        sdt_trace::Error::OffsetOutside { function, size, offset } => (
+            Diagnostic::error(
+                span,
+                format!("Offset outside the function bounds ('{function}' size is {size})"),
+            )
+            .label(format!("{function} is {size} bytes long; offset {offset} is past its end")),
+            false,
+        ),
+        sdt_trace::Error::SizeUnknown { function } => (
+            Diagnostic::error(
+                span,
+                format!("Could not determine boundary for {function} (symbol has size 0)."),
+            )
+            .label("sdt cannot check where this function's code is")
+            .hint("Use --unsafe to force attachment, if you know it is code"),
+            false,
+        ),
+        other => (Diagnostic::error(span, other.to_string()), false),
+    }
+}
+
+/// An attach point as bpftrace names it in "No matches for ...".
+fn no_match_name(spec: &AttachSpec) -> String {
+    let joined = |parts: &[Option<&str>]| {
+        parts
+            .iter()
+            .flatten()
+            .copied()
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    match spec {
+        AttachSpec::Usdt {
+            path,
+            provider,
+            name,
+        } => format!(
+            "usdt {}",
+            joined(&[path.as_deref(), provider.as_deref(), Some(name)])
+        ),
+        AttachSpec::Uprobe { path, target, ret } => {
+            let function = match target {
+                attach::FuncTarget::Symbol(s) => s.clone(),
+                attach::FuncTarget::Offset { symbol, offset } => format!("{symbol}+{offset}"),
+                attach::FuncTarget::Address(a) => format!("{a:#x}"),
+            };
+            format!(
+                "{} {}",
+                if *ret { "uretprobe" } else { "uprobe" },
+                joined(&[path.as_deref(), Some(&function)])
+            )
         }
-        other => Diagnostic::error(span, other.to_string()),
+        AttachSpec::Tracepoint { category, name } => format!("tracepoint {category}:{name}"),
+        other => other.kind().name().to_string(),
     }
 }

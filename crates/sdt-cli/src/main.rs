@@ -1,10 +1,11 @@
 //! `sdt`: find and trace user-space statically defined tracing probes.
 //!
-//! The binary is deliberately thin: argument parsing and output formatting
-//! live here, every piece of real logic lives in a library crate
-//! (`sdt-elf` for discovery, `sdt-script` for the language, `sdt-trace`
-//! for the engine, `sdt-bpf` for the kernel interface, `sdt-proc` for
-//! process control).
+//! The binary is deliberately thin: argument parsing and the choice of an
+//! output format live here, every piece of real logic lives in a library
+//! crate (`sdt-elf` for discovery, `sdt-script` for the language,
+//! `sdt-trace` for the engine, `sdt-bpf` for the kernel interface,
+//! `sdt-proc` for process control, `sdt-runtime` for running a program,
+//! `sdt-output` for the formats, `sdt-tools` for the language tools).
 //!
 //! Installed (or linked) under the name `bpftrace`, the binary takes
 //! bpftrace's command line, so that wrappers written for bpftrace run it;
@@ -25,8 +26,26 @@ mod run;
 mod stackcount;
 mod tools;
 mod trace;
-mod traced;
 mod types;
+
+/// The `-c` option's `--help`, the same for every command that takes it.
+pub const COMMAND_HELP: &str = "\
+Run CMD (split into words like a shell would, then found in PATH), trace it and the \
+processes it starts, and exit with its exit status when it ends. A probe that names \
+no file is looked for in the program CMD runs in the end: past `env`, and for a \
+script, the interpreter its #! line names.
+
+CMD starts as a shell would start it: with the signal mask, ignored signals, \
+environment and open descriptors sdt itself was given, and held just before its \
+first instruction until the probes are attached. Output of BEGIN comes before \
+anything CMD prints.
+
+On SIGINT, SIGTERM or SIGHUP (Ctrl-C), or when the program calls exit(), sdt stops \
+tracing, sends SIGTERM to CMD if it still runs (as bpftrace does), runs END and \
+prints the maps, then waits for CMD at most half a second from the stop before \
+killing it with SIGKILL (bpftrace kills it at once). sdt then exits with CMD's \
+status (128+N for a signal N). A second SIGINT, SIGTERM or SIGHUP ends sdt at \
+once, killing CMD.";
 
 /// Statically defined tracing for Linux: list and trace USDT probes, and
 /// run bpftrace programs on them.
@@ -57,7 +76,7 @@ struct Cli {
 enum Command {
     List(list::ListArgs),
     Trace(trace::TraceArgs),
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     Types(types::TypesArgs),
     Stackcount(stackcount::StackcountArgs),
     Calls(tools::CallsArgs),
@@ -93,9 +112,11 @@ fn main() -> ExitCode {
         .and_then(|a| std::path::Path::new(a).file_name())
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let result = if invoked_as == "bpftrace" {
+    // How errors are worded: bpftrace's way under its name.
+    let mut as_bpftrace = invoked_as == "bpftrace";
+    let result = if as_bpftrace {
         argv.remove(0);
-        bpftrace(argv)
+        run::bpftrace(argv)
     } else if invoked_as == "dtrace" {
         dtrace::run_args(&argv[1..])
     } else if let Some(tool) = tools::bcc::tool_named(&invoked_as) {
@@ -105,7 +126,7 @@ fn main() -> ExitCode {
         match Cli::parse().command {
             Command::List(args) => list::run(args),
             Command::Trace(args) => trace::run(args),
-            Command::Run(args) => run::run(args, run::Mode::Sdt),
+            Command::Run(args) => run::run(*args, run::Mode::Sdt),
             Command::Calls(args) => tools::calls(args),
             Command::Flow(args) => tools::flow(args),
             Command::Gc(args) => tools::gc(args),
@@ -117,10 +138,15 @@ fn main() -> ExitCode {
             Command::Types(args) => types::run(args),
             Command::Stackcount(args) => stackcount::run(args),
             Command::Dtrace(args) => dtrace::run(args),
-            Command::Bpftrace { args } => bpftrace(args),
+            Command::Bpftrace { args } => {
+                as_bpftrace = true;
+                // Scripts and wrappers look for a process named bpftrace.
+                let _ = rustix::thread::set_name(c"bpftrace");
+                run::bpftrace(args)
+            }
             Command::Release { socket } => {
                 if let Ok(fds) = sdt_proc::receive(&socket) {
-                    traced::close_all(fds);
+                    sdt_runtime::traced::close_all(fds);
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -128,25 +154,13 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(err) if as_bpftrace => {
+            eprintln!("ERROR: {err:#}");
+            ExitCode::from(1)
+        }
         Err(err) => {
             eprintln!("sdt: {err:#}");
             ExitCode::from(2)
-        }
-    }
-}
-
-/// bpftrace's command line, as `sdt run` in bpftrace's mode.
-fn bpftrace(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
-    if args.iter().any(|a| a == "-V" || a == "--version") {
-        println!("bpftrace v0.17.0 (sdt {})", env!("CARGO_PKG_VERSION"));
-        return Ok(ExitCode::SUCCESS);
-    }
-    let argv = std::iter::once(OsString::from("bpftrace")).chain(args);
-    match run::RunArgs::try_parse_from(argv) {
-        Ok(args) => run::run(args, run::Mode::Bpftrace),
-        Err(e) => {
-            let _ = e.print();
-            Ok(ExitCode::from(if e.use_stderr() { 1 } else { 0 }))
         }
     }
 }

@@ -1,54 +1,83 @@
 //! `sdt run`, and `bpftrace` when sdt is installed under that name: the
 //! bpftrace language on user-space probes.
+//!
+//! The command line is bpftrace's, parsed as `getopt_long` parses it:
+//! options may come before or after the program file and its positional
+//! parameters, the last of a repeated option counts, and after `--` every
+//! word is a parameter, `--NAME=VALUE` a named one (`getopt()`). Under the
+//! name `bpftrace` (or `sdt bpftrace`), sdt also speaks as bpftrace does:
+//! `Attaching N probes...` on standard output, `ERROR: ...` for errors,
+//! a first line of bpftrace's shape for each error in a script, the usage
+//! on a bad option, and bpftrace's exit statuses.
 
+mod diagnostics;
+mod include;
+mod info;
 mod listing;
 mod output;
 
+use std::collections::HashMap;
 use std::io::{self, IsTerminal, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
-use sdt_lang::check::{CheckOptions, DEFAULT_STRLEN, MAX_STRLEN};
+use clap::{CommandFactory, FromArgMatches, Parser};
+use sdt_lang::ast::Script;
+use sdt_lang::check::{CheckOptions, MAX_STRLEN};
+use sdt_lang::config::{Config, ConfigError};
 use sdt_lang::diag::Diagnostics;
+use sdt_lang::getopt::{self, BindError};
 use sdt_output::tee::Tee;
 use sdt_output::{Format, Losses, Sink};
 use sdt_runtime::run::{RunOptions, Runner, Summary};
+use sdt_runtime::traced::Traced;
 use sdt_script::Compilation;
-use sdt_trace::Scope;
 
 use self::output::{Buffering, Output};
 use crate::pictures::TimelineArgs;
-use crate::traced::Traced;
 
 const AFTER_HELP: &str = "\
 PROBES:
-  usdt:PATH:[PROVIDER:]NAME     a USDT probe; PATH may be a program or library name,
-                                or, with -p, empty (usdt::NAME) or a glob over the
-                                process's objects
+  usdt:PATH:[PROVIDER:]NAME     a USDT probe; PATH may be a program or library name, a
+                                glob over files (usdt:./bin/app*:*), or, with -p, empty
+                                (usdt::NAME) or a glob over the process's objects
   uprobe:PATH:FUNCTION          a function's entry; also FUNCTION+OFFSET or an address;
-                                globs match mangled and demangled C++ and Rust names
+                                globs match mangled and demangled C++ and Rust names, and
+                                PATH may be a glob over files
   uretprobe:PATH:FUNCTION       a function's return
   tracepoint:CATEGORY:NAME      a kernel tracepoint, e.g. tracepoint:syscalls:sys_enter_openat
   interval:s:N, interval:ms:N   every N seconds or milliseconds (also us, hz)
   BEGIN, END                    before the first probe and after the last
+  $1                            a positional parameter may be a whole attach point
 
 EXAMPLES:
   sdt run -e 'usdt:python3.11:python:function__entry { @[str(arg1)] = count(); }' -c 'python3.11 app.py'
   sdt run -p \"$(pgrep -n postgres)\" -e 'usdt::postgresql:query__start { printf(\"%s\\n\", str(arg0)); }'
   sdt run -e 'uretprobe:libc:malloc /pid == $1/ { @bytes = hist(retval); }' 1234
-  sdt run script.bt ARG1 ARG2
+  sdt run script.bt ARG1 ARG2 -- --limit=10      # $1, $2, and getopt(\"limit\", 5)
   sdt run -l 'usdt:/usr/lib/postgresql/15/bin/postgres:*'
+  sdt run -l script.bt                           # the probes the script would attach to
 
 AS BPFTRACE:
   Installed under the name `bpftrace` (ln -s \"$(command -v sdt)\" ~/bin/bpftrace), or run as
-  `sdt bpftrace ARGS`, sdt takes bpftrace's command line and prints what bpftrace prints,
-  such as `Attaching N probes...` on standard output.
+  `sdt bpftrace ARGS`, sdt takes bpftrace's command line and prints what bpftrace prints:
+  `Attaching N probes...` on standard output, `ERROR: ...` messages, a first line of
+  bpftrace's form (`FILE:LINE:COL-COL: ERROR: ...`) above each located error, and exit
+  status 1 for errors. With __BPFTRACE_NOTIFY_PROBES_ATTACHED in the environment, that
+  word is printed on standard output once every probe is attached.
 
-ENVIRONMENT:
-  BPFTRACE_STRLEN          bytes of a string from str(), NUL included (default 64, at most 4096)
-  BPFTRACE_MAP_KEYS_MAX    entries of each map (default 4096)
+CONFIG (config = { NAME = VALUE; ... } in a script, or BPFTRACE_NAME in the environment,
+which wins):
+  max_strlen          bytes of a string from str(), NUL included (default 64, at most 4096;
+                      also BPFTRACE_STRLEN)
+  max_map_keys        entries of each map (default 4096; also BPFTRACE_MAP_KEYS_MAX)
+  max_cat_bytes       bytes cat() prints of a file (default 10240)
+  print_maps_on_exit  print the maps at the end (default true)
+  missing_probes      error (default), warn or ignore: an attach point that matches nothing
+  Accepted and checked, with no effect in sdt: cache_user_symbols, cpp_demangle,
+  lazy_symbolication, license, log_size, max_bpf_progs, max_probes, on_stack_limit,
+  perf_rb_pages, show_debug_info, stack_mode, str_trunc_trailer, use_blazesym, unstable_*.
 
 Tracing needs root, or the capabilities CAP_BPF, CAP_PERFMON and, for tracepoints,
 CAP_SYS_ADMIN.";
@@ -58,30 +87,38 @@ CAP_SYS_ADMIN.";
 #[command(
     name = "sdt run",
     after_help = AFTER_HELP,
-    override_usage = "sdt run [OPTIONS] (-e PROGRAM | FILE) [ARG]...\n       sdt run -l [PATTERN]"
+    args_override_self = true,
+    help_template = "{about}\n\nUSAGE:\n    {usage}\n\n{all-args}{after-help}",
+    override_usage = "sdt run [OPTIONS] (-e PROGRAM | FILE) [ARG]... [-- --NAME=VALUE...]\n    \
+                      sdt run -l [PATTERN | FILE]"
 )]
 pub struct RunArgs {
-    /// The program text.
+    /// The program text (of several -e, the last counts, as in bpftrace).
     #[arg(short = 'e', value_name = "PROGRAM")]
     program: Option<String>,
 
     /// The program file (or `-` for standard input), then its positional
-    /// parameters $1, $2, ...; with -e, every word is a parameter.
-    #[arg(
-        value_name = "FILE|ARG",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    /// parameters $1, $2, ...; with -e, every word is a parameter. Options
+    /// may come between them; after `--`, every word is a parameter, and
+    /// `--NAME=VALUE` (or `--NAME`) gives the program's getopt("NAME");
+    /// `-- --help` lists those the program takes.
+    #[arg(value_name = "FILE|ARG")]
     args: Vec<String>,
 
     /// Trace this process (and the processes it starts, unless
-    /// --no-follow); stop when it ends.
-    #[arg(short = 'p', value_name = "PID", conflicts_with = "command")]
-    pid: Option<i32>,
+    /// --no-follow); stop when it ends. Tracepoints see only these
+    /// processes too.
+    #[arg(
+        short = 'p',
+        long = "pid",
+        value_name = "PID",
+        conflicts_with = "command"
+    )]
+    pid: Option<String>,
 
     /// Run CMD (split like a shell would), trace it and the processes it
     /// starts, and exit with its exit status when it ends.
-    #[arg(short = 'c', value_name = "CMD", long_help = crate::traced::COMMAND_HELP)]
+    #[arg(short = 'c', long = "cmd", value_name = "CMD", long_help = crate::COMMAND_HELP)]
     command: Option<String>,
 
     /// Trace only the -p or -c process itself, not the processes it starts.
@@ -95,14 +132,14 @@ pub struct RunArgs {
     no_follow: bool,
 
     /// Write the program's output to FILE.
-    #[arg(short = 'o', value_name = "FILE")]
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
 
     /// Output format: text, json (one JSON object per line), or folded
     /// (maps keyed by ustack as folded stacks for flame graphs, the rest as
     /// text on standard error).
-    #[arg(short = 'f', value_name = "FORMAT", default_value = "text", value_parser = parse_format)]
-    format: Format,
+    #[arg(short = 'f', value_name = "FORMAT", default_value = "text")]
+    format: String,
 
     /// Also write the maps keyed by ustack as an interactive SVG flame
     /// graph to FILE when the run ends; with several such maps, one file
@@ -115,11 +152,11 @@ pub struct RunArgs {
     timeline: TimelineArgs,
 
     /// Quiet: no `Attaching N probes...`.
-    #[arg(short = 'q')]
+    #[arg(short = 'q', long = "quiet")]
     quiet: bool,
 
     /// Verbose: sites refused, attach details, the command's exit status.
-    #[arg(short = 'v')]
+    #[arg(short = 'v', long = "verbose")]
     verbose: bool,
 
     /// Output buffering: none, line or full (default: line on a terminal,
@@ -127,26 +164,72 @@ pub struct RunArgs {
     #[arg(short = 'B', value_name = "MODE", value_parser = ["none", "line", "full"])]
     buffering: Option<String>,
 
-    /// List probes matching PATTERN (all of the -p process's without one).
-    #[arg(short = 'l', value_name = "PATTERN", num_args = 0..=1, default_missing_value = "")]
-    list: Option<String>,
+    /// List probes: those a PATTERN matches (`uprobe:./app*:read*`,
+    /// `*sched_switch*`, `interval:*`), those a program (-e or FILE) would
+    /// attach to, or, with -p alone, every probe of the process.
+    #[arg(short = 'l', long = "list")]
+    list: bool,
 
     /// Print the resolved sites and every generated program, then exit.
     #[arg(long, visible_alias = "dry-run")]
     dump: bool,
 
-    /// Allow system().
+    /// Allow system(), and uprobes on functions of unknown size.
     #[arg(long = "unsafe")]
     allow_unsafe: bool,
 
+    /// Attach only the probes whose attach point, as written, matches
+    /// REGEX (BEGIN and END always run).
+    #[arg(long, value_name = "REGEX")]
+    probe_filter: Option<String>,
+
+    /// Read the C definitions (struct, union, enum, typedef, #define
+    /// NAME NUMBER) of FILE, as an #include of it would.
+    #[arg(long = "include", value_name = "FILE")]
+    include: Vec<PathBuf>,
+
+    /// Look for #include and --include files in DIR too.
+    #[arg(short = 'I', value_name = "DIR")]
+    include_dirs: Vec<PathBuf>,
+
+    /// Do not use these kernel features: uprobe_multi (attach each site
+    /// with a perf link instead); kprobe_multi and kprobe_session are
+    /// accepted and have no effect.
+    #[arg(long, value_name = "FEATURE[,FEATURE]")]
+    no_feature: Option<String>,
+
+    /// Print what this machine's kernel and sdt support, as bpftrace --info.
+    #[arg(long)]
+    info: bool,
+
     /// Accepted for bpftrace compatibility; sdt always raises semaphores
-    /// through the kernel.
-    #[arg(long, hide = true)]
+    /// through the kernel, for every process that maps the file.
+    #[arg(long)]
     usdt_file_activation: bool,
 
-    /// Accepted for bpftrace compatibility.
-    #[arg(long, hide = true)]
+    /// Do not print warnings.
+    #[arg(long)]
     no_warnings: bool,
+
+    /// Accepted for bpftrace compatibility; sdt reports no errors of
+    /// helpers at run time (a failed read gives zeros).
+    #[arg(short = 'k', long = "warnings", action = clap::ArgAction::Count)]
+    warnings: u8,
+
+    /// Accepted for bpftrace compatibility and does nothing: sdt has no
+    /// LLVM IR to verify (it generates BPF directly, and the kernel's
+    /// verifier checks every program).
+    #[arg(long)]
+    verify_llvm_ir: bool,
+
+    /// Accepted for bpftrace compatibility and does nothing.
+    #[arg(short = 'b', long = "btf", hide = true)]
+    btf: bool,
+
+    /// Accepted for bpftrace compatibility and does nothing: the file
+    /// lists kernel functions, and sdt traces user space.
+    #[arg(long, value_name = "FILE")]
+    traceable_functions: Option<PathBuf>,
 
     /// Attach with this kernel mechanism: uprobe-multi, perf-link or
     /// perf-ioctl (for testing the paths older kernels take).
@@ -170,21 +253,308 @@ pub enum Mode {
 /// Exit status of a script error, as bpftrace.
 const EXIT_SCRIPT_ERROR: u8 = 1;
 
-pub fn run(args: RunArgs, mode: Mode) -> anyhow::Result<ExitCode> {
-    if let Some(pattern) = &args.list {
-        return listing::list(pattern, args.pid, args.verbose);
+/// bpftrace's largest PID (`PID_MAX_LIMIT` on 64-bit machines).
+const PID_MAX: u64 = 0x40_0000;
+
+/// The environment variable bpftrace's test engine sets to learn when the
+/// probes are attached.
+const NOTIFY: &str = "__BPFTRACE_NOTIFY_PROBES_ATTACHED";
+
+/// `bpftrace ARGS`: bpftrace's command line, its help, and its usage on a
+/// bad option.
+pub fn bpftrace(args: Vec<std::ffi::OsString>) -> anyhow::Result<ExitCode> {
+    let mut command = RunArgs::command()
+        .name("bpftrace")
+        .bin_name("bpftrace")
+        .override_usage(
+            "bpftrace [OPTIONS] FILE [ARG]... [-- --NAME=VALUE...]\n    \
+             bpftrace [OPTIONS] - <stdin input>\n    \
+             bpftrace [OPTIONS] -e 'program' [ARG]...\n    \
+             bpftrace -l [PATTERN | FILE]",
+        )
+        .about("sdt, run as bpftrace: bpftrace's language on user-space probes")
+        .arg(
+            clap::Arg::new("version")
+                .short('V')
+                .long("version")
+                .action(clap::ArgAction::SetTrue)
+                .help("Print the version"),
+        );
+    let argv = std::iter::once(std::ffi::OsString::from("bpftrace")).chain(args.iter().cloned());
+    let usage = command.render_help();
+    let matches = match command.try_get_matches_from_mut(argv) {
+        Ok(m) => m,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
+            print!("{usage}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => {
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or_default();
+            eprintln!("ERROR: {}", first.trim_start_matches("error: "));
+            eprint!("{usage}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    if matches.get_flag("version") {
+        println!("bpftrace v0.17.0 (sdt {})", env!("CARGO_PKG_VERSION"));
+        return Ok(ExitCode::SUCCESS);
     }
-    let (name, source, params) = script_source(&args)?;
-    let traced = Traced::start(args.pid, args.command.as_deref())?;
-    start_and_run(&args, mode, &name, &source, params, traced)
+    let args = RunArgs::from_arg_matches(&matches)?;
+    if args.program.is_none() && args.args.is_empty() && !args.list && !args.info {
+        eprintln!("ERROR: USAGE: filename or -e 'program' required.");
+        eprint!("{usage}");
+        return Ok(ExitCode::from(1));
+    }
+    run(args, Mode::Bpftrace)
+}
+
+pub fn run(args: RunArgs, mode: Mode) -> anyhow::Result<ExitCode> {
+    if args.info {
+        info::print();
+        return Ok(ExitCode::SUCCESS);
+    }
+    let pid = args.pid.as_deref().map(parse_pid).transpose()?;
+    let format = Format::named(&args.format).ok_or_else(|| {
+        let names: Vec<String> = sdt_output::FORMATS
+            .iter()
+            .map(|f| format!("'{}'", f.name))
+            .collect();
+        anyhow::anyhow!(
+            "Invalid output format \"{}\"\nValid formats: {}",
+            args.format,
+            names.join(", ")
+        )
+    })?;
+    let (positional, named) = split_parameters(&args.args);
+    if args.list {
+        return list(&args, mode, pid, &positional);
+    }
+    let (name, source, params) = script_source(&args, &positional)?;
+    let script = match sdt_lang::parser::parse(&source) {
+        Ok(script) => script,
+        Err(d) => return Ok(report(&d.into(), mode, &name, &source)),
+    };
+    let Prepared { script, config } = match prepare(script, &args, mode, &name, &source)? {
+        Ok(prepared) => prepared,
+        Err(code) => return Ok(code),
+    };
+    let declared = getopt::declarations(&source);
+    match getopt::bind(&declared, &named) {
+        Ok(()) => {}
+        Err(e) => return Ok(named_parameter_error(e, mode)),
+    }
+    let traced = Traced::start(pid, args.command.as_deref())?;
+    let run = Run {
+        args: &args,
+        mode,
+        format,
+        config,
+        name: &name,
+        source: &source,
+        params,
+        named,
+    };
+    run.start(script, traced)
+}
+
+/// A parsed script with its includes read, its probes filtered, and the
+/// configuration it runs with.
+struct Prepared {
+    script: Script,
+    config: Config,
+}
+
+/// Reads the includes, filters the probes, resolves the configuration;
+/// an error in the script is reported and its exit status returned.
+fn prepare(
+    mut script: Script,
+    args: &RunArgs,
+    mode: Mode,
+    name: &str,
+    source: &str,
+) -> anyhow::Result<Result<Prepared, ExitCode>> {
+    let base = Path::new(name).parent().filter(|_| name != "stdin");
+    for file in &args.include {
+        if include::locate(file, &args.include_dirs, base).is_none() {
+            anyhow::bail!("--include {}: file not found", file.display());
+        }
+    }
+    if let Err(d) = include::read(&mut script, &args.include, &args.include_dirs, base) {
+        return Ok(Err(report(&d, mode, name, source)));
+    }
+    if let Some(filter) = &args.probe_filter {
+        let regex = regex::Regex::new(filter)
+            .with_context(|| format!("--probe-filter {filter}: not a regular expression"))?;
+        filter_probes(&mut script, &regex);
+    }
+    let env = |variable: &str| std::env::var(variable).ok();
+    let resolved = match sdt_lang::config::resolve(&script.config, &env) {
+        Ok(r) => r,
+        Err(ConfigError::Script(errors)) => {
+            return Ok(Err(report(&Diagnostics(errors), mode, name, source)))
+        }
+        Err(ConfigError::Environment(why)) => anyhow::bail!("{why}"),
+    };
+    if !args.no_warnings && !resolved.warnings.is_empty() {
+        report(&Diagnostics(resolved.warnings), mode, name, source);
+    }
+    Ok(Ok(Prepared {
+        script,
+        config: resolved.config,
+    }))
+}
+
+/// Removes the attach points `--probe-filter` does not match, and the
+/// probes left with none; BEGIN and END stay.
+fn filter_probes(script: &mut Script, regex: &regex::Regex) {
+    for probe in &mut script.probes {
+        probe.attach_points.retain(|ap| {
+            let kind = ap.fields[0].to_ascii_lowercase();
+            (ap.fields.len() == 1 && (kind == "begin" || kind == "end")) || regex.is_match(&ap.text)
+        });
+    }
+    script.probes.retain(|p| !p.attach_points.is_empty());
+}
+
+/// bpftrace's check of `-p`: a decimal number no larger than the largest
+/// PID, before anything else is read.
+fn parse_pid(text: &str) -> anyhow::Result<i32> {
+    if !text.starts_with(|c: char| c.is_ascii_digit()) {
+        anyhow::bail!("Failed to parse pid: invalid integer: {text}");
+    }
+    let pid: u64 = text
+        .parse()
+        .map_err(|_| anyhow::anyhow!("Failed to parse pid: invalid trailing bytes: {text}"))?;
+    if pid > PID_MAX {
+        anyhow::bail!("Pid out of range: {pid}");
+    }
+    Ok(pid as i32)
+}
+
+/// Splits the words after the options into positional parameters and
+/// named ones: a word that starts with `--` can only have come after `--`
+/// (before it, it would have been taken as an option), and is `--NAME` or
+/// `--NAME=VALUE`.
+fn split_parameters(words: &[String]) -> (Vec<String>, getopt::Given) {
+    let mut positional = Vec::new();
+    let mut named = HashMap::new();
+    for word in words {
+        match word.strip_prefix("--").filter(|rest| !rest.is_empty()) {
+            Some(rest) => {
+                let (name, value) = match rest.split_once('=') {
+                    Some((name, value)) => (name, Some(value.to_string())),
+                    None => (rest, None),
+                };
+                named.insert(name.to_string(), value);
+            }
+            None => positional.push(word.clone()),
+        }
+    }
+    (positional, named)
+}
+
+/// Reports a named parameter the program does not take, or `--help`.
+fn named_parameter_error(e: BindError, mode: Mode) -> ExitCode {
+    let prefix = |kind: &str| match mode {
+        Mode::Bpftrace => format!("{}: ", kind.to_ascii_uppercase()),
+        Mode::Sdt => format!("sdt: {kind}: "),
+    };
+    match e {
+        BindError::Help(options) if options.is_empty() => {
+            eprintln!("{}no custom program options defined.", prefix("hint"));
+        }
+        BindError::Help(options) => {
+            eprintln!("{}expected program options:", prefix("hint"));
+            for option in options {
+                eprintln!("{option}");
+            }
+        }
+        BindError::Unexpected {
+            unexpected,
+            expected,
+        } => {
+            let list = |names: &[String]| {
+                names
+                    .iter()
+                    .map(|n| format!("--{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            eprintln!(
+                "{}unexpected program command line options: {}",
+                prefix("error"),
+                list(&unexpected)
+            );
+            if expected.is_empty() {
+                eprintln!("{}no custom program options defined.", prefix("hint"));
+            } else {
+                eprintln!(
+                    "{}expected program options: {}",
+                    prefix("hint"),
+                    list(&expected)
+                );
+            }
+        }
+        BindError::Invalid(why) => eprintln!("{}{why}", prefix("error")),
+    }
+    ExitCode::from(EXIT_SCRIPT_ERROR)
+}
+
+/// `-l`: the probes of a pattern, of a program, or of the `-p` process.
+fn list(
+    args: &RunArgs,
+    mode: Mode,
+    pid: Option<i32>,
+    positional: &[String],
+) -> anyhow::Result<ExitCode> {
+    if positional.len() > 1 {
+        anyhow::bail!("-l takes one pattern or program file, not {positional:?}");
+    }
+    let word = positional.first().map(String::as_str);
+    let program = match (&args.program, word) {
+        (Some(text), _) => Some(("stdin".to_string(), text.clone())),
+        (None, Some(file)) if Path::new(file).is_file() => {
+            Some((file.to_string(), read_file(file)?))
+        }
+        _ => None,
+    };
+    let Some((name, source)) = program else {
+        let pattern = word.unwrap_or("");
+        if pattern.contains('.') && !pattern.contains([':', '*']) {
+            eprintln!(
+                "{}It appears that '{pattern}' is a filename but the file does not exist. Treating '{pattern}' as a search pattern.",
+                match mode {
+                    Mode::Bpftrace => "WARNING: ",
+                    Mode::Sdt => "sdt: warning: ",
+                }
+            );
+        }
+        return listing::list(pattern, pid, args.verbose);
+    };
+    let script = match sdt_lang::parser::parse(&source) {
+        Ok(script) => script,
+        Err(d) => return Ok(report(&d.into(), mode, &name, &source)),
+    };
+    let params = match &args.program {
+        Some(_) => positional.to_vec(),
+        None => Vec::new(),
+    };
+    match listing::list_program(&script, &params, pid, args.verbose) {
+        Ok(listed) => listed,
+        Err(d) => Ok(report(&d, mode, &name, &source)),
+    }
 }
 
 /// The script's name for messages, its text, and its positional parameters.
-fn script_source(args: &RunArgs) -> anyhow::Result<(String, String, Vec<String>)> {
+fn script_source(
+    args: &RunArgs,
+    positional: &[String],
+) -> anyhow::Result<(String, String, Vec<String>)> {
     if let Some(program) = &args.program {
-        return Ok(("stdin".to_string(), program.clone(), args.args.clone()));
+        return Ok(("stdin".to_string(), program.clone(), positional.to_vec()));
     }
-    let Some((file, params)) = args.args.split_first() else {
+    let Some((file, params)) = positional.split_first() else {
         anyhow::bail!("no program: give one with -e 'PROGRAM' or as a file (see sdt run --help)");
     };
     let source = if file == "-" {
@@ -192,152 +562,210 @@ fn script_source(args: &RunArgs) -> anyhow::Result<(String, String, Vec<String>)
         io::stdin()
             .read_to_string(&mut text)
             .context("cannot read the program from standard input")?;
-        text
+        return Ok(("stdin".to_string(), text, params.to_vec()));
     } else {
-        std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read the program file {file}"))?
+        read_file(file)?
     };
     Ok((file.clone(), source, params.to_vec()))
 }
 
-fn strlen() -> anyhow::Result<u32> {
-    match std::env::var("BPFTRACE_STRLEN") {
-        Ok(v) => {
-            let n: u32 = v
-                .trim()
-                .parse()
-                .with_context(|| format!("BPFTRACE_STRLEN={v} is not a number"))?;
-            anyhow::ensure!(
-                (1..=MAX_STRLEN).contains(&n),
-                "BPFTRACE_STRLEN={n} must be between 1 and {MAX_STRLEN}"
-            );
-            Ok(n)
-        }
-        Err(_) => Ok(DEFAULT_STRLEN),
+/// A program file's text, or bpftrace's message for one that cannot be read.
+fn read_file(file: &str) -> anyhow::Result<String> {
+    std::fs::read_to_string(file)
+        .map_err(|e| anyhow::anyhow!("failed to open file '{file}': {}", os_message(&e)))
+}
+
+/// An I/O error's message without Rust's ` (os error N)`.
+pub fn os_message(e: &io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
     }
 }
 
-fn map_entries() -> anyhow::Result<u32> {
-    match std::env::var("BPFTRACE_MAP_KEYS_MAX") {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .with_context(|| format!("BPFTRACE_MAP_KEYS_MAX={v} is not a number")),
-        Err(_) => Ok(4096),
-    }
-}
-
-fn start_and_run(
-    args: &RunArgs,
+/// Everything a run is started with.
+struct Run<'a> {
+    args: &'a RunArgs,
     mode: Mode,
-    name: &str,
-    source: &str,
+    format: Format,
+    config: Config,
+    name: &'a str,
+    source: &'a str,
     params: Vec<String>,
-    traced: Traced,
-) -> anyhow::Result<ExitCode> {
-    let mechanism = if args.dump {
-        args.attach_with.unwrap_or(sdt_bpf::Mechanism::UprobeMulti)
-    } else {
-        sdt_trace::mechanism(args.attach_with)?
-    };
-    let options = sdt_script::Options {
-        check: CheckOptions {
-            params,
-            strlen: strlen()?,
-            allow_unsafe: args.allow_unsafe,
-            internal: false,
-        },
-        scope: Scope {
-            pid: traced.pid,
-            default_target: traced.program.clone(),
-        },
-        mechanism,
-        codegen: sdt_codegen::Options {
-            wake_at: args.buffer_size / 8,
-            start_ns: monotonic_ns(),
-            cpid: traced.cpid(),
-            map_entries: map_entries()?,
-            ring_size: args.buffer_size,
-            stamp_printf: args.timeline.timeline.is_some(),
-            machine: sdt_codegen::Machine::current(),
-        },
-    };
-    let compilation = match sdt_script::compile_named(name, source, &options) {
-        Ok(c) => c,
-        Err(diagnostics) => return Ok(report(&diagnostics, name, source)),
-    };
-    for warning in &compilation.warnings {
-        eprintln!("sdt: warning: {warning}");
-    }
-    if args.verbose {
-        for note in &compilation.program.type_notes {
-            eprintln!("sdt: {note}");
+    named: getopt::Given,
+}
+
+impl Run<'_> {
+    fn strlen(&self) -> u32 {
+        let wanted = self.config.max_strlen;
+        if wanted > u64::from(MAX_STRLEN) {
+            self.warn(&format!(
+                "max_strlen {wanted} is more than sdt's {MAX_STRLEN}: strings are cut at {MAX_STRLEN} bytes"
+            ));
         }
-    }
-    if args.dump {
-        dump(&compilation);
-        return Ok(ExitCode::SUCCESS);
+        wanted.clamp(1, u64::from(MAX_STRLEN)) as u32
     }
 
-    let buffering = match args.buffering.as_deref() {
-        Some("none") => Buffering::None,
-        Some("full") => Buffering::Full,
-        Some(_) => Buffering::Line,
-        None if args.output.is_none() && io::stdout().is_terminal() => Buffering::Line,
-        None => Buffering::Full,
-    };
-    let out = Box::new(Output::open(args.output.as_deref(), buffering)?);
-    let sink: Box<dyn Sink> = match args.format {
-        // bpftrace ends a program with two newlines on standard output,
-        // also with -o, where the file does not get them.
-        format if format == Format::TEXT && mode == Mode::Bpftrace && args.output.is_some() => {
-            Box::new(sdt_output::text::Text::new(out).separator_to(Box::new(io::stdout())))
+    fn warn(&self, text: &str) {
+        if self.args.no_warnings {
+            return;
         }
-        format => format.sink(out),
-    };
-    let mut pictures: Vec<Box<dyn Sink>> = Vec::new();
-    if let Some(path) = &args.flamegraph {
-        pictures.push(Box::new(crate::pictures::flamegraph(path)?));
-    }
-    pictures.extend(args.timeline.sink([])?);
-    let sink = Tee::of(sink, pictures);
-    let run = RunOptions {
-        mechanism,
-        pid: traced.pid,
-        follow: !args.no_follow,
-        allow_unsafe: args.allow_unsafe,
-    };
-    let mut runner = Runner::load(&compilation, &run, sink)
-        .map_err(|e| load_error(e, &compilation, name, source))?;
-    if !args.quiet {
-        let count = compilation.probe_count;
-        match mode {
-            Mode::Bpftrace => runner.runtime().sink().attached(count),
-            Mode::Sdt => eprintln!(
-                "Attaching {count} probe{}...",
-                if count == 1 { "" } else { "s" }
-            ),
-        }
-        runner.runtime().flush();
-    }
-    let mut ended = traced.run(runner, true, &|| false, |_, _| {})?;
-    report_losses(&ended.summary, ended.runtime.sink());
-    ended.runtime.sink().finish();
-    if let Some(e) = ended.runtime.error() {
-        if e.kind() != io::ErrorKind::BrokenPipe {
-            anyhow::bail!("cannot write the output: {e}");
+        match self.mode {
+            Mode::Bpftrace => eprintln!("WARNING: {text}"),
+            Mode::Sdt => eprintln!("sdt: warning: {text}"),
         }
     }
-    match ended.command_status {
-        Some(code) => {
-            if args.verbose {
-                eprintln!("sdt: the command exited with status {code}");
+
+    fn start(&self, script: Script, traced: Traced) -> anyhow::Result<ExitCode> {
+        let args = self.args;
+        let wanted = match (&args.attach_with, &args.no_feature) {
+            (Some(m), _) => Some(*m),
+            (None, Some(features)) if features.split(',').any(|f| f.trim() == "uprobe_multi") => {
+                Some(sdt_bpf::Mechanism::PerfLink)
             }
-            Ok(ExitCode::from(code))
+            _ => None,
+        };
+        let mechanism = if args.dump {
+            wanted.unwrap_or(sdt_bpf::Mechanism::UprobeMulti)
+        } else {
+            sdt_trace::mechanism(wanted)?
+        };
+        let options = sdt_script::Options {
+            check: CheckOptions {
+                params: self.params.clone(),
+                strlen: self.strlen(),
+                allow_unsafe: args.allow_unsafe,
+                named_params: self.named.clone(),
+                internal: false,
+            },
+            scope: traced.scope(args.allow_unsafe),
+            mechanism,
+            missing_probes: self.config.missing_probes,
+            codegen: sdt_codegen::Options {
+                wake_at: args.buffer_size / 8,
+                start_ns: monotonic_ns(),
+                cpid: traced.cpid(),
+                map_entries: u32::try_from(self.config.max_map_keys.max(1)).unwrap_or(u32::MAX),
+                ring_size: args.buffer_size,
+                stamp_printf: args.timeline.timeline.is_some(),
+                machine: sdt_codegen::Machine::current(),
+            },
+        };
+        let compilation = match sdt_script::compile_parsed(self.name, self.source, script, &options)
+        {
+            Ok(c) => c,
+            Err(diagnostics) => return Ok(report(&diagnostics, self.mode, self.name, self.source)),
+        };
+        if !args.no_warnings && !compilation.skipped.is_empty() {
+            let skipped = Diagnostics(compilation.skipped.clone());
+            diagnostics::print(
+                &skipped,
+                self.mode == Mode::Bpftrace,
+                self.name,
+                self.source,
+            );
         }
-        None => Ok(ExitCode::from(
-            ended.summary.exit_code.map_or(0, |c| c as u8),
-        )),
+        for warning in &compilation.warnings {
+            self.warn(warning);
+        }
+        if args.verbose {
+            for note in &compilation.program.type_notes {
+                eprintln!("sdt: {note}");
+            }
+        }
+        if args.dump {
+            dump(&compilation);
+            return Ok(ExitCode::SUCCESS);
+        }
+
+        let notify = std::env::var_os(NOTIFY).is_some();
+        let buffering = match args.buffering.as_deref() {
+            Some("none") => Buffering::None,
+            Some("full") => Buffering::Full,
+            Some(_) => Buffering::Line,
+            // BEGIN's output waits in the buffer for the notification.
+            None if notify => Buffering::Full,
+            None if args.output.is_none() && io::stdout().is_terminal() => Buffering::Line,
+            None => Buffering::Full,
+        };
+        let out = Box::new(Output::open(args.output.as_deref(), buffering)?);
+        let sink: Box<dyn Sink> = match self.format {
+            // bpftrace ends a program with two newlines on standard output,
+            // also with -o, where the file does not get them.
+            format
+                if format == Format::TEXT
+                    && self.mode == Mode::Bpftrace
+                    && args.output.is_some() =>
+            {
+                Box::new(sdt_output::text::Text::new(out).separator_to(Box::new(io::stdout())))
+            }
+            format => format.sink(out),
+        };
+        let mut pictures: Vec<Box<dyn Sink>> = Vec::new();
+        if let Some(path) = &args.flamegraph {
+            pictures.push(Box::new(crate::pictures::flamegraph(path)?));
+        }
+        pictures.extend(args.timeline.sink([])?);
+        let sink = Tee::of(sink, pictures);
+        let run = RunOptions {
+            mechanism,
+            pid: traced.pid,
+            follow: !args.no_follow,
+            allow_unsafe: args.allow_unsafe,
+            filter_tracepoints: args.pid.is_some(),
+            max_cat_bytes: self.config.max_cat_bytes,
+        };
+        let mut runner = Runner::load(&compilation, &run, sink)
+            .map_err(|e| load_error(e, &compilation, self.name, self.source))?;
+        if !args.quiet {
+            let count = compilation.probe_count;
+            match self.mode {
+                Mode::Bpftrace => runner.runtime().sink().attached(count),
+                Mode::Sdt => eprintln!(
+                    "Attaching {count} probe{}...",
+                    if count == 1 { "" } else { "s" }
+                ),
+            }
+            runner.runtime().flush();
+        }
+        let attached = |_: &mut Runner<'_>, _: usize| {
+            if notify {
+                // Before what BEGIN printed, which is still buffered, and
+                // on standard output whatever -o says, as bpftrace prints
+                // it: bpftrace prints BEGIN's output once it has attached.
+                let mut stdout = io::stdout().lock();
+                let _ = writeln!(stdout, "{NOTIFY}");
+                let _ = stdout.flush();
+            }
+        };
+        let print_maps = self.config.print_maps_on_exit;
+        let mut ended = traced.run(runner, print_maps, &|| false, attached)?;
+        report_losses(&ended.summary, ended.runtime.sink());
+        ended.runtime.sink().finish();
+        if let Some(e) = ended.runtime.error() {
+            if e.kind() != io::ErrorKind::BrokenPipe {
+                anyhow::bail!("cannot write the output: {e}");
+            }
+        }
+        let exit_code = ended.summary.exit_code.map_or(0, |c| c as u8);
+        match (ended.command_status, self.mode) {
+            // bpftrace's status is the program's (exit(N)), whatever the
+            // command's was.
+            (Some(code), Mode::Bpftrace) => {
+                if args.verbose {
+                    eprintln!("sdt: the command exited with status {code}");
+                }
+                Ok(ExitCode::from(exit_code))
+            }
+            (Some(code), Mode::Sdt) => {
+                if args.verbose {
+                    eprintln!("sdt: the command exited with status {code}");
+                }
+                Ok(ExitCode::from(code))
+            }
+            (None, _) => Ok(ExitCode::from(exit_code)),
+        }
     }
 }
 
@@ -359,35 +787,13 @@ fn report_losses(summary: &Summary, sink: &mut dyn Sink) {
         eprintln!("sdt: {} stacks could not be recorded", summary.lost_stacks);
     }
     for (map, n) in &summary.full_maps {
-        eprintln!("sdt: {n} updates of {map} were dropped because it was full; raise BPFTRACE_MAP_KEYS_MAX");
+        eprintln!("sdt: {n} updates of {map} were dropped because it was full; raise max_map_keys (BPFTRACE_MAX_MAP_KEYS)");
     }
-}
-
-fn parse_format(name: &str) -> Result<Format, String> {
-    Format::named(name).ok_or_else(|| {
-        let names: Vec<&str> = sdt_output::FORMATS.iter().map(|f| f.name).collect();
-        format!(
-            "`{name}` is not an output format: one of {}",
-            names.join(", ")
-        )
-    })
 }
 
 /// Prints diagnostics and returns bpftrace's exit status for them.
-fn report(diagnostics: &Diagnostics, name: &str, source: &str) -> ExitCode {
-    let mut stderr = codespan_reporting::term::termcolor::StandardStream::stderr(
-        if io::stderr().is_terminal() {
-            codespan_reporting::term::termcolor::ColorChoice::Auto
-        } else {
-            codespan_reporting::term::termcolor::ColorChoice::Never
-        },
-    );
-    for d in &diagnostics.0 {
-        if d.render(name, source, &mut stderr).is_err() {
-            eprintln!("{name}: error: {}", d.message);
-        }
-    }
-    let _ = stderr.flush();
+fn report(diagnostics: &Diagnostics, mode: Mode, name: &str, source: &str) -> ExitCode {
+    diagnostics::print(diagnostics, mode == Mode::Bpftrace, name, source);
     ExitCode::from(EXIT_SCRIPT_ERROR)
 }
 
@@ -487,4 +893,65 @@ fn dump(compilation: &Compilation) {
 fn monotonic_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pids_are_checked_as_bpftrace_checks_them() {
+        assert_eq!(parse_pid("1234").unwrap(), 1234);
+        let err = |t: &str| parse_pid(t).unwrap_err().to_string();
+        assert_eq!(err("a1111"), "Failed to parse pid: invalid integer: a1111");
+        assert_eq!(
+            err("111a1"),
+            "Failed to parse pid: invalid trailing bytes: 111a1"
+        );
+        assert_eq!(err("5000000"), "Pid out of range: 5000000");
+    }
+
+    #[test]
+    fn words_after_the_options_are_positional_or_named() {
+        let words: Vec<String> = ["pos1", "--aa=20", "--dd", "pos2", "--cc=a=b"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let (positional, named) = split_parameters(&words);
+        assert_eq!(positional, ["pos1", "pos2"]);
+        assert_eq!(named.get("aa"), Some(&Some("20".to_string())));
+        assert_eq!(named.get("dd"), Some(&None));
+        assert_eq!(named.get("cc"), Some(&Some("a=b".to_string())));
+    }
+
+    fn parse(words: &[&str]) -> RunArgs {
+        RunArgs::try_parse_from(std::iter::once("sdt run").chain(words.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn options_may_follow_the_program_file() {
+        let a = parse(&["script.bt", "-c", "./prog", "arg", "--no-warnings"]);
+        assert_eq!(a.args, ["script.bt", "arg"]);
+        assert_eq!(a.command.as_deref(), Some("./prog"));
+        assert!(a.no_warnings);
+        let a = parse(&["script.bt", "9", "-p", "9", "--usdt-file-activation"]);
+        assert_eq!(a.args, ["script.bt", "9"]);
+        assert_eq!(a.pid.as_deref(), Some("9"));
+        let a = parse(&["-e", "first", "-e", "second", "--", "-5", "--x=1"]);
+        assert_eq!(a.program.as_deref(), Some("second"), "the last -e counts");
+        assert_eq!(a.args, ["-5", "--x=1"]);
+        let a = parse(&[
+            "--output",
+            "f",
+            "--cmd",
+            "c",
+            "--list",
+            "--quiet",
+            "--verify-llvm-ir",
+        ]);
+        assert_eq!(a.output.as_deref(), Some(Path::new("f")));
+        assert!(a.list && a.quiet && a.verify_llvm_ir);
+        assert!(RunArgs::try_parse_from(["sdt run", "-e", "x", "--aa=20"]).is_err());
+        assert!(RunArgs::try_parse_from(["sdt run", "-idonotexist"]).is_err());
+    }
 }

@@ -42,7 +42,7 @@ pub struct StackcountArgs {
     pid: Option<i32>,
 
     /// Run CMD, trace it and the processes it starts, and stop when it ends.
-    #[arg(short = 'c', value_name = "CMD", long_help = crate::traced::COMMAND_HELP)]
+    #[arg(short = 'c', value_name = "CMD", long_help = crate::COMMAND_HELP)]
     command: Option<String>,
 
     /// Output format: text (each stack, leaf first, with its count), folded

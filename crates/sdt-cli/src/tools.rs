@@ -1,63 +1,20 @@
-//! The language tools: `sdt calls`, `sdt flow`, `sdt gc`, ... — BCC's
-//! `ucalls`, `uflow` and `ugc` as sdt subcommands.
-//!
-//! Each tool is a program in sdt's own language (the `.bt` files next to
-//! this module, shipped inside the binary and shown by `--print-program`)
-//! with placeholders for the probe names, which come from one table of
-//! runtimes ([`runtimes`]). The program runs as `sdt run` runs it, but its
-//! `printf` and map output arrives as data (a
-//! [`Receiver`](sdt_runtime::Receiver)), from which the tool lays
-//! out BCC-like tables or JSON.
-//!
-//! **Pairing.** Tools that pair an event with a later one (a method's
-//! entry with its return, a collection's start with its end, a query's
-//! start with its done) never trust the two to balance: a runtime may
-//! report a return whose entry it did not (CPython 3.11 calls a profile
-//! function written in Python without reporting its entry), tracing may
-//! start in the middle of a call, and a coroutine switch, a `longjmp` or
-//! an exiting thread leaves entries without returns. What could not be
-//! paired is counted and reported ([`Unpaired`]), never dropped silently
-//! and never allowed to shift the pairing of what comes after.
+//! The language tools' command lines: `sdt calls`, `sdt flow`, `sdt gc`,
+//! ... Each is parsed here and run by `sdt-tools` (which holds the tools
+//! themselves: their programs, the runtime table and their reports) with
+//! the output format chosen.
 //!
 //! **BCC's names.** Run as `ucalls`, `uflow`, `ugc`, `uobjnew`,
 //! `uthreads`, `ustat`, `dbslower` or `bashreadline` (a link to the
 //! binary), sdt takes that BCC tool's command line ([`bcc`]).
 
 pub mod bcc;
-mod calls;
-mod dbslower;
-mod flow;
-mod gc;
-mod launch;
-mod objnew;
-mod readline;
-pub mod runtimes;
-mod stat;
-mod threads;
 
-use std::cell::Cell;
-use std::collections::BTreeMap;
-use std::io::{self, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::rc::Rc;
 
 use clap::Args;
-use sdt_lang::check::CheckOptions;
-use sdt_runtime::run::RunOptions;
-use sdt_runtime::run::{Runner, Summary};
-use sdt_runtime::{Datum, MapRow, Receiver};
-use sdt_trace::Scope;
-
-pub use self::calls::{run as calls, CallsArgs};
-pub use self::dbslower::{run as dbslower, DbslowerArgs};
-pub use self::flow::{run as flow, FlowArgs};
-pub use self::gc::{run as gc, GcArgs};
-pub use self::objnew::{run as objnew, ObjnewArgs};
-pub use self::readline::{run as readline, ReadlineArgs};
-use self::runtimes::{Detected, Needs};
-pub use self::stat::{run as stat, StatArgs};
-pub use self::threads::{run as threads, ThreadsArgs};
-use crate::traced::Traced;
+use sdt_output::Format;
+use sdt_tools::{calls, dbslower, flow, gc, objnew, readline, stat, threads};
 
 /// Options every language tool takes.
 #[derive(Args, Debug)]
@@ -76,9 +33,16 @@ pub struct Common {
 
 impl Common {
     /// The target, with BCC's positional PID (when given) as `-p`.
-    pub fn with_pid(mut self, positional: PositionalPid) -> Common {
+    fn with_pid(mut self, positional: PositionalPid) -> Common {
         self.target.pid = self.target.pid.or(positional.process);
         self
+    }
+
+    fn tools(self) -> sdt_tools::Common {
+        sdt_tools::Common {
+            lang: self.lang,
+            ..self.target.tools()
+        }
     }
 }
 
@@ -102,487 +66,397 @@ pub struct Target {
 
     /// Run CMD, trace it, and stop when it ends; its runtime's probes are
     /// switched on through its environment.
-    #[arg(short = 'c', value_name = "CMD", long_help = crate::traced::COMMAND_HELP)]
+    #[arg(short = 'c', value_name = "CMD", long_help = crate::COMMAND_HELP)]
     pub command: Option<String>,
 
     /// One JSON object per line instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    #[arg(
+        long = "json",
+        num_args = 0,
+        default_value = "text",
+        default_missing_value = "json",
+        hide_default_value = true,
+        value_parser = format_named
+    )]
+    pub format: Format,
 
     /// Print the program the tool runs (for `sdt run`) and exit.
     #[arg(long)]
     pub print_program: bool,
 }
 
-/// Fills a tool's program: each `{{NAME}}` is replaced by its value.
-pub fn fill(template: &str, values: &[(&str, String)]) -> String {
-    let mut text = template.to_string();
-    for (name, value) in values {
-        text = text.replace(&format!("{{{{{name}}}}}"), value);
-    }
-    debug_assert!(!text.contains("{{"), "unfilled placeholder in\n{text}");
-    text
+/// The format `--json` names (`json`) or its absence does (`text`).
+fn format_named(name: &str) -> Result<Format, String> {
+    Format::named(name).ok_or_else(|| format!("`{name}` is not an output format"))
 }
 
-/// The attach points of the runtime's probe `name` in each of the
-/// detected runtime's files, for one probe block.
-pub fn attach_points(detected: &Detected, name: &str) -> String {
-    let points: Vec<String> = detected
-        .objects
-        .iter()
-        .map(|object| {
-            format!(
-                "usdt:{}:{}:{name}",
-                object.display(),
-                detected.language.provider
-            )
-        })
-        .collect();
-    points.join(",\n")
-}
-
-/// The `interval:s:N` block that prints the maps `report` every N
-/// seconds, or nothing.
-pub fn interval_block(interval: Option<u64>, report: &str) -> String {
-    match interval {
-        Some(seconds) => format!("interval:s:{seconds} {{\n{report}}}\n"),
-        None => String::new(),
-    }
-}
-
-/// Counts the reports a tool has printed, to stop after `limit` (the
-/// COUNT of `INTERVAL COUNT`): the run stops, and the report END would
-/// add is not printed. A tool with keys (`stat`'s screen) adds its own
-/// reason to stop with [`Reports::or_when`].
-#[derive(Clone)]
-pub struct Reports {
-    printed: Rc<Cell<u64>>,
-    limit: Option<u64>,
-    /// Asked between steps of the run (every few milliseconds).
-    quit: Option<Rc<dyn Fn() -> bool>>,
-}
-
-impl Reports {
-    pub fn new(limit: Option<u64>) -> Reports {
-        Reports {
-            printed: Rc::new(Cell::new(0)),
-            limit,
-            quit: None,
-        }
-    }
-
-    /// Also stops the run when `quit` says so.
-    pub fn or_when(self, quit: impl Fn() -> bool + 'static) -> Reports {
-        Reports {
-            quit: Some(Rc::new(quit)),
-            ..self
-        }
-    }
-
-    pub fn add(&self) {
-        self.printed.set(self.printed.get() + 1);
-    }
-
-    /// All the reports asked for are printed.
-    pub fn full(&self) -> bool {
-        self.limit.is_some_and(|n| self.printed.get() >= n)
-    }
-
-    /// The run should stop: all the reports are printed, or the tool
-    /// asked to quit.
-    fn ended(&self) -> bool {
-        self.full() || self.quit.as_ref().is_some_and(|quit| quit())
-    }
-}
-
-/// What a tool traces: a language runtime's probes, which may need
-/// switching on, or programs' probes.
-pub enum Prepared {
-    Runtime { detected: Detected, needs: Needs },
-    Programs(Vec<std::path::PathBuf>),
-}
-
-impl Prepared {
-    fn objects(&self) -> &[std::path::PathBuf] {
-        match self {
-            Prepared::Runtime { detected, .. } => &detected.objects,
-            Prepared::Programs(paths) => paths,
+impl Target {
+    fn tools(self) -> sdt_tools::Common {
+        sdt_tools::Common {
+            lang: None,
+            pid: self.pid,
+            command: self.command,
+            format: self.format,
+            print_program: self.print_program,
         }
     }
 }
 
-/// Detects the runtime of a language tool.
-pub fn prepare(common: &Common) -> anyhow::Result<runtimes::Detected> {
-    runtimes::detect(
-        common.lang.as_deref(),
-        common.target.pid,
-        common.target.command.as_deref(),
+#[derive(Args, Debug)]
+#[command(about = calls::TOOL.summary, after_help = "EXAMPLES:\n  \
+    sdt calls -c 'python3 app.py'           calls of every function, by count\n  \
+    sdt calls -L -T 10 -p 1234              the 10 slowest methods, by total time\n  \
+    sdt calls -l java 5 3                    every JVM: three 5-second reports\n\n\
+    With -L, returns without an entry and entries without a return are not\n\
+    timed: they are counted and shown under the table.")]
+pub struct CallsArgs {
+    #[command(flatten)]
+    common: Common,
+
+    #[command(flatten)]
+    options: CallsOptions,
+
+    #[command(flatten)]
+    every: Every,
+}
+
+/// BCC's `ucalls [-l LANG] [-L] [-T TOP] [-m] PID [INTERVAL]`.
+#[derive(Args, Debug)]
+pub struct UcallsArgs {
+    #[command(flatten)]
+    common: Common,
+
+    #[command(flatten)]
+    options: CallsOptions,
+
+    #[command(flatten)]
+    pid: PositionalPid,
+
+    /// Print a report every INTERVAL seconds (default: once, at the end).
+    #[arg(value_name = "INTERVAL", value_parser = clap::value_parser!(u64).range(1..))]
+    interval: Option<u64>,
+}
+
+/// The options `calls` and `ucalls` share.
+#[derive(Args, Debug)]
+pub struct CallsOptions {
+    /// Also time each call; sort by total time.
+    #[arg(short = 'L', long)]
+    latency: bool,
+
+    /// Show only the top N methods.
+    #[arg(short = 'T', long = "top", value_name = "N")]
+    top: Option<usize>,
+
+    /// Times in milliseconds instead of microseconds.
+    #[arg(short = 'm', long)]
+    milliseconds: bool,
+}
+
+impl CallsOptions {
+    fn tools(self, interval: Option<u64>, count: Option<u64>) -> calls::Options {
+        calls::Options {
+            latency: self.latency,
+            top: self.top,
+            milliseconds: self.milliseconds,
+            interval,
+            count,
+        }
+    }
+}
+
+/// `INTERVAL [COUNT]`, for the tools that report at intervals.
+#[derive(Args, Debug)]
+pub struct Every {
+    /// Print a report every INTERVAL seconds (default: once, at the end).
+    #[arg(value_name = "INTERVAL", value_parser = clap::value_parser!(u64).range(1..))]
+    interval: Option<u64>,
+
+    /// Stop after COUNT reports.
+    #[arg(value_name = "COUNT", requires = "interval")]
+    count: Option<u64>,
+}
+
+pub fn calls(args: CallsArgs) -> anyhow::Result<ExitCode> {
+    let Every { interval, count } = args.every;
+    calls::run(&args.common.tools(), &args.options.tools(interval, count))
+}
+
+/// `ucalls`: BCC's positional PID, then its INTERVAL.
+fn ucalls(args: UcallsArgs) -> anyhow::Result<ExitCode> {
+    let common = args.common.with_pid(args.pid).tools();
+    calls::run(&common, &args.options.tools(args.interval, None))
+}
+
+#[derive(Args, Debug)]
+#[command(about = flow::TOOL.summary, after_help = "EXAMPLES:\n  \
+    sdt flow -c 'python3 app.py' -M handle_      calls of methods named handle_*\n  \
+    sdt flow -p 1234 -C com/example/             calls of classes in com.example\n  \
+    sdt flow -l python 1234                      BCC's form: the PID last\n\n\
+    Depth counts only the calls shown: a filtered-out caller adds no indentation.\n\
+    A return without an entry is not shown, an entry without a return has no\n\
+    return line; both are counted and reported on standard error at the end.")]
+pub struct FlowArgs {
+    #[command(flatten)]
+    common: Common,
+
+    /// Show only methods of classes whose name starts with CLASS (for
+    /// Python: whose file name does).
+    #[arg(short = 'C', long = "class", value_name = "CLASS")]
+    class: Option<String>,
+
+    /// Show only methods whose name starts with METHOD.
+    #[arg(short = 'M', long = "method", value_name = "METHOD")]
+    method: Option<String>,
+
+    #[command(flatten)]
+    pid: PositionalPid,
+}
+
+pub fn flow(args: FlowArgs) -> anyhow::Result<ExitCode> {
+    let (class, method) = (args.class, args.method);
+    let common = args.common.with_pid(args.pid).tools();
+    flow::run(&common, &flow::Options { class, method })
+}
+
+#[derive(Args, Debug)]
+#[command(about = gc::TOOL.summary, after_help = "EXAMPLES:\n  \
+    sdt gc -c 'java -jar app.jar'      every collection of the command\n  \
+    sdt gc -l ruby -m 10               collections over 10 ms in every Ruby process\n\n\
+    A collection is, for Java, gc__begin to gc__end; for Python, gc__start to\n\
+    gc__done; for Ruby, the marking phase (gc__mark__begin to gc__mark__end).")]
+pub struct GcArgs {
+    #[command(flatten)]
+    common: Common,
+
+    /// Show only collections that took at least MIN milliseconds.
+    #[arg(short = 'm', long = "min", value_name = "MIN")]
+    min_ms: Option<u64>,
+
+    #[command(flatten)]
+    pid: PositionalPid,
+}
+
+/// BCC's `ugc [-l LANG] [-m] [-M MIN] PID`.
+#[derive(Args, Debug)]
+pub struct UgcArgs {
+    #[command(flatten)]
+    common: Common,
+
+    /// Times in milliseconds instead of microseconds.
+    #[arg(short = 'm', long)]
+    milliseconds: bool,
+
+    /// Show only collections that took at least MIN milliseconds.
+    #[arg(short = 'M', long = "minimum", value_name = "MIN")]
+    min_ms: Option<u64>,
+
+    #[command(flatten)]
+    pid: PositionalPid,
+}
+
+pub fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
+    gc_in(args.common.with_pid(args.pid), args.min_ms, false)
+}
+
+/// `ugc`: BCC's options (`-m` is the unit there, `-M` the minimum).
+fn ugc(args: UgcArgs) -> anyhow::Result<ExitCode> {
+    gc_in(
+        args.common.with_pid(args.pid),
+        args.min_ms,
+        args.milliseconds,
     )
 }
 
-/// Bytes kept of each string (NUL included): names of classes and
-/// methods, and Python's file names, which are paths.
-pub const NAME_LEN: u32 = 128;
-/// Bytes kept of a query or a command line.
-pub const TEXT_LEN: u32 = 256;
+/// `gc` with its options, however they were given.
+fn gc_in(common: Common, min_ms: Option<u64>, milliseconds: bool) -> anyhow::Result<ExitCode> {
+    let options = gc::Options {
+        min_ms,
+        milliseconds,
+    };
+    gc::run(&common.tools(), &options)
+}
 
-/// Runs a tool's program, keeping `strlen` bytes of each string:
-/// `receiver` gets its output; the run stops at
-/// Ctrl-C, at the end of the `-p`/`-c` process, or after `stop_after`
-/// reports (see [`Reports`]). Returns the exit status (the command's, with `-c`).
-pub fn execute<'c>(
-    common: &Target,
-    prepared: Prepared,
-    program: &str,
-    receiver: Box<dyn Receiver + 'c>,
-    reports: Option<Reports>,
-    strlen: u32,
+#[derive(Args, Debug)]
+#[command(about = objnew::TOOL.summary, after_help = "EXAMPLES:\n  \
+    sdt objnew -c 'java -cp . App'       allocations of the command, by class\n  \
+    sdt objnew -C 10 -p 1234 5            every 5 s, the 10 classes allocated most\n\n\
+    Java's allocation probe needs -XX:+ExtendedDTraceProbes, which sdt sets for -c.\n\
+    Ruby's object__create counts objects created with new (not strings,\n\
+    arrays and hashes, which have probes of their own). No bytes: OpenJDK 17\n\
+    gives 0 as the size of nearly every allocation, and Ruby gives none.")]
+pub struct ObjnewArgs {
+    #[command(flatten)]
+    common: Common,
+
+    /// Show the N classes allocated most often.
+    #[arg(short = 'C', long = "top-count", value_name = "N")]
+    top_count: Option<usize>,
+
+    #[command(flatten)]
+    every: Every,
+}
+
+/// BCC's `uobjnew [-l LANG] [-C N] PID [INTERVAL]`.
+#[derive(Args, Debug)]
+pub struct UobjnewArgs {
+    #[command(flatten)]
+    common: Common,
+
+    /// Show the N classes allocated most often.
+    #[arg(short = 'C', long = "top-count", value_name = "N")]
+    top_count: Option<usize>,
+
+    #[command(flatten)]
+    pid: PositionalPid,
+
+    /// Print a report every INTERVAL seconds (default: once, at the end).
+    #[arg(value_name = "INTERVAL", value_parser = clap::value_parser!(u64).range(1..))]
+    interval: Option<u64>,
+}
+
+pub fn objnew(args: ObjnewArgs) -> anyhow::Result<ExitCode> {
+    let Every { interval, count } = args.every;
+    objnew_in(args.common, args.top_count, interval, count)
+}
+
+/// `uobjnew`: BCC's positional PID, then its INTERVAL.
+fn uobjnew(args: UobjnewArgs) -> anyhow::Result<ExitCode> {
+    let common = args.common.with_pid(args.pid);
+    objnew_in(common, args.top_count, args.interval, None)
+}
+
+/// `objnew` with its options, however they were given.
+fn objnew_in(
+    common: Common,
+    top: Option<usize>,
+    interval: Option<u64>,
+    count: Option<u64>,
 ) -> anyhow::Result<ExitCode> {
-    if common.print_program {
-        print!("{program}");
-        return Ok(ExitCode::SUCCESS);
-    }
-    // For -c, the runtime's probes are switched on in the command's
-    // environment; otherwise sdt can only say what is needed.
-    let _switched = match (&prepared, &common.command) {
-        (Prepared::Runtime { detected, needs }, Some(_)) => {
-            Some(runtimes::switch_on(detected.language, *needs)?)
-        }
-        (Prepared::Runtime { detected, needs }, None) => {
-            if let Some(advice) = runtimes::advice(detected.language, *needs, common.pid) {
-                eprintln!("sdt: note: {advice}");
-            }
-            None
-        }
-        (Prepared::Programs(_), _) => None,
+    let options = objnew::Options {
+        top,
+        interval,
+        count,
     };
-    let traced = Traced::start(common.pid, common.command.as_deref())?;
-    let mechanism = sdt_trace::mechanism(None)?;
-    let options = sdt_script::Options {
-        check: CheckOptions {
-            params: Vec::new(),
-            strlen,
-            allow_unsafe: false,
-            internal: false,
-        },
-        scope: Scope {
-            pid: traced.pid,
-            default_target: traced.program.clone(),
-        },
-        mechanism,
-        codegen: sdt_codegen::Options {
-            wake_at: (4 << 20) / 8,
-            start_ns: 0,
-            cpid: traced.cpid(),
-            // As `sdt run`: a full map is reported, never silent.
-            map_entries: 4096,
-            ring_size: 4 << 20,
-            stamp_printf: false,
-            machine: sdt_codegen::Machine::current(),
-        },
+    objnew::run(&common.tools(), &options)
+}
+
+#[derive(Args, Debug)]
+#[command(about = threads::TOOL.summary, after_help = "EXAMPLES:\n  \
+    sdt threads -c 'java -cp . App'\n  \
+    sdt threads -l java --json          threads of every JVM, as JSON lines\n  \
+    sdt threads 1234                    BCC's form: the PID last\n\n\
+    Java's thread__start and thread__stop give the thread's name and its\n\
+    kernel thread id; Python, Ruby and PHP have no thread probes.")]
+pub struct ThreadsArgs {
+    #[command(flatten)]
+    common: Common,
+
+    #[command(flatten)]
+    pid: PositionalPid,
+}
+
+pub fn threads(args: ThreadsArgs) -> anyhow::Result<ExitCode> {
+    threads::run(&args.common.with_pid(args.pid).tools())
+}
+
+#[derive(Args, Debug)]
+#[command(about = stat::TOOL.summary, after_help = "EXAMPLES:\n  \
+    sdt stat                  every Java, Python, Ruby and PHP process, every second\n  \
+    sdt stat -l python 5 3    Python processes: three 5-second reports\n\n\
+    Method and allocation rates are 0 for processes whose probes are off (see\n\
+    the README: Java needs -XX:+ExtendedDTraceProbes, PHP USE_ZEND_DTRACE=1,\n\
+    CPython 3.11 a profile function, Ruby a TracePoint).")]
+pub struct StatArgs {
+    #[command(flatten)]
+    target: Target,
+
+    /// Only this language: java, python, ruby or php (default: every one
+    /// installed with probes).
+    #[arg(short = 'l', value_name = "LANG")]
+    lang: Option<String>,
+
+    /// Seconds between reports.
+    #[arg(value_name = "INTERVAL", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    interval: u64,
+
+    /// Stop after COUNT reports.
+    #[arg(value_name = "COUNT")]
+    count: Option<u64>,
+}
+
+pub fn stat(args: StatArgs) -> anyhow::Result<ExitCode> {
+    let common = sdt_tools::Common {
+        lang: args.lang,
+        ..args.target.tools()
     };
-    let compilation = sdt_script::compile(program, &options).map_err(|d| {
-        anyhow::anyhow!(
-            "the tool's program does not compile (a bug in sdt): {}",
-            d.0.first().map_or(String::new(), |d| d.message.clone())
-        )
-    })?;
-    let run = RunOptions {
-        mechanism,
-        pid: traced.pid,
-        follow: true,
-        allow_unsafe: false,
+    let options = stat::Options {
+        interval: args.interval,
+        count: args.count,
     };
-    let sink = sdt_output::Format::TEXT.sink(Box::new(io::sink()));
-    let mut runner = Runner::load(&compilation, &run, sink)?;
-    runner.runtime().set_receiver(receiver);
-    let stop = || reports.as_ref().is_some_and(Reports::ended);
-    // On standard error, also with --json: it says when tracing starts.
-    let started = |_: &mut Runner<'_>, _: usize| {
-        eprintln!(
-            "Tracing {} in {}... Ctrl-C to end.",
-            match common.pid {
-                Some(pid) => format!("process {pid}"),
-                None if common.command.is_some() => "the command".to_string(),
-                None => "every process".to_string(),
-            },
-            runtimes::list(prepared.objects())
-        );
+    stat::run(&common, &options)
+}
+
+#[derive(Args, Debug)]
+#[command(about = dbslower::TOOL.summary, after_help = "EXAMPLES:\n  \
+    sdt dbslower                          PostgreSQL queries of 1 ms or more, every server\n  \
+    sdt dbslower postgres -m 100 -p \"$(pgrep -o postgres)\"   one server and its backends\n  \
+    sdt dbslower mysql -m 1000            MySQL or MariaDB, as BCC's dbslower takes it\n\n\
+    A query is timed from query__start to query__done in the thread that\n\
+    runs it. The query text is cut at 256 bytes. A query without a done\n\
+    (PostgreSQL reports none for a query that fails) is counted, not timed.")]
+pub struct DbslowerArgs {
+    /// The server: postgres (or postgresql), mysql or mariadb (default:
+    /// postgres, or what -x, -p or -c runs).
+    #[arg(value_name = "ENGINE", value_parser = ["postgres", "postgresql", "mysql", "mariadb"])]
+    engine: Option<String>,
+
+    #[command(flatten)]
+    target: Target,
+
+    /// Show queries that took at least THRESHOLD milliseconds.
+    #[arg(
+        short = 'm',
+        long = "threshold",
+        value_name = "THRESHOLD",
+        default_value_t = 1
+    )]
+    threshold_ms: u64,
+
+    /// The server program (default: the -p process's, the one the -c
+    /// command runs, or the newest /usr/lib/postgresql/*/bin/postgres;
+    /// for MySQL, mariadbd or mysqld in PATH).
+    #[arg(short = 'x', long = "exe", value_name = "PATH")]
+    exe: Option<PathBuf>,
+}
+
+pub fn dbslower(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
+    let options = dbslower::Options {
+        engine: args.engine.as_deref().and_then(dbslower::Engine::named),
+        threshold_ms: args.threshold_ms,
+        exe: args.exe,
     };
-    let ended = traced.run(runner, false, &stop, started)?;
-    report_losses(&ended.summary, common.json);
-    let _ = io::stdout().flush();
-    Ok(match ended.command_status {
-        Some(code) => ExitCode::from(code),
-        None => ExitCode::SUCCESS,
-    })
+    dbslower::run(&args.target.tools(), &options)
 }
 
-/// A count is never silently short: every loss is said, on standard error
-/// (and as a JSON line with --json).
-fn report_losses(summary: &Summary, json: bool) {
-    let mut lost = Vec::new();
-    if summary.lost_events > 0 {
-        lost.push(format!(
-            "{} events lost because the ring buffer was full",
-            summary.lost_events
-        ));
-    }
-    for (map, n) in &summary.full_maps {
-        lost.push(format!("{n} updates of {map} dropped because it was full"));
-    }
-    for line in &lost {
-        eprintln!("sdt: warning: {line}; the figures above are short");
-    }
-    if json && !lost.is_empty() {
-        println!("{}", serde_json::json!({ "lost": lost }));
-    }
+#[derive(Args, Debug)]
+#[command(about = readline::TOOL.summary, after_help = "EXAMPLES:\n  \
+    sdt readline                 every interactive bash on the machine\n  \
+    sdt readline -p $$           this shell\n\n\
+    Only lines read through readline show: interactive shells, not scripts.")]
+pub struct ReadlineArgs {
+    #[command(flatten)]
+    target: Target,
+
+    /// The file whose `readline` is probed: bash (default: bash in
+    /// PATH), or the libreadline.so a bash built with the system's
+    /// readline loads (`-s` as in BCC's bashreadline).
+    #[arg(short = 'x', long = "exe", value_name = "PATH")]
+    #[arg(short_alias = 's', alias = "shared")]
+    exe: Option<PathBuf>,
 }
 
-/// How a method is shown: `class.method`, or the method alone when the
-/// runtime gives no class (PHP's functions).
-pub fn method_name(class: &str, method: &str) -> String {
-    if class.is_empty() {
-        method.to_string()
-    } else {
-        format!("{class}.{method}")
-    }
-}
-
-/// Method entries and returns that could not be paired (see the module
-/// documentation), by `(class, method)`.
-#[derive(Default)]
-pub struct Unpaired {
-    /// Returns whose entry was not seen: calls that began before tracing
-    /// did, or whose entry the runtime does not report.
-    pub returns_without_entry: BTreeMap<(String, String), u64>,
-    /// Entries whose return never came: a deeper return closed a frame
-    /// below them (an exception the runtime does not report, a coroutine
-    /// or fiber switch, a `longjmp`), or their thread ended.
-    pub entries_without_return: BTreeMap<(String, String), u64>,
-    /// Calls open when tracing ended, in threads still running.
-    pub running_at_end: u64,
-    /// Calls open when tracing ended in threads that had ended, whose
-    /// names were not kept (the pairing is in the kernel).
-    pub unnamed_without_return: u64,
-}
-
-impl Unpaired {
-    /// Counts `depth` calls left open in thread `tid` when tracing ended.
-    pub fn open_at_end(&mut self, tid: i128, depth: u64) {
-        if thread_alive(tid) {
-            self.running_at_end += depth;
-        } else {
-            self.unnamed_without_return += depth;
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.returns_without_entry.is_empty()
-            && self.entries_without_return.is_empty()
-            && self.running_at_end == 0
-            && self.unnamed_without_return == 0
-    }
-
-    /// One sentence per kind of unpaired event there is.
-    pub fn lines(&self) -> Vec<String> {
-        let mut lines = Vec::new();
-        if let Some(line) = summary(
-            &self.returns_without_entry,
-            0,
-            ("return without an entry", "returns without an entry"),
-            "calls that began before tracing, or whose entry the runtime does not report",
-        ) {
-            lines.push(line);
-        }
-        if let Some(line) = summary(
-            &self.entries_without_return,
-            self.unnamed_without_return,
-            ("entry without a return", "entries without a return"),
-            "left by an exception the runtime does not report, a coroutine switch, a longjmp or a thread that ended",
-        ) {
-            lines.push(line);
-        }
-        if self.running_at_end > 0 {
-            lines.push(format!(
-                "{} still running when tracing ended",
-                plural(self.running_at_end, "call", "calls")
-            ));
-        }
-        lines
-    }
-
-    pub fn json(&self) -> serde_json::Value {
-        let rows = |counts: &BTreeMap<(String, String), u64>| {
-            let rows: Vec<_> = by_count(counts)
-                .into_iter()
-                .map(|((class, method), n)| {
-                    serde_json::json!({ "class": class, "method": method, "count": n })
-                })
-                .collect();
-            rows
-        };
-        serde_json::json!({
-            "returns_without_entry": rows(&self.returns_without_entry),
-            "entries_without_return": rows(&self.entries_without_return),
-            "unnamed_entries_without_return": self.unnamed_without_return,
-            "running_at_end": self.running_at_end,
-        })
-    }
-}
-
-/// Whether thread `tid` (a kernel thread id, as `tid` gives it) still
-/// runs: it exists and is not a zombie waiting to be reaped (the state
-/// after the command's name in `/proc/TID/stat`).
-pub fn thread_alive(tid: i128) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    !matches!(state, None | Some('Z' | 'X'))
-}
-
-/// `N what (the names with most, ...): why`, or nothing for none.
-fn summary(
-    counts: &BTreeMap<(String, String), u64>,
-    unnamed: u64,
-    (one, many): (&str, &str),
-    why: &str,
-) -> Option<String> {
-    let total = counts.values().sum::<u64>() + unnamed;
-    if total == 0 {
-        return None;
-    }
-    let sorted = by_count(counts);
-    let mut names: Vec<String> = sorted
-        .iter()
-        .take(3)
-        .map(|((class, method), n)| format!("{} {n}", method_name(class, method)))
-        .collect();
-    if sorted.len() > 3 {
-        names.push(format!("{} more", sorted.len() - 3));
-    }
-    if unnamed > 0 {
-        names.push(format!("{unnamed} open in threads that ended"));
-    }
-    Some(format!(
-        "{total} {} ({}): {why}",
-        if total == 1 { one } else { many },
-        names.join(", ")
-    ))
-}
-
-fn by_count<K: Clone + Ord>(counts: &BTreeMap<K, u64>) -> Vec<(K, u64)> {
-    let mut sorted: Vec<(K, u64)> = counts.iter().map(|(k, n)| (k.clone(), *n)).collect();
-    sorted.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    sorted
-}
-
-pub fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// Says at the end of a run what could not be paired: each line on
-/// standard error, and with --json one `{"unpaired": ...}` line on
-/// standard output. Nothing when everything paired.
-pub fn report_unpaired(lines: &[String], value: serde_json::Value, json: bool) {
-    if lines.is_empty() {
-        return;
-    }
-    for line in lines {
-        eprintln!("sdt: not paired: {line}");
-    }
-    if json {
-        println!("{}", serde_json::json!({ "unpaired": value }));
-    }
-}
-
-/// Starts and ends of a timed event (a collection, a query) that could
-/// not be paired, from the maps a tool's `END` prints: `open` (the events
-/// still open, by thread), `@starts_without_end` and
-/// `@ends_without_start`.
-pub struct UnpairedSpans {
-    /// The map of open events, keyed by thread (`@collecting`).
-    open: &'static str,
-    /// The event's name, singular and plural.
-    event: (&'static str, &'static str),
-    /// Why a start has no end, and why an end has no start.
-    why: (&'static str, &'static str),
-    starts_without_end: u64,
-    ends_without_start: u64,
-    running_at_end: u64,
-}
-
-impl UnpairedSpans {
-    pub fn new(
-        open: &'static str,
-        event: (&'static str, &'static str),
-        why: (&'static str, &'static str),
-    ) -> UnpairedSpans {
-        UnpairedSpans {
-            open,
-            event,
-            why,
-            starts_without_end: 0,
-            ends_without_start: 0,
-            running_at_end: 0,
-        }
-    }
-
-    /// Takes in a map the tool's program printed; others are ignored.
-    pub fn map(&mut self, name: &str, rows: &[MapRow]) {
-        let total = || {
-            rows.iter()
-                .map(|r| r.value.int().max(0) as u64)
-                .sum::<u64>()
-        };
-        if name == self.open {
-            // One open in a thread that has ended will never end.
-            for row in rows {
-                if thread_alive(row.keys.first().map_or(0, Datum::int)) {
-                    self.running_at_end += 1;
-                } else {
-                    self.starts_without_end += 1;
-                }
-            }
-        } else if name == "@starts_without_end" {
-            self.starts_without_end += total();
-        } else if name == "@ends_without_start" {
-            self.ends_without_start += total();
-        }
-    }
-
-    /// Says what could not be paired; see [`report_unpaired`].
-    pub fn report(&self, json: bool) {
-        let (one, many) = self.event;
-        let mut lines = Vec::new();
-        if self.starts_without_end > 0 {
-            lines.push(format!(
-                "{} started without an end, not timed: {}",
-                plural(self.starts_without_end, one, many),
-                self.why.0
-            ));
-        }
-        if self.ends_without_start > 0 {
-            lines.push(format!(
-                "{} ended without a start: {}",
-                plural(self.ends_without_start, one, many),
-                self.why.1
-            ));
-        }
-        if self.running_at_end > 0 {
-            lines.push(format!(
-                "{} still going on when tracing ended",
-                plural(self.running_at_end, one, many)
-            ));
-        }
-        let value = serde_json::json!({
-            "starts_without_end": self.starts_without_end,
-            "ends_without_start": self.ends_without_start,
-            "running_at_end": self.running_at_end,
-        });
-        report_unpaired(&lines, value, json);
-    }
+pub fn readline(args: ReadlineArgs) -> anyhow::Result<ExitCode> {
+    let options = readline::Options { exe: args.exe };
+    readline::run(&args.target.tools(), &options)
 }

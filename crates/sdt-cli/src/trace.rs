@@ -11,10 +11,11 @@ use sdt_lang::hir::StringArg;
 use sdt_output::tee::Tee;
 use sdt_output::{Format, TraceSummary};
 use sdt_runtime::run::{RunOptions, Runner};
-use sdt_trace::{ProbeSpec, Scope};
+use sdt_trace::ProbeSpec;
+
+use sdt_runtime::traced::Traced;
 
 use crate::pictures::TimelineArgs;
-use crate::traced::Traced;
 
 const AFTER_HELP: &str = "\
 PROBES:
@@ -74,7 +75,7 @@ pub struct TraceArgs {
 
     /// Run this command (split like a shell would) and trace it and the
     /// processes it starts.
-    #[arg(short, long, value_name = "CMD", long_help = crate::traced::COMMAND_HELP)]
+    #[arg(short, long, value_name = "CMD", long_help = crate::COMMAND_HELP)]
     command: Option<String>,
 
     /// With -p or -c, trace only that process, not the processes it starts.
@@ -156,11 +157,9 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
             internal: true,
             ..CheckOptions::default()
         },
-        scope: Scope {
-            pid: traced.pid,
-            default_target: traced.program.clone(),
-        },
+        scope: traced.scope(false),
         mechanism,
+        missing_probes: Default::default(),
         codegen: sdt_codegen::Options {
             wake_at: args.buffer_size / 8,
             ring_size: args.buffer_size,
@@ -227,6 +226,8 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         pid: traced.pid,
         follow: !args.no_follow,
         allow_unsafe: false,
+        filter_tracepoints: false,
+        max_cat_bytes: u64::MAX,
     };
     let probes = compilation
         .sites

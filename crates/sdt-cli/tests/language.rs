@@ -354,3 +354,70 @@ fn pid_and_tid_are_seen_from_sdts_pid_namespace() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn string_functions_search_measure_and_name() {
+    let Some(lines) = lines(
+        r#"BEGIN {
+            $s = "hello world";
+            printf("%d %d %d %d\n", strstr($s, "world"), strstr($s, "xyz"), strstr("abcabc", "cab"), strstr($s, "h"));
+            printf("%d %d %d %d\n", strlen($s), strlen(""), strlen(str($1)), strlen(comm));
+            print(signal_name(2));
+            print(signal_name(0));
+            print(signal_name(36));
+            print(signal_name(1024));
+            @by_signal[signal_name(15)] = count();
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        lines,
+        [
+            "6 -1 2 0",
+            "11 0 0 3",
+            "Interrupt",
+            "Unknown signal 0",
+            "Real-time signal 2",
+            "N/A",
+            "@by_signal[Terminated]: 1",
+        ]
+    );
+}
+
+#[test]
+fn a_script_of_only_begin_and_end_ends_by_itself() {
+    let Some(lines) = lines(r#"BEGIN { printf("begin\n"); } END { printf("end\n"); }"#) else {
+        return;
+    };
+    assert_eq!(lines, ["begin", "end"]);
+}
+
+#[test]
+fn pointers_step_by_their_pointee_and_sizeof_takes_expressions() {
+    let Some(lines) = lines(
+        r#"struct Foo { int x; long y; }
+        BEGIN {
+            $q = (int32 *)8; $q++; printf("%d ", (uint64)$q); $q -= 2; printf("%d ", (uint64)$q);
+            $f = (struct Foo *)0; ++$f; printf("%d\n", (uint64)$f);
+            $x = 1; $s = "abc";
+            printf("%d %d %d %d\n", sizeof($x), sizeof($s), sizeof(*$f), sizeof(struct Foo));
+            printf("%d\n", nsecs(sw_tai) > nsecs(monotonic));
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(lines, ["12 4 16", "8 4 16 16", "1"]);
+}
+
+#[test]
+fn an_import_is_refused_where_it_stands_never_ignored() {
+    fails_with(
+        "import \"helpers.bt\";\nBEGIN { printf(\"x\\n\"); }",
+        "stdin:1:1",
+    );
+    fails_with(
+        "import \"helpers.bt\";\nBEGIN { printf(\"x\\n\"); }",
+        "sdt does not import files",
+    );
+}

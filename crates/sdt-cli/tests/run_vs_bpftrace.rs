@@ -1056,6 +1056,64 @@ END { printf("%d kinds\n", 4); }
     );
 }
 
+/// bpftrace's command line as getopt reads it: options after the program
+/// file, `--` before parameters; `-l` over a glob of files, uretprobes,
+/// and a file's USDT probes; the usage on a bad option; the first line
+/// of an error in a script; and `-c`'s exit status, which is not the
+/// command's.
+#[test]
+fn command_line_as_bpftrace_reads_it() {
+    let Some(case) = Case::new("command-line") else {
+        return;
+    };
+    std::fs::copy(case.path("shop"), case.path("shop2")).unwrap();
+    let script = case.script(
+        "after.bt",
+        "usdt:./shop:shop:tick { printf(\"tick %d %d\\n\", arg0, $1); @ticks = count(); }\n",
+    );
+    case.same(&[&script, "-c", "./shop 3", "5", "-q"]);
+    case.same(&[
+        "-e",
+        "usdt:./shop:shop:close { exit(); }",
+        "-c",
+        "./shop 2 0 7",
+    ]);
+    for pattern in [
+        "uretprobe:./shop:ref*",
+        "uprobe:./sho*:refund",
+        "uprobe:./shop*:kind_*",
+        "usdt:./sho*:shop:t*",
+        "usdt:./shop:*",
+    ] {
+        let out = case.same(&["-l", pattern]);
+        assert!(!out.stdout.is_empty(), "-l {pattern} lists something");
+    }
+    let bt = case.bpftrace(&["-idonotexist"]);
+    let sdt = case.sdt(&["-idonotexist"]);
+    assert_eq!(bt.status.code(), sdt.status.code(), "a bad option");
+    for out in [&bt, &sdt] {
+        assert!(text(&out.stderr).contains("USAGE"), "{}", text(&out.stderr));
+    }
+    // The place bpftrace gives an error, on the first line of each.
+    let first_line = |out: &Output| {
+        text(&out.stderr)
+            .lines()
+            .find(|l| l.starts_with("stdin:"))
+            .and_then(|l| l.split(" ERROR: ").next().map(str::to_string))
+    };
+    for program in [
+        "BEGIN { @x = nosuch; }",
+        "BEGIN { printf(\"%d\\n\", $nope); }",
+        "BEGIN { @x = 1 + \"a\"; }",
+    ] {
+        let bt = case.bpftrace(&["-e", program]);
+        let sdt = case.sdt(&["-e", program]);
+        assert_eq!(bt.status.code(), sdt.status.code(), "{program}");
+        assert_eq!(first_line(&bt), first_line(&sdt), "{program}");
+        assert!(first_line(&sdt).is_some(), "{}", text(&sdt.stderr));
+    }
+}
+
 // ---------------------------------------- sdt only: where bpftrace is wrong
 
 /// What bpftrace 0.17 gets wrong and sdt does right, checked on sdt
@@ -1086,7 +1144,9 @@ usdt:./shop:shop:sale { @sale_max[arg0] = max(arg1); }
 "#,
     );
     // The program lives 4 x 30 ms; it has exited when the maps print.
-    let out = case.sdt(&["-c", "./shop 4 30 7", &script]);
+    // `sdt run` passes on the command's exit status; as `bpftrace`, sdt
+    // exits 0 as bpftrace does (`command_line_as_bpftrace_reads_it`).
+    let out = case.sdt_subcommand("run", &["-c", "./shop 4 30 7", &script]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(7), "-c passes on the exit status");
     let bucket = |label: &str| format!("\n{label:<16}{:>8} |{}|\n", 1, "@".repeat(52));
@@ -1148,13 +1208,13 @@ fn bad_scripts_get_located_diagnostics() {
             "unknown usdt probe",
             "usdt:./shop:shop:nosuch { exit(); }\n",
             ":1:1",
-            "no probe matches",
+            "No matches for usdt ./shop:shop:nosuch.",
         ),
         (
             "unknown function to probe",
             "BEGIN { }\nuprobe:./shop:nosuchfn { exit(); }\n",
             ":2:1",
-            "no probe matches",
+            "No matches for uprobe ./shop:nosuchfn.",
         ),
         (
             "unknown probe type",

@@ -23,8 +23,14 @@ use trace_common::{fixtures, setup, Fixtures};
 /// summary, and sdt's own output (with `-c`, the command's output is on
 /// standard output, while the events are in FILE).
 fn trace_json(name: &str, args: &[&str]) -> (Vec<Value>, Value, Output) {
+    trace_json_as(sdt(), name, args)
+}
+
+/// [`trace_json`] with sdt's command set up by the caller (its
+/// environment, its directory).
+fn trace_json_as(mut sdt: Command, name: &str, args: &[&str]) -> (Vec<Value>, Value, Output) {
     let events_file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.ndjson"));
-    let out = sdt()
+    let out = sdt
         .args(["trace", "--json", "-o"])
         .arg(&events_file)
         .args(args)
@@ -176,12 +182,19 @@ fn unsafe_sites_are_refused_and_unreadable_arguments_shown_as_null() {
     assert_eq!(summary["sites"], 3);
 }
 
+/// Debian's CPython 3.11, when it is here and sdt may trace (after a
+/// SKIP, or a failure in CI, when not).
+fn python311() -> Option<&'static Path> {
+    let python = Path::new("/usr/bin/python3.11");
+    let here = require(python.exists(), "Debian's /usr/bin/python3.11");
+    (here && sdt_testing::require_root()).then_some(python)
+}
+
 #[test]
 fn cpython_function_entry_counts_every_call() {
-    let python = Path::new("/usr/bin/python3.11");
-    if !require(python.exists(), "Debian's /usr/bin/python3.11") || !sdt_testing::require_root() {
+    let Some(python) = python311() else {
         return;
-    }
+    };
     fn calls(n: u64) -> u64 {
         if n < 2 {
             1
@@ -219,6 +232,47 @@ fn cpython_function_entry_counts_every_call() {
         assert_eq!(event["comm"], "python3.11");
     }
     assert_eq!(summary["lost"], 0);
+}
+
+/// A `-c` command that is a script runs as the kernel runs it: named by
+/// its path or found in `PATH`, it runs the interpreter of its `#!` line
+/// (here through `env`), and a probe that names no file is looked for in
+/// that interpreter. Both ways, one event per call of fib: fib(15) makes
+/// 1,973 calls.
+#[test]
+fn a_script_command_is_traced_in_its_interpreter() {
+    if python311().is_none() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("trace-script");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/trace/fib.py");
+    let script = dir.join("fib-script");
+    let text = std::fs::read_to_string(fixture).unwrap();
+    std::fs::write(&script, format!("#!/usr/bin/env python3.11\n{text}")).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for command in ["./fib-script 15", "fib-script 15"] {
+        let mut sdt = sdt();
+        sdt.env("PATH", format!("{}:/usr/bin:/bin", dir.display()))
+            .current_dir(&dir);
+        let args = [
+            "-s",
+            "0",
+            "-s",
+            "1",
+            "-c",
+            command,
+            "python:function__entry",
+        ];
+        let (events, summary, _) = trace_json_as(sdt, "trace-script", &args);
+        let fib = events.iter().filter(|e| e["args"][1] == "fib").count();
+        assert_eq!(fib, 1973, "{command}: one event per call of fib");
+        assert!(
+            events.iter().all(|e| e["path"] == "/usr/bin/python3.11"),
+            "{command}: the interpreter's probes"
+        );
+        assert_eq!(summary["lost"], 0);
+    }
 }
 
 /// A running `semaprog`, whose every line says "SEMAPHORE FIRED INDEX".

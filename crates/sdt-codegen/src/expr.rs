@@ -10,6 +10,7 @@
 
 use sdt_bpf::{AluOp, Helper, Insn, JmpOp, Label, Reg, Size};
 
+use super::loops::Search;
 use super::mem::{Mem, ARG_SLOT};
 use super::{ArgAccess, Gen, Ids, CTX};
 use crate::layout;
@@ -140,7 +141,18 @@ impl Gen<'_> {
                 let h = self.aggregate(haystack)?;
                 let n = self.aggregate(needle)?;
                 let (hl, nl) = (self.value_size(&haystack.ty), self.value_size(&needle.ty));
-                Op::Slot(self.str_contains(h, hl, n, nl))
+                Op::Slot(self.str_search(h, hl, n, nl, Search::Contains))
+            }
+            TKind::StrStr { haystack, needle } => {
+                let h = self.aggregate(haystack)?;
+                let n = self.aggregate(needle)?;
+                let (hl, nl) = (self.value_size(&haystack.ty), self.value_size(&needle.ty));
+                Op::Slot(self.str_search(h, hl, n, nl, Search::Index))
+            }
+            TKind::StrLen(s) => {
+                let size = self.value_size(&s.ty);
+                let s = self.aggregate(s)?;
+                Op::Slot(self.str_len(s, size))
             }
             TKind::Ternary {
                 cond,

@@ -68,7 +68,17 @@ enum Head {
         haystack_len: u32,
         needle: u32,
         needle_len: u32,
+        search: Search,
     },
+}
+
+/// What a search of one string in another gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Search {
+    /// 1 if found, else 0 (`strcontains`).
+    Contains,
+    /// Where the needle first starts, else -1 (`strstr`).
+    Index,
 }
 
 /// A loop body to emit as a callback after the program's code.
@@ -139,24 +149,27 @@ impl Gen<'_> {
         self.after_loop(area);
     }
 
-    /// Whether the string at `haystack` contains the one at `needle`;
-    /// returns a slot holding 1 or 0.
-    pub(super) fn str_contains(
+    /// Searches the string at `haystack` for the one at `needle`;
+    /// returns a slot holding what `search` asks for.
+    pub(super) fn str_search(
         &mut self,
         haystack: Mem,
         haystack_len: u32,
         needle: Mem,
         needle_len: u32,
+        search: Search,
     ) -> i16 {
         let padded = haystack_len.next_multiple_of(8) + needle_len.next_multiple_of(8);
-        let hay_copy = self.frame.scratch(padded);
+        let hay_at = self.frame.scratch_offset(padded);
+        let hay_copy = Mem::Scratch(hay_at);
         self.zero(hay_copy, padded);
         self.copy(haystack, hay_copy, haystack_len.next_multiple_of(8));
-        let needle_copy = self.frame.scratch(needle_len);
-        self.copy(needle, needle_copy, needle_len.next_multiple_of(8));
-        let (Mem::Scratch(hay_at), Mem::Scratch(needle_at)) = (hay_copy, needle_copy) else {
-            return self.spill_slot_imm(0);
-        };
+        let needle_at = self.frame.scratch_offset(needle_len);
+        self.copy(
+            needle,
+            Mem::Scratch(needle_at),
+            needle_len.next_multiple_of(8),
+        );
         let area = self.frame.stack(area::SIZE);
         let callback = self.defer(
             Head::Contains {
@@ -164,6 +177,7 @@ impl Gen<'_> {
                 haystack_len,
                 needle: needle_at,
                 needle_len,
+                search,
             },
             &[],
         );
@@ -175,18 +189,42 @@ impl Gen<'_> {
         self.b.push(Insn::mov64_imm(Reg::R4, 0));
         self.b.call(Helper::Loop);
         area.load(&mut self.b, Size::DW, Reg::R0, area::START);
+        if search == Search::Index {
+            // The callback stores the position plus one.
+            self.b.push(Insn::alu64_imm(AluOp::Sub, Reg::R0, 1));
+        }
         self.spill_slot(Reg::R0)
     }
 
-    fn spill_slot_imm(&mut self, value: i32) -> i16 {
-        let slot = self.frame.slot();
-        self.b.push(Insn::st(Size::DW, Reg::R10, slot, value));
-        slot
+    /// The length of the string at `s`, of `size` bytes at most with its
+    /// NUL: what `bpf_probe_read_kernel_str` copies, less the NUL.
+    pub(super) fn str_len(&mut self, s: Mem, size: u32) -> i16 {
+        let copy = self.frame.scratch(size.next_multiple_of(8));
+        let zero = self.b.label();
+        let done = self.b.label();
+        copy.address(&mut self.b, Reg::R1, 0);
+        self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+        s.address(&mut self.b, Reg::R3, 0);
+        self.b.call(Helper::ProbeReadKernelStr);
+        self.b.jump_imm(JmpOp::Sle, Reg::R0, 0, zero);
+        self.b.push(Insn::alu64_imm(AluOp::Sub, Reg::R0, 1));
+        self.b.jump(done);
+        self.b.bind(zero);
+        self.b.push(Insn::mov64_imm(Reg::R0, 0));
+        self.b.bind(done);
+        self.spill_slot(Reg::R0)
     }
 
     /// One start position of `strcontains()`: sets the area's result and
     /// stops when the needle matches there.
-    fn contains_at(&mut self, haystack: u32, haystack_len: u32, needle: u32, needle_len: u32) {
+    fn contains_at(
+        &mut self,
+        haystack: u32,
+        haystack_len: u32,
+        needle: u32,
+        needle_len: u32,
+        search: Search,
+    ) {
         let area_slot = self.frame.slot();
         let index = self.frame.slot();
         let stop = self.b.label();
@@ -213,8 +251,17 @@ impl Gen<'_> {
         self.b.bind(found);
         self.b
             .push(Insn::ldx(Size::DW, Reg::R1, Reg::R10, area_slot));
-        self.b
-            .push(Insn::st(Size::DW, Reg::R1, area::START as i16, 1));
+        match search {
+            Search::Contains => {
+                self.b
+                    .push(Insn::st(Size::DW, Reg::R1, area::START as i16, 1));
+            }
+            Search::Index => {
+                self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R7, 1));
+                self.b
+                    .push(Insn::stx(Size::DW, Reg::R1, area::START as i16, Reg::R7));
+            }
+        }
         self.b.bind(stop);
         self.b.push(Insn::mov64_imm(Reg::R0, 1)).exit();
         self.b.bind(next);
@@ -288,9 +335,10 @@ impl Gen<'_> {
             haystack_len,
             needle,
             needle_len,
+            search,
         } = head
         {
-            self.contains_at(haystack, haystack_len, needle, needle_len);
+            self.contains_at(haystack, haystack_len, needle, needle_len, search);
             return Ok(());
         }
         let area_slot = self.frame.slot();

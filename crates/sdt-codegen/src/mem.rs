@@ -122,10 +122,15 @@ impl Frame {
 
     /// An 8-byte aligned scratch area of `bytes`.
     pub fn scratch(&mut self, bytes: u32) -> Mem {
+        Mem::Scratch(self.scratch_offset(bytes))
+    }
+
+    /// An 8-byte aligned scratch area of `bytes`, by its offset.
+    pub fn scratch_offset(&mut self, bytes: u32) -> u32 {
         let at = self.scratch;
         self.scratch += bytes.next_multiple_of(8).max(8);
         self.scratch_max = self.scratch_max.max(self.scratch);
-        Mem::Scratch(at.min(i16::MAX as u32))
+        at.min(i16::MAX as u32)
     }
 
     /// A temporary 8-byte stack slot.

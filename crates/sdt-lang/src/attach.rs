@@ -67,11 +67,16 @@ impl AttachSpec {
 /// (`$1` is `params[0]`).
 pub fn parse(raw: &RawAttachPoint, params: &[String]) -> Result<AttachSpec, Diagnostic> {
     let span = raw.span;
-    let fields: Vec<String> = raw
+    let mut fields: Vec<String> = raw
         .fields
         .iter()
         .map(|f| substitute_params(f, params, span))
         .collect::<Result<_, _>>()?;
+    // A positional parameter may be a whole attach point (`$1` given as
+    // `interval:ms:100`): its colons then separate fields.
+    if raw.fields.len() == 1 && raw.fields[0].contains('$') && fields[0].contains(':') {
+        fields = fields[0].split(':').map(str::to_string).collect();
+    }
     // Probe types are case-insensitive (bpftrace 0.24): `begin`, `BEGIN`,
     // `Usdt`. One-letter short forms keep their case, since `U` (usdt) and
     // `u` (uprobe) differ only by it.
@@ -308,6 +313,24 @@ mod tests {
             .message
             .contains("given 1 positional parameter"));
         assert!(spec("usdt:a:b:c:d", &[]).is_err());
+    }
+
+    #[test]
+    fn a_parameter_may_be_the_whole_attach_point() {
+        assert_eq!(
+            spec("$1", &["i:ms:5"]).unwrap(),
+            AttachSpec::Interval {
+                period_ns: 5_000_000
+            }
+        );
+        assert_eq!(
+            spec("$2", &["x", "usdt:/bin/x:p:n"]).unwrap(),
+            AttachSpec::Usdt {
+                path: Some("/bin/x".into()),
+                provider: Some("p".into()),
+                name: "n".into()
+            }
+        );
     }
 
     #[test]

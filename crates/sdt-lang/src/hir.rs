@@ -424,6 +424,13 @@ pub enum TKind {
         haystack: Box<TExpr>,
         needle: Box<TExpr>,
     },
+    /// `strstr(haystack, needle)`: where the needle first starts, or -1.
+    StrStr {
+        haystack: Box<TExpr>,
+        needle: Box<TExpr>,
+    },
+    /// `strlen(s)`: the bytes before the string's NUL.
+    StrLen(Box<TExpr>),
     Ternary {
         cond: Box<TExpr>,
         then: Box<TExpr>,

@@ -5,7 +5,10 @@
 //! ([`ast`]); [`attach`] reads attach points and [`cdecl`] the C
 //! definitions a script holds; [`check`] resolves every name, infers and
 //! checks every type, and lowers the tree to [`hir`], which is all the code
-//! generator reads; [`macros`] expands macro uses in the tree before that. [`diag`] locates every error at its line and column;
+//! generator reads; [`macros`] expands macro uses in the tree before that.
+//! [`config`] resolves a script's `config = { ... }` block and the
+//! `BPFTRACE_*` environment, [`getopt`] named program parameters.
+//! [`diag`] locates every error at its line and column;
 //! [`format`] parses `printf` formats, [`types`] is the type system.
 //!
 //! What comes in: the text, the positional parameters, and what each
@@ -22,8 +25,10 @@ pub mod ast;
 pub mod attach;
 pub mod cdecl;
 pub mod check;
+pub mod config;
 pub mod diag;
 pub mod format;
+pub mod getopt;
 pub mod hir;
 pub mod lexer;
 pub mod macros;

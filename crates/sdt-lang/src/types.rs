@@ -63,6 +63,8 @@ pub enum Ty {
     Username,
     /// An errno value printed as its message (`strerror`).
     Strerror,
+    /// A signal number printed as its description (`signal_name`).
+    SignalName,
     /// An IP address printed in its usual notation (`ntop`): IPv4 in the
     /// low 4 bytes of an integer (network order, as in `struct in_addr`),
     /// or IPv6 as 16 bytes.
@@ -173,6 +175,7 @@ impl Ty {
                 | Ty::Func
                 | Ty::Username
                 | Ty::Strerror
+                | Ty::SignalName
                 | Ty::Inet { v6: false }
                 | Ty::Timestamp { .. }
         )
@@ -202,6 +205,7 @@ impl Ty {
             | Ty::Func
             | Ty::Username
             | Ty::Strerror
+            | Ty::SignalName
             | Ty::Inet { v6: false }
             | Ty::Timestamp { .. } => 8,
             Ty::Inet { v6: true } => 16,
@@ -315,6 +319,7 @@ impl fmt::Display for TyDisplay<'_> {
             Ty::Func => f.write_str("func"),
             Ty::Username => f.write_str("username"),
             Ty::Strerror => f.write_str("strerror"),
+            Ty::SignalName => f.write_str("signal_name"),
             Ty::Inet { .. } => f.write_str("inet"),
             Ty::Timestamp { .. } => f.write_str("timestamp"),
             Ty::Agg(agg) => write!(f, "{}()", agg.name()),

@@ -293,6 +293,9 @@ mod tests {
             fn lost(&mut self, _: &crate::Losses) {}
             fn hit(&mut self, _: &crate::Hit<'_>) {}
             fn summary(&mut self, _: &crate::TraceSummary) {}
+            fn table(&mut self, _: &crate::Table) {}
+            fn row(&mut self, _: &crate::Stream, _: &[crate::Cell]) {}
+            fn note(&mut self, _: &crate::Note) {}
             fn span(&mut self, span: &Span<'_>) {
                 self.0
                     .push((span.name.to_string(), span.start_ns, span.end_ns));

@@ -22,7 +22,10 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::folded;
-use crate::model::{Datum, Hit, Losses, MapKind, MapPrint, Printed, TextKind, TraceSummary};
+use crate::model::{
+    Cell, Datum, Hit, Losses, MapKind, MapPrint, Note, Printed, Stream, Table, TextKind,
+    TraceSummary,
+};
 use crate::Sink;
 
 /// A stack-keyed map: its name, what its values count, and its folded
@@ -188,6 +191,12 @@ impl Sink for Flamegraph<'_> {
     fn hit(&mut self, _: &Hit<'_>) {}
 
     fn summary(&mut self, _: &TraceSummary) {}
+
+    fn table(&mut self, _: &Table) {}
+
+    fn row(&mut self, _: &Stream, _: &[Cell]) {}
+
+    fn note(&mut self, _: &Note) {}
 
     fn flush(&mut self) {}
 

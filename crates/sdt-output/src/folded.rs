@@ -15,12 +15,14 @@
 //! it in two, so it becomes `:`; control characters become `?`.
 //!
 //! Everything else a run produces (maps without a stack, `printf`,
-//! values) is not a stack: it goes to standard error as text, so that
+//! values, a language tool's reports) is not a stack: it goes to standard error as text, so that
 //! standard output holds only folded lines.
 
 use std::io::Write;
 
-use crate::model::{Datum, Hit, Losses, MapPrint, Printed, Stack, TextKind, TraceSummary};
+use crate::model::{
+    Cell, Datum, Hit, Losses, MapPrint, Note, Printed, Stack, Stream, Table, TextKind, TraceSummary,
+};
 use crate::text::{self, Context};
 use crate::{Out, Sink};
 
@@ -81,6 +83,18 @@ impl Sink for Folded<'_> {
 
     fn summary(&mut self, summary: &TraceSummary) {
         self.rest.summary(summary);
+    }
+
+    fn table(&mut self, table: &Table) {
+        self.rest.table(table);
+    }
+
+    fn row(&mut self, stream: &Stream, row: &[Cell]) {
+        self.rest.row(stream, row);
+    }
+
+    fn note(&mut self, note: &Note) {
+        self.rest.note(note);
     }
 
     fn flush(&mut self) {

@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::model::{
-    Arg, Bucket, Datum, Hit, Losses, MapKind, MapPrint, MapValue, Printed, TextKind, TraceSummary,
+    Arg, Bucket, Cell, Column, Datum, Hit, Losses, MapKind, MapPrint, MapValue, Note, Printed,
+    Stream, Table, TextKind, TraceSummary,
 };
 use crate::text::{self, Context};
 use crate::{Out, Sink};
@@ -87,6 +88,47 @@ impl Sink for Json<'_> {
             summary.events, summary.lost, summary.sites
         );
         self.out.write(line.as_bytes());
+    }
+
+    /// `{FIELDS, "KEY": [ROWS], NOTES}`.
+    fn table(&mut self, table: &Table) {
+        let mut line = vec![b'{'];
+        for (key, value) in &table.fields {
+            write_key(&mut line, key);
+            write_cell(&mut line, value);
+            line.push(b',');
+        }
+        write_key(&mut line, table.key);
+        line.push(b'[');
+        for (n, row) in table.rows.iter().enumerate() {
+            if n > 0 {
+                line.push(b',');
+            }
+            write_row(&mut line, &table.columns, row);
+        }
+        line.push(b']');
+        for note in &table.notes {
+            line.push(b',');
+            write_key(&mut line, note.key);
+            write_cell(&mut line, &note.value);
+        }
+        line.extend_from_slice(b"}\n");
+        self.out.write(&line);
+    }
+
+    fn row(&mut self, stream: &Stream, row: &[Cell]) {
+        let mut line = Vec::new();
+        write_row(&mut line, &stream.columns, row);
+        line.push(b'\n');
+        self.out.write(&line);
+    }
+
+    /// `{"KEY": VALUE}`.
+    fn note(&mut self, note: &Note) {
+        let mut line = Vec::new();
+        write_object(&mut line, [(note.key, &note.value)]);
+        line.push(b'\n');
+        self.out.write(&line);
     }
 
     fn flush(&mut self) {
@@ -224,6 +266,62 @@ pub fn map(map: &MapPrint) -> Option<String> {
     ))
 }
 
+/// A report's value as JSON, without spaces; a float that is not finite
+/// as `null`.
+pub fn cell(cell: &Cell) -> String {
+    let mut out = Vec::new();
+    write_cell(&mut out, cell);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn write_cell(out: &mut Vec<u8>, cell: &Cell) {
+    match cell {
+        Cell::Int(v) => out.extend_from_slice(v.to_string().as_bytes()),
+        // Debug, not Display: the shortest text that reads back the same,
+        // with a `.0` on whole numbers, as JSON writers spell floats.
+        Cell::Float(v) if v.is_finite() => out.extend_from_slice(format!("{v:?}").as_bytes()),
+        Cell::Float(_) => out.extend_from_slice(b"null"),
+        Cell::Text(text) => lossy_string(out, text.as_bytes()),
+        Cell::List(items) => {
+            out.push(b'[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                write_cell(out, item);
+            }
+            out.push(b']');
+        }
+        Cell::Fields(fields) => write_object(out, fields.iter().map(|(k, v)| (*k, v))),
+    }
+}
+
+fn write_key(out: &mut Vec<u8>, key: &str) {
+    lossy_string(out, key.as_bytes());
+    out.push(b':');
+}
+
+fn write_object<'c>(out: &mut Vec<u8>, fields: impl IntoIterator<Item = (&'c str, &'c Cell)>) {
+    out.push(b'{');
+    for (n, (key, value)) in fields.into_iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        write_key(out, key);
+        write_cell(out, value);
+    }
+    out.push(b'}');
+}
+
+/// A report's row as an object: its cells in the columns JSON shows.
+fn write_row(out: &mut Vec<u8>, columns: &[Column], row: &[Cell]) {
+    let shown = columns
+        .iter()
+        .zip(row)
+        .filter_map(|(column, cell)| Some((column.key?, cell)));
+    write_object(out, shown);
+}
+
 fn hit_object(line: &mut Vec<u8>, hit: &Hit<'_>) {
     let mut num = itoa::Buffer::new();
     line.extend_from_slice(b"{\"time_ns\":");
@@ -294,6 +392,57 @@ mod tests {
         let mut line = Vec::new();
         lossy_string(&mut line, b"q\"\x08\xff");
         assert_eq!(String::from_utf8(line).unwrap(), "\"q\\\"\\b\u{fffd}\"");
+    }
+
+    #[test]
+    fn reports_are_one_object_a_line_keyed_by_their_json_columns() {
+        let mut out = Vec::new();
+        let mut json = Json::new(Box::new(&mut out));
+        let columns = vec![
+            Column::both("pid", "PID").width(7),
+            Column::text("TIME(s)").decimals(6),
+            Column::json("rate"),
+            Column::both("name", "NAME"),
+        ];
+        let row = |pid: i128, rate: f64, name: &str| {
+            vec![
+                Cell::Int(pid),
+                Cell::Float(1.5),
+                Cell::Float(rate),
+                Cell::Text(name.into()),
+            ]
+        };
+        let stream = Stream {
+            name: "test",
+            columns: columns.clone(),
+        };
+        json.row(&stream, &row(42, 101.0, "a \"quoted\"\nname"));
+        json.table(&Table {
+            key: "rows",
+            columns,
+            rows: vec![row(1, 0.1 + 0.2, "x"), row(2, f64::NAN, "y")],
+            fields: vec![("interval_s", Cell::Int(5))],
+            notes: vec![Note {
+                key: "unpaired",
+                heading: "",
+                lines: Vec::new(),
+                value: Cell::Fields(vec![("running_at_end", Cell::Int(0))]),
+            }],
+        });
+        json.note(&Note {
+            key: "lost",
+            heading: "",
+            lines: vec!["3 events lost".into()],
+            value: Cell::List(vec![Cell::Text("3 events lost".into())]),
+        });
+        drop(json);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"pid\":42,\"rate\":101.0,\"name\":\"a \\\"quoted\\\"\\nname\"}\n\
+             {\"interval_s\":5,\"rows\":[{\"pid\":1,\"rate\":0.30000000000000004,\"name\":\"x\"},\
+             {\"pid\":2,\"rate\":null,\"name\":\"y\"}],\"unpaired\":{\"running_at_end\":0}}\n\
+             {\"lost\":[\"3 events lost\"]}\n"
+        );
     }
 
     #[test]

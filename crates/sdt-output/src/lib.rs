@@ -3,8 +3,9 @@
 //!
 //! What comes in: the resolved data of [`model`]: `printf` records, map
 //! prints, values, the text of `time()`, `join()`, `system()` and `cat()`,
-//! probe hits of `sdt trace`, what was lost, how many probes attached, and
-//! the summary at the end. What goes out: bytes on a writer, laid out by
+//! probe hits of `sdt trace`, what was lost, how many probes attached, the
+//! summary at the end, and the language tools' reports (tables, rows of a
+//! stream, notes). What goes out: bytes on a writer, laid out by
 //! the format. A format never asks the traced system anything: the
 //! runtime has resolved symbols, names and times before a value gets
 //! here, so this crate depends on no other sdt crate, and none of them on
@@ -38,8 +39,8 @@ pub mod timeline;
 use std::io::{self, Write};
 
 pub use model::{
-    Arg, Bucket, Datum, Frame, Hit, Losses, MapKind, MapPrint, MapRow, MapValue, Printed, Span,
-    Stack, Stamp, TextKind, Thread, TraceSummary,
+    Align, Arg, Bucket, Cell, Column, Datum, Frame, Hit, Losses, MapKind, MapPrint, MapRow,
+    MapValue, Note, Printed, Span, Stack, Stamp, Stream, Table, TextKind, Thread, TraceSummary,
 };
 
 /// Receives what a run produces, in the order it happens.
@@ -67,6 +68,14 @@ pub trait Sink {
     fn span(&mut self, span: &Span<'_>) {
         let _ = span;
     }
+    /// A language tool's report, whole (`sdt calls`, once an interval).
+    fn table(&mut self, table: &Table);
+    /// One row of a language tool's report that streams (`sdt flow`):
+    /// a cell for each of `stream`'s columns.
+    fn row(&mut self, stream: &Stream, row: &[Cell]);
+    /// What a language tool says after a stream's last row: what could
+    /// not be paired, what was lost.
+    fn note(&mut self, note: &Note);
     /// Pushes what is buffered to the writer.
     fn flush(&mut self);
     /// The run is over: nothing else will come. Called once, last, after

@@ -303,3 +303,142 @@ pub struct Span<'a> {
     /// What it carries besides its name, by name.
     pub args: &'a [(&'a str, Datum)],
 }
+
+/// How a column's cells line up in text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Align {
+    Left,
+    Right,
+}
+
+/// A column of a tool's report (`sdt calls`, `sdt flow`, ...): where it
+/// shows, and how text lays it out.
+///
+/// A column shows in text when it has a header, in JSON when it has a
+/// key, in both when it has both. Text and JSON often show the same fact
+/// differently (`flow`'s indented tree against its `depth`, `class` and
+/// `method`; a time in microseconds against one in nanoseconds), so a
+/// report gives each its own column rather than one column converting
+/// for the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Column {
+    /// Its key in each JSON object, if JSON shows it.
+    pub key: Option<&'static str>,
+    /// Its header in text, if text shows it.
+    pub header: Option<&'static str>,
+    /// The least width in text (the header's and each cell's); wider
+    /// ones are not cut.
+    pub width: usize,
+    pub align: Align,
+    /// Digits after the point of a [`Cell::Float`] in text.
+    pub decimals: usize,
+}
+
+impl Column {
+    /// A column in text and JSON.
+    pub const fn both(key: &'static str, header: &'static str) -> Column {
+        Column {
+            key: Some(key),
+            header: Some(header),
+            width: 0,
+            align: Align::Left,
+            decimals: 0,
+        }
+    }
+
+    /// A column only text shows.
+    pub const fn text(header: &'static str) -> Column {
+        Column {
+            key: None,
+            ..Column::both("", header)
+        }
+    }
+
+    /// A column only JSON shows.
+    pub const fn json(key: &'static str) -> Column {
+        Column {
+            header: None,
+            ..Column::both(key, "")
+        }
+    }
+
+    /// At least `width` wide in text.
+    pub const fn width(self, width: usize) -> Column {
+        Column { width, ..self }
+    }
+
+    /// Aligned to the right in text.
+    pub const fn right(self) -> Column {
+        Column {
+            align: Align::Right,
+            ..self
+        }
+    }
+
+    /// Floats with `decimals` digits after the point in text.
+    pub const fn decimals(self, decimals: usize) -> Column {
+        Column { decimals, ..self }
+    }
+
+    /// The same column under another header (`TIME(ms)` for `TIME(us)`).
+    pub const fn titled(self, header: &'static str) -> Column {
+        Column {
+            header: Some(header),
+            ..self
+        }
+    }
+}
+
+/// One value of a report: a cell of a row, or the value of a [`Note`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cell {
+    /// A count, an id, a time in nanoseconds.
+    Int(i128),
+    /// A rate or a time in a unit; text shows it with its column's
+    /// decimals.
+    Float(f64),
+    Text(String),
+    /// A list (for JSON: a note's list of names).
+    List(Vec<Cell>),
+    /// Named values, in order (for JSON: a note's counts).
+    Fields(Vec<(&'static str, Cell)>),
+}
+
+/// A report printed whole (`sdt calls`, `sdt objnew`, `sdt stat`): once
+/// at the end, or once an interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Table {
+    /// The JSON key of its list of rows (`methods`).
+    pub key: &'static str,
+    pub columns: Vec<Column>,
+    /// One cell a column each.
+    pub rows: Vec<Vec<Cell>>,
+    /// Values that JSON shows before the rows (`stat`'s `interval_s`).
+    pub fields: Vec<(&'static str, Cell)>,
+    /// What the report says besides its rows: under them in text, after
+    /// them in JSON.
+    pub notes: Vec<Note>,
+}
+
+/// A report printed a row at a time, as events come (`sdt flow`,
+/// `sdt gc`, ...): text shows its header before its first row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stream {
+    /// Its name, the same for all its rows.
+    pub name: &'static str,
+    pub columns: Vec<Column>,
+}
+
+/// What a report says besides its rows, in words for text and as data
+/// for JSON: what could not be paired, what was lost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Note {
+    /// Its JSON key (`unpaired`, `lost`).
+    pub key: &'static str,
+    /// In text, the line above its sentences.
+    pub heading: &'static str,
+    /// In text, one sentence a line; a note without any is not shown.
+    pub lines: Vec<String>,
+    /// In JSON, its value.
+    pub value: Cell,
+}

@@ -9,7 +9,9 @@
 
 use std::io;
 
-use crate::model::{Datum, Hit, Losses, MapPrint, Printed, Span, TextKind, TraceSummary};
+use crate::model::{
+    Cell, Datum, Hit, Losses, MapPrint, Note, Printed, Span, Stream, Table, TextKind, TraceSummary,
+};
 use crate::Sink;
 
 /// Hands everything to several sinks.
@@ -76,6 +78,18 @@ impl Sink for Tee<'_> {
 
     fn span(&mut self, span: &Span<'_>) {
         self.sinks.iter_mut().for_each(|s| s.span(span));
+    }
+
+    fn table(&mut self, table: &Table) {
+        self.sinks.iter_mut().for_each(|s| s.table(table));
+    }
+
+    fn row(&mut self, stream: &Stream, row: &[Cell]) {
+        self.sinks.iter_mut().for_each(|s| s.row(stream, row));
+    }
+
+    fn note(&mut self, note: &Note) {
+        self.sinks.iter_mut().for_each(|s| s.note(note));
     }
 
     fn flush(&mut self) {

@@ -7,6 +7,9 @@
 //! ([`Context`]): integer keys are signed whatever their type, a stack in
 //! a key is indented less than one in a value.
 //!
+//! The language tools' reports are aligned columns under a header, as
+//! BCC's tools print them.
+//!
 //! Hits are the hot path of `sdt trace` (millions a second can arrive),
 //! so each is formatted into a reused buffer with `itoa` rather than
 //! through `format!`. Their strings come from the traced process and
@@ -17,7 +20,8 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::model::{
-    Arg, Bucket, Datum, Hit, Losses, MapKind, MapPrint, MapValue, Printed, TextKind, TraceSummary,
+    Align, Arg, Bucket, Cell, Column, Datum, Hit, Losses, MapKind, MapPrint, MapValue, Note,
+    Printed, Stream, Table, TextKind, TraceSummary,
 };
 use crate::{Out, Sink};
 
@@ -41,6 +45,8 @@ pub struct Text<'w> {
     /// `CLOCK_MONOTONIC` at start: hits show the seconds since.
     start_ns: u64,
     line: Vec<u8>,
+    /// The streams whose header is written.
+    headed: Vec<&'static str>,
 }
 
 impl<'w> Text<'w> {
@@ -50,6 +56,7 @@ impl<'w> Text<'w> {
             separator: None,
             start_ns: monotonic_ns(),
             line: Vec::with_capacity(512),
+            headed: Vec::new(),
         }
     }
 
@@ -112,6 +119,34 @@ impl Sink for Text<'_> {
 
     /// The summary is told on standard error, by `sdt trace`.
     fn summary(&mut self, _: &TraceSummary) {}
+
+    /// The header, the rows, the notes that have sentences under a
+    /// heading each, then a blank line.
+    fn table(&mut self, table: &Table) {
+        let mut text = header(&table.columns);
+        for row in &table.rows {
+            text.push_str(&row_line(&table.columns, row));
+        }
+        for note in table.notes.iter().filter(|n| !n.lines.is_empty()) {
+            let _ = writeln!(text, "\n{}", note.heading);
+            for line in &note.lines {
+                let _ = writeln!(text, "  {line}");
+            }
+        }
+        text.push('\n');
+        self.out.write(text.as_bytes());
+    }
+
+    fn row(&mut self, stream: &Stream, row: &[Cell]) {
+        if !self.headed.contains(&stream.name) {
+            self.headed.push(stream.name);
+            self.out.write(header(&stream.columns).as_bytes());
+        }
+        self.out.write(row_line(&stream.columns, row).as_bytes());
+    }
+
+    /// Notes after a stream are told on standard error, by the tool.
+    fn note(&mut self, _: &Note) {}
 
     fn flush(&mut self) {
         self.out.flush();
@@ -345,6 +380,54 @@ pub(crate) fn divided(value: &Datum, div: u64) -> Option<String> {
             (value / div).to_string()
         }),
         _ => None,
+    }
+}
+
+/// A report's header line: the headers of the columns text shows.
+fn header(columns: &[Column]) -> String {
+    aligned(
+        columns
+            .iter()
+            .filter_map(|c| Some((c, c.header?.to_string()))),
+    )
+}
+
+/// A report's row as a line: its cells in the columns text shows.
+fn row_line(columns: &[Column], row: &[Cell]) -> String {
+    aligned(
+        columns
+            .iter()
+            .zip(row)
+            .filter(|(c, _)| c.header.is_some())
+            .map(|(c, cell)| (c, self::cell(cell, c.decimals))),
+    )
+}
+
+/// Texts padded to their columns' widths, with a space between.
+fn aligned<'c>(texts: impl Iterator<Item = (&'c Column, String)>) -> String {
+    let mut line = String::new();
+    for (n, (column, text)) in texts.enumerate() {
+        if n > 0 {
+            line.push(' ');
+        }
+        let width = column.width;
+        let _ = match column.align {
+            Align::Left => write!(line, "{text:<width$}"),
+            Align::Right => write!(line, "{text:>width$}"),
+        };
+    }
+    line.push('\n');
+    line
+}
+
+/// A report's value as text; floats with `decimals` digits.
+fn cell(cell: &Cell, decimals: usize) -> String {
+    match cell {
+        Cell::Int(v) => v.to_string(),
+        Cell::Float(v) => format!("{v:.decimals$}"),
+        Cell::Text(text) => text.clone(),
+        // Notes' values, which text shows as sentences instead.
+        Cell::List(_) | Cell::Fields(_) => crate::json::cell(cell),
     }
 }
 

@@ -45,7 +45,8 @@ use std::io::{self, Write};
 
 use crate::json::{self, lossy_string};
 use crate::model::{
-    Arg, Datum, Hit, Losses, MapPrint, Printed, Span, TextKind, Thread, TraceSummary,
+    Arg, Cell, Datum, Hit, Losses, MapPrint, Note, Printed, Span, Stream, Table, TextKind, Thread,
+    TraceSummary,
 };
 use crate::{Out, Sink};
 
@@ -552,6 +553,12 @@ impl Sink for Timeline<'_> {
     }
 
     fn summary(&mut self, _: &TraceSummary) {}
+
+    fn table(&mut self, _: &Table) {}
+
+    fn row(&mut self, _: &Stream, _: &[Cell]) {}
+
+    fn note(&mut self, _: &Note) {}
 
     fn span(&mut self, span: &Span<'_>) {
         let mut args = Vec::new();

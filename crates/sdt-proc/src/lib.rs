@@ -11,6 +11,8 @@
 //! * [`release_elsewhere`]: descriptors whose closing makes the kernel
 //!   wait, closed by a short-lived process of sdt's own so that sdt exits
 //!   at once.
+//! * [`launch`]: what the `-c` command will run, read the way the kernel
+//!   and `execvp` would (`env`, `PATH`, `#!` lines), without running it.
 //!
 //! `unsafe` is denied but in two places, each with its reason: the
 //! `inherit` module ([`Inherited`]), which reads and sets signal
@@ -31,6 +33,7 @@
 mod child;
 pub mod hold;
 mod inherit;
+pub mod launch;
 mod pidfd;
 mod release;
 mod signals;

@@ -9,7 +9,12 @@
 //! each into data, resolves what only user space knows (symbols, names,
 //! times) and hands it to the sink: a `printf`, a `print(@m)` snapshot, an
 //! `exit()` that asks the caller to stop. How anything looks is the sink's
-//! business; this crate must never format output itself.
+//! business; this crate must never format output itself. [`traced::Traced`]
+//! is the loop around a runner: what is traced (`-p`, `-c`, everything),
+//! and when the run ends.
+//!
+//! What it must never depend on: the command line (`sdt-cli`) or anything
+//! built on top of it (`sdt-tools`). They hand it a compilation and a sink.
 
 #![forbid(unsafe_code)]
 
@@ -17,6 +22,7 @@ pub mod event;
 mod maps;
 pub mod run;
 mod symbols;
+pub mod traced;
 pub mod value;
 
 use std::collections::HashMap;
@@ -30,7 +36,7 @@ use sdt_output::text::{escape_buffer, raw_text, Context};
 use sdt_output::{Printed, Sink, Stamp, TextKind, Thread};
 use sdt_script::{Compilation, Names};
 
-pub use self::maps::{datum, map_print, map_rows, Datum, Entry, MapRow};
+pub use self::maps::{map_print, Entry};
 pub use self::symbols::Symbols;
 use self::value::{decode, resolve, Env, Symbol, Value};
 
@@ -50,21 +56,8 @@ pub enum Action {
     Exit(Option<i64>),
 }
 
-/// Takes a program's output as data instead of text: the tools of
-/// `sdt` (calls, flow, ...) lay out their own tables and JSON from it.
-/// With a receiver set, `printf` and `print(@map)` go to it and nothing
-/// else is written for them.
-pub trait Receiver {
-    /// A `printf`: its format's index in the program and its arguments.
-    fn printf(&mut self, format: u32, args: Vec<Datum>);
-    /// A `print(@map)`, or a map printed when the program ends: its name
-    /// (`@calls`) and its entries, in `print`'s order.
-    fn map(&mut self, name: &str, rows: Vec<MapRow>);
-}
-
 /// Handles records and prints maps.
 pub struct Runtime<'p> {
-    receiver: Option<Box<dyn Receiver + 'p>>,
     sink: Box<dyn Sink + 'p>,
     known: Known<'p>,
     /// Whether `system()` may run commands (`--unsafe`).
@@ -79,6 +72,8 @@ pub struct Runtime<'p> {
     /// The time of the latest stamped `printf`: like hits, stamps never
     /// go back in time (see [`event::decode`]).
     latest_stamp_ns: u64,
+    /// Bytes `cat()` prints of a file at most.
+    cat_limit: u64,
 }
 
 /// What values are resolved with: the program's names and types, and
@@ -111,7 +106,6 @@ impl<'p> Runtime<'p> {
         sink: Box<dyn Sink + 'p>,
     ) -> Runtime<'p> {
         Runtime {
-            receiver: None,
             sink,
             known: Known {
                 program: &compilation.program,
@@ -124,18 +118,18 @@ impl<'p> Runtime<'p> {
             hits: Hits::default(),
             snapshots: HashMap::new(),
             latest_stamp_ns: 0,
+            cat_limit: u64::MAX,
         }
+    }
+
+    /// `cat()` prints at most `bytes` of a file (`max_cat_bytes`).
+    pub fn limit_cat(&mut self, bytes: u64) {
+        self.cat_limit = bytes;
     }
 
     /// The hits of `sdt trace` so far.
     pub fn hits(&self) -> Hits {
         self.hits
-    }
-
-    /// Sends `printf` and map output to `receiver` as data; see
-    /// [`Receiver`].
-    pub fn set_receiver(&mut self, receiver: Box<dyn Receiver + 'p>) {
-        self.receiver = Some(receiver);
     }
 
     /// Where the output goes, for what the caller reports itself
@@ -208,17 +202,7 @@ impl<'p> Runtime<'p> {
                     stamp: when,
                     text: None,
                 };
-                match &mut self.receiver {
-                    Some(receiver) => {
-                        let args = printed
-                            .args()
-                            .iter()
-                            .map(|d| datum(d, Context::Printf))
-                            .collect();
-                        receiver.printf(format, args);
-                    }
-                    None => self.sink.printf(&mut printed),
-                }
+                self.sink.printf(&mut printed);
             }
             OutputInfo::Message {
                 format,
@@ -326,7 +310,13 @@ impl<'p> Runtime<'p> {
 
     fn cat(&mut self, path: &[u8]) {
         let path = String::from_utf8_lossy(path).into_owned();
-        match std::fs::read(&path) {
+        let limit = self.cat_limit;
+        let read = std::fs::File::open(&path).and_then(|f| {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, limit), &mut bytes)?;
+            Ok(bytes)
+        });
+        match read {
             Ok(bytes) => self.sink.text(TextKind::Cat, &bytes),
             Err(e) => eprintln!("sdt: cat(\"{path}\"): {e}"),
         }
@@ -409,22 +399,14 @@ impl<'p> Runtime<'p> {
         let Some(decl) = program.maps.get(map) else {
             return;
         };
-        let mut env = self.known.env(maps);
-        match &mut self.receiver {
-            Some(receiver) => receiver.map(&decl.display_name(), map_rows(decl, entries, &mut env)),
-            None => {
-                let print = map_print(decl, entries, top, div, &mut env);
-                self.sink.map(&print);
-            }
-        }
+        let print = map_print(decl, entries, top, div, &mut self.known.env(maps));
+        self.sink.map(&print);
     }
 
     /// Prints every map, sorted by name, as bpftrace does when a program
     /// ends.
     pub fn print_all_maps(&mut self, maps: &dyn Maps) {
-        if self.receiver.is_none() {
-            self.sink.maps_follow();
-        }
+        self.sink.maps_follow();
         let program = self.known.program;
         let mut order: Vec<MapId> = (0..program.maps.len()).collect();
         order.sort_by(|a, b| program.maps[*a].name.cmp(&program.maps[*b].name));
@@ -502,7 +484,7 @@ impl Known<'_> {
                     value: u64::from(*uid),
                     signed: false,
                 },
-                (Value::Strerror(e), _) => Arg::Int {
+                (Value::Strerror(e) | Value::SignalName(e), _) => Arg::Int {
                     value: *e as u64,
                     signed: true,
                 },
@@ -735,47 +717,5 @@ mod tests {
         assert_eq!(end(true, false), (json.into(), "".into()));
         // bpftrace with -o FILE: on standard output, not in the file.
         assert_eq!(end(false, true), ("@x[1]: 5\n".into(), "\n\n".into()));
-    }
-
-    /// A map's name and rows, as a receiver gets them.
-    type PrintedMap = (String, Vec<MapRow>);
-
-    /// Keeps what a [`Receiver`] is given.
-    #[derive(Clone, Default)]
-    struct Kept(Rc<RefCell<Vec<PrintedMap>>>);
-
-    impl Receiver for Kept {
-        fn printf(&mut self, _: u32, _: Vec<Datum>) {}
-        fn map(&mut self, name: &str, rows: Vec<MapRow>) {
-            self.0.borrow_mut().push((name.to_string(), rows));
-        }
-    }
-
-    #[test]
-    fn a_receiver_gets_maps_as_data_and_nothing_is_printed() {
-        let mut program = Program::default();
-        program.maps.push(MapDecl {
-            name: "x".into(),
-            keys: vec![INT64],
-            value: INT64,
-            span: Default::default(),
-            declared: None,
-        });
-        let compilation = Compilation {
-            program,
-            ..Compilation::default()
-        };
-        let (out, kept) = (Shared::default(), Kept::default());
-        let sink = Box::new(sdt_output::text::Text::new(Box::new(out.clone())));
-        let mut runtime = Runtime::new(&compilation, false, sink);
-        runtime.set_receiver(Box::new(kept.clone()));
-        runtime.print_all_maps(&OneEntry);
-        runtime.flush();
-        assert_eq!(out.text(), "");
-        let rows = vec![MapRow {
-            keys: vec![Datum::Int(1)],
-            value: Datum::Int(5),
-        }];
-        assert_eq!(*kept.0.borrow(), vec![("@x".to_string(), rows)]);
     }
 }

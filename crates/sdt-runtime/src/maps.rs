@@ -15,8 +15,6 @@ use sdt_lang::hir::MapDecl;
 use sdt_lang::types::Agg;
 use sdt_output::{Bucket, MapKind, MapPrint, MapValue};
 
-use sdt_output::text::Context;
-
 use super::value::{decode, resolve, Env};
 
 /// One map entry as read from the kernel: the key, and the value of each
@@ -348,64 +346,6 @@ pub fn map_print(
         rows,
         div: if stats_like { 1 } else { div.max(1) },
     }
-}
-
-/// A value handed to a program's [`Receiver`](super::Receiver) instead of
-/// being printed: a number, or text.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Datum {
-    Int(i128),
-    Text(String),
-}
-
-impl Datum {
-    /// The number, or 0 for text.
-    pub fn int(&self) -> i128 {
-        match self {
-            Datum::Int(v) => *v,
-            Datum::Text(_) => 0,
-        }
-    }
-
-    /// The text, or the number written out.
-    pub fn text(&self) -> String {
-        match self {
-            Datum::Int(v) => v.to_string(),
-            Datum::Text(t) => t.clone(),
-        }
-    }
-}
-
-/// A resolved value as a [`Datum`]: integers as numbers, anything else
-/// as it would print there.
-pub fn datum(value: &sdt_output::Datum, context: Context) -> Datum {
-    match value {
-        sdt_output::Datum::Int { .. } => Datum::Int(value.as_int()),
-        other => Datum::Text(sdt_output::text::datum(other, context)),
-    }
-}
-
-/// One map entry as data: each part of its key, and its merged value
-/// (a histogram gives its total count, `stats()` its average).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MapRow {
-    pub keys: Vec<Datum>,
-    pub value: Datum,
-}
-
-/// Every entry of a map as data, in the order `print` shows them.
-pub fn map_rows(decl: &MapDecl, entries: Vec<Entry>, env: &mut dyn Env) -> Vec<MapRow> {
-    map_print(decl, entries, 0, 1, env)
-        .rows
-        .into_iter()
-        .map(|row| MapRow {
-            keys: row.key.iter().map(|k| datum(k, Context::Key)).collect(),
-            value: match &row.value {
-                MapValue::Datum(d) => datum(d, Context::Value),
-                other => Datum::Int(other.number()),
-            },
-        })
-        .collect()
 }
 
 #[cfg(test)]

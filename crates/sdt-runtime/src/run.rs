@@ -71,6 +71,10 @@ pub struct RunOptions {
     pub follow: bool,
     /// Whether `system()` may run commands (`--unsafe`).
     pub allow_unsafe: bool,
+    /// Whether tracepoints see only the traced process (`-p`), as uprobes do.
+    pub filter_tracepoints: bool,
+    /// Bytes `cat()` prints of a file.
+    pub max_cat_bytes: u64,
 }
 
 impl<'c> Runner<'c> {
@@ -86,6 +90,8 @@ impl<'c> Runner<'c> {
             pid,
             follow,
             allow_unsafe,
+            filter_tracepoints,
+            max_cat_bytes,
         } = *options;
         let maps: Vec<_> = compilation
             .compiled
@@ -101,9 +107,11 @@ impl<'c> Runner<'c> {
                 pid,
                 follow,
                 mechanism: Some(mechanism),
+                filter_tracepoints,
             },
         )?;
-        let runtime = Runtime::new(compilation, allow_unsafe, sink);
+        let mut runtime = Runtime::new(compilation, allow_unsafe, sink);
+        runtime.limit_cat(max_cat_bytes);
         let now = Instant::now();
         let intervals = compilation
             .roles

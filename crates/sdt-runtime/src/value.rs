@@ -71,6 +71,7 @@ pub enum Value<'a> {
     Func(u64),
     Username(u32),
     Strerror(i64),
+    SignalName(i64),
     Inet(std::net::IpAddr),
     Timestamp {
         ns: u64,
@@ -148,6 +149,7 @@ pub fn decode<'a>(ty: &Ty, bytes: &'a [u8], registry: &TypeRegistry) -> Value<'a
         Ty::Func => Value::Func(u64_at(bytes, 0)),
         Ty::Username => Value::Username(u64_at(bytes, 0) as u32),
         Ty::Strerror => Value::Strerror(u64_at(bytes, 0) as i64),
+        Ty::SignalName => Value::SignalName(u64_at(bytes, 0) as i64),
         Ty::Inet { v6: false } => {
             let mut octets = [0u8; 4];
             octets.copy_from_slice(&bytes.get(..4).unwrap_or(&[0; 4])[..4]);
@@ -350,6 +352,7 @@ pub fn resolve(value: &Value<'_>, env: &mut dyn Env) -> Datum {
         Value::Func(id) => Datum::Text(env.func_name(*id)),
         Value::Username(uid) => Datum::Text(env.user_name(*uid).unwrap_or_else(|| uid.to_string())),
         Value::Strerror(errno) => Datum::Text(strerror(*errno)),
+        Value::SignalName(signal) => Datum::Text(signal_name(*signal)),
         Value::Inet(addr) => Datum::Text(addr.to_string()),
         Value::Timestamp { ns, format } => {
             let wall = env.wall_ns(*ns);
@@ -364,6 +367,52 @@ pub fn strerror(errno: i64) -> String {
     match text.rfind(" (os error") {
         Some(at) => text[..at].to_string(),
         None => text,
+    }
+}
+
+/// A signal's description as glibc's `strsignal(3)` words it on x86-64,
+/// for 0 to 64 (SIGRTMAX); "N/A" past that, as bpftrace prints it.
+pub fn signal_name(signal: i64) -> String {
+    const STANDARD: [&str; 31] = [
+        "Hangup",
+        "Interrupt",
+        "Quit",
+        "Illegal instruction",
+        "Trace/breakpoint trap",
+        "Aborted",
+        "Bus error",
+        "Floating point exception",
+        "Killed",
+        "User defined signal 1",
+        "Segmentation fault",
+        "User defined signal 2",
+        "Broken pipe",
+        "Alarm clock",
+        "Terminated",
+        "Stack fault",
+        "Child exited",
+        "Continued",
+        "Stopped (signal)",
+        "Stopped",
+        "Stopped (tty input)",
+        "Stopped (tty output)",
+        "Urgent I/O condition",
+        "CPU time limit exceeded",
+        "File size limit exceeded",
+        "Virtual timer expired",
+        "Profiling timer expired",
+        "Window changed",
+        "I/O possible",
+        "Power failure",
+        "Bad system call",
+    ];
+    // glibc keeps 32 and 33 for itself; SIGRTMIN is 34.
+    const RT_MIN: i64 = 34;
+    match signal {
+        1..=31 => STANDARD[signal as usize - 1].to_string(),
+        0 | 32 | 33 => format!("Unknown signal {signal}"),
+        RT_MIN..=64 => format!("Real-time signal {}", signal - RT_MIN),
+        _ => "N/A".to_string(),
     }
 }
 
@@ -505,6 +554,16 @@ mod tests {
         );
         assert_eq!(datum(&b, Context::Key), "[-23,3]");
         assert_eq!(datum(&b, Context::Value), "[233,3]");
+    }
+
+    #[test]
+    fn signals_are_named_as_strsignal_names_them() {
+        assert_eq!(signal_name(2), "Interrupt");
+        assert_eq!(signal_name(0), "Unknown signal 0");
+        assert_eq!(signal_name(34), "Real-time signal 0");
+        assert_eq!(signal_name(64), "Real-time signal 30");
+        assert_eq!(signal_name(65), "N/A");
+        assert_eq!(signal_name(-1), "N/A");
     }
 
     #[test]

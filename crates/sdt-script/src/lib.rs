@@ -25,6 +25,7 @@ use sdt_codegen::{ArgAccess, Compiled, Ids, Unit};
 use sdt_lang::ast::Script;
 use sdt_lang::attach::AttachSpec;
 use sdt_lang::check::{self, CheckOptions, NoObjects};
+use sdt_lang::config::MissingProbes;
 use sdt_lang::diag::{Diagnostic, Diagnostics};
 use sdt_lang::hir::{ProbeInstance, ProbeKind, Program};
 
@@ -43,6 +44,8 @@ pub struct Options {
     /// How programs will be attached: without cookies, each site gets a
     /// program of its own.
     pub mechanism: Mechanism,
+    /// What an attach point that matches nothing does (`missing_probes`).
+    pub missing_probes: MissingProbes,
     pub codegen: sdt_codegen::Options,
 }
 
@@ -80,6 +83,9 @@ pub struct Compilation {
     /// `-e`), for messages about places in it at run time (`errorf`).
     pub source: String,
     pub source_name: String,
+    /// Attach points left out because they match nothing
+    /// (`missing_probes = warn`), as warnings placed in the script.
+    pub skipped: Vec<Diagnostic>,
 }
 
 impl Compilation {
@@ -111,6 +117,17 @@ pub fn compile_named(
     options: &Options,
 ) -> Result<Compilation, Diagnostics> {
     let script = sdt_lang::parser::parse(source)?;
+    compile_parsed(name, source, script, options)
+}
+
+/// Compiles a script already parsed from `source`, which messages call
+/// `name`.
+pub fn compile_parsed(
+    name: &str,
+    source: &str,
+    script: Script,
+    options: &Options,
+) -> Result<Compilation, Diagnostics> {
     let mut compilation = compile_script(script, options)?;
     compilation.source = source.to_string();
     compilation.source_name = name.to_string();
@@ -124,8 +141,27 @@ pub fn compile_named(
 }
 
 /// Compiles a parsed script.
-pub fn compile_script(script: Script, options: &Options) -> Result<Compilation, Diagnostics> {
-    let bound = sdt_bind::bind(&script, &options.check.params, &options.scope)?;
+pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilation, Diagnostics> {
+    let mut bindings = sdt_bind::bind(
+        &script,
+        &options.check.params,
+        &options.scope,
+        options.missing_probes,
+    )?;
+    bindings.prune(&mut script);
+    let skipped: Vec<Diagnostic> = match options.missing_probes {
+        MissingProbes::Warn => bindings
+            .missing
+            .iter()
+            .map(|(_, _, d)| Diagnostic {
+                message: format!("{} Skipping.", d.message),
+                warning: true,
+                ..d.clone()
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let bound = bindings.bound;
     let attach_info: Vec<Vec<_>> = bound
         .iter()
         .map(|points| points.iter().map(Bound::info).collect())
@@ -171,6 +207,7 @@ pub fn compile_script(script: Script, options: &Options) -> Result<Compilation, 
         warnings,
         source: String::new(),
         source_name: "stdin".to_string(),
+        skipped,
     })
 }
 

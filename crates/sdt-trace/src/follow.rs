@@ -292,6 +292,23 @@ fn delete(b: &mut Builder, map: &Map, key: i16) {
     b.call(Helper::MapDeleteElem);
 }
 
+/// The instructions to put before a program that should run for one
+/// process only (a tracepoint under `-p --no-follow`): they return 0 at
+/// once unless the current process is `pid`, and otherwise fall through
+/// with the context in `R1`.
+pub(crate) fn pid_filter(pid: i32) -> Result<Vec<Insn>, Error> {
+    let mut b = Builder::new();
+    let traced = b.label();
+    b.push(Insn::mov64_reg(Reg::R6, Reg::R1));
+    b.call(Helper::GetCurrentPidTgid);
+    b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 32));
+    b.jump_imm(JmpOp::Eq, Reg::R0, pid, traced);
+    b.push(Insn::mov64_imm(Reg::R0, 0)).exit();
+    b.bind(traced);
+    b.push(Insn::mov64_reg(Reg::R1, Reg::R6));
+    b.finish().map_err(codegen_error)
+}
+
 fn codegen_error(e: sdt_bpf::CodegenError) -> Error {
     Error::Bpf(sdt_bpf::Error::Invalid(e.to_string()))
 }

@@ -60,7 +60,7 @@ pub fn plan_functions(
     let objects = objects(target, text, scope, &mut None, &mut HashMap::new())?;
     let mut sites = Vec::new();
     let mut candidates = Vec::new();
-    let explicit = target.is_some() || scope.pid.is_none();
+    let explicit = crate::plan::named_explicitly(target, scope);
     let searched: Vec<PathBuf> = objects.iter().map(|o| o.path.clone()).collect();
     for object in objects {
         let file = match object.file {
@@ -71,12 +71,16 @@ pub fn plan_functions(
             Err(e) => return Err(Error::Elf(e)),
         };
         let file = &file;
-        let functions = sdt_elf::functions(file.data()).map_err(|source| {
-            Error::Elf(sdt_elf::Error::Elf {
-                path: object.path.clone(),
-                source,
-            })
-        })?;
+        let functions = match sdt_elf::functions(file.data()) {
+            Ok(functions) => functions,
+            Err(_) if !explicit => continue,
+            Err(source) => {
+                return Err(Error::Elf(sdt_elf::Error::Elf {
+                    path: object.path.clone(),
+                    source,
+                }))
+            }
+        };
         let site = |f: &Function, symbol: String, offset: u64| -> Result<FunctionSite, Error> {
             let refuse = |why: String| Error::BadSpec {
                 spec: text.to_string(),
@@ -89,13 +93,18 @@ pub fn plan_functions(
                     object.path.display()
                 ))
             })?;
+            if f.size == 0 && offset == 0 && !scope.allow_unsafe {
+                return Err(Error::SizeUnknown {
+                    function: f.display_name().to_string(),
+                });
+            }
             if offset > 0 {
                 if f.size > 0 && offset >= f.size {
-                    return Err(refuse(format!(
-                        "{} is {} bytes long; offset {offset} is past its end",
-                        f.display_name(),
-                        f.size
-                    )));
+                    return Err(Error::OffsetOutside {
+                        function: f.display_name().to_string(),
+                        size: f.size,
+                        offset,
+                    });
                 }
                 let code = usize::try_from(start)
                     .ok()
@@ -174,12 +183,9 @@ pub fn plan_functions(
                 match found {
                     Some(f) => sites.push(site(f, address.to_string(), address - f.address)?),
                     None => {
-                        return Err(Error::BadSpec {
-                            spec: text.to_string(),
-                            why: format!(
-                                "address {address:#x} is not inside a known function of {}, so sdt cannot check that it starts an instruction",
-                                object.path.display()
-                            ),
+                        return Err(Error::AddressOutside {
+                            path: object.path.clone(),
+                            address: *address,
                         })
                     }
                 }

@@ -28,7 +28,7 @@ mod tracefs;
 use std::path::PathBuf;
 
 pub use functions::{plan_functions, FunctionSite, FunctionTarget};
-pub use plan::{plan, Plan, PlannedArg, PlannedSite, Scope, Unreadable};
+pub use plan::{glob_files, plan, Plan, PlannedArg, PlannedSite, Scope, Unreadable};
 pub use session::{mechanism, Attach, AttachSite, Options, ProgramSpec, Session};
 pub use spec::ProbeSpec;
 pub use tracefs::{parse_format, TraceFs, Tracepoint, TracepointField};
@@ -53,6 +53,19 @@ pub enum Error {
 
     #[error("no site can be traced:\n  {}", reasons.join("\n  "))]
     NoUsableSite { reasons: Vec<String> },
+
+    #[error("address {address:#x} is not inside a known function of {}, so sdt cannot check that it starts an instruction", path.display())]
+    AddressOutside { path: PathBuf, address: u64 },
+
+    #[error("{function} is {size} bytes long; offset {offset} is past its end")]
+    OffsetOutside {
+        function: String,
+        size: u64,
+        offset: u64,
+    },
+
+    #[error("{function} has no size in the symbol table, so sdt cannot check that it is code; --unsafe attaches anyway")]
+    SizeUnknown { function: String },
 
     #[error("invalid PID {0}")]
     BadPid(i32),

@@ -50,6 +50,9 @@ pub struct Scope {
     /// The executable that specs without a target mean (the program of
     /// `sdt trace -c`); takes precedence over the process's objects.
     pub default_target: Option<PathBuf>,
+    /// Whether uprobes may go where sdt cannot check the code: at a
+    /// function whose symbol has no size (`--unsafe`).
+    pub allow_unsafe: bool,
 }
 
 /// One site to attach to.
@@ -121,7 +124,7 @@ pub fn plan(specs: &[ProbeSpec], scope: &Scope) -> Result<Plan, Error> {
     for spec in specs {
         let objects = objects_for(spec, scope, &mut process_objects, &mut files)?;
         let searched: Vec<PathBuf> = objects.iter().map(|o| o.path.clone()).collect();
-        let explicit = spec.target.is_some() || scope.pid.is_none();
+        let explicit = named_explicitly(spec.target.as_deref(), scope);
         let mut matched = 0usize;
         let mut candidates = Vec::new();
         for object in objects {
@@ -271,6 +274,22 @@ pub(crate) fn objects(
                     vec![named(path)?]
                 }
             }
+            // A glob over files: each match that is an ELF file.
+            (Some(target), _, _) if is_glob(target) => {
+                let paths = glob_files(target)?;
+                if paths.is_empty() {
+                    return Err(Error::Elf(sdt_elf::Error::NotFound {
+                        name: target.to_string(),
+                    }));
+                }
+                paths
+                    .into_iter()
+                    .map(|path| Object {
+                        file: ElfFile::open(&path),
+                        path,
+                    })
+                    .collect()
+            }
             (Some(target), _, _) => vec![named(sdt_elf::resolve(target).map_err(Error::Elf)?)?],
             // Before `-c`'s command has called exec, its process maps sdt
             // itself, so the command's program is what an omitted target means.
@@ -289,8 +308,40 @@ pub(crate) fn objects(
     Ok(objects)
 }
 
-fn is_glob(text: &str) -> bool {
+pub(crate) fn is_glob(text: &str) -> bool {
     text.contains(['*', '?', '['])
+}
+
+/// Whether the objects of a target were named by the user, so that one
+/// that cannot be read is an error rather than skipped: a path or name
+/// is; a glob, or the objects of a process, are not.
+pub(crate) fn named_explicitly(target: Option<&str>, scope: &Scope) -> bool {
+    match target {
+        Some(target) => !is_glob(target),
+        None => scope.pid.is_none(),
+    }
+}
+
+/// The files a glob such as `./bin/app*` or `/opt/*/lib/libx.so` matches,
+/// in order; directories and what cannot be read are left out.
+pub fn glob_files(pattern: &str) -> Result<Vec<PathBuf>, Error> {
+    let paths = glob::glob(pattern).map_err(|e| Error::BadSpec {
+        spec: pattern.to_string(),
+        why: e.msg.to_string(),
+    })?;
+    // The glob crate drops a leading `./`; names are shown as written.
+    let here = pattern.starts_with("./");
+    Ok(paths
+        .filter_map(Result::ok)
+        .filter(|p| p.is_file())
+        .map(|p| {
+            if here && p.is_relative() && !p.starts_with(".") {
+                Path::new(".").join(p)
+            } else {
+                p
+            }
+        })
+        .collect())
 }
 
 /// The objects of process `pid`, listed on first use.

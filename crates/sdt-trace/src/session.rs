@@ -81,6 +81,9 @@ pub struct Options {
     pub follow: bool,
     /// The mechanism to use; the best the kernel offers if `None`.
     pub mechanism: Option<Mechanism>,
+    /// With `pid`: tracepoints too run their programs only for the
+    /// process (and its tree, when followed), as bpftrace's `-p` does.
+    pub filter_tracepoints: bool,
 }
 
 /// Which attach mechanism to use: the one asked for, if the kernel has it,
@@ -152,6 +155,18 @@ impl Session {
                         insns.splice(0..0, follow.filter()?);
                     }
                     mechanism.expected_attach_type()
+                }
+                Attach::Tracepoint { .. } if options.filter_tracepoints => {
+                    match (&follow, options.pid) {
+                        (Some(follow), _) => {
+                            insns.splice(0..0, follow.filter()?);
+                        }
+                        (None, Some(pid)) => {
+                            insns.splice(0..0, crate::follow::pid_filter(pid)?);
+                        }
+                        (None, None) => {}
+                    }
+                    None
                 }
                 _ => None,
             };

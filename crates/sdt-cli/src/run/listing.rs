@@ -1,45 +1,64 @@
-//! `-l`: the probes there are, one `TYPE:PATH:...` line each, sorted, as
-//! bpftrace lists them.
+//! `-l`: the probes there are, one `TYPE:TARGET:...` line each, sorted,
+//! as bpftrace lists them.
+//!
+//! A pattern is `TYPE:TARGET:NAME` with globs in every part; without a
+//! colon (`*sched_switch*`) it is a name of any type. User-space probes
+//! need files to look in: the TARGET (a path, a name found as programs
+//! and libraries are found, or a glob over files such as `./bin/app*`),
+//! or the `-p` process's objects; a pattern whose type is a glob lists
+//! them only with one of those. With a program (`-e` or a file), the
+//! probes each of its attach points resolves to are listed.
 
 use std::collections::BTreeSet;
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use globset::Glob;
+use globset::{Glob, GlobMatcher};
+use sdt_bind::{Bound, Target};
+use sdt_lang::ast::Script;
+use sdt_lang::attach::AttachSpec;
+use sdt_lang::diag::Diagnostics;
+use sdt_trace::Scope;
+
+/// The probe types sdt lists, with their one-letter forms.
+const TYPES: &[(&str, &str)] = &[
+    ("usdt", "U"),
+    ("uprobe", "u"),
+    ("uretprobe", "ur"),
+    ("tracepoint", "t"),
+    ("interval", "i"),
+];
+
+/// The units of `interval` probes, listed as bpftrace lists them.
+const INTERVAL_UNITS: &[&str] = &["hz", "ms", "s", "us"];
 
 /// Lists the probes matching `pattern` (every probe of the process with
 /// `-p` and no pattern).
 pub fn list(pattern: &str, pid: Option<i32>, verbose: bool) -> anyhow::Result<ExitCode> {
-    let pattern = if pattern.is_empty() { "*" } else { pattern };
+    if let Some(c) = pattern
+        .chars()
+        .find(|c| c.is_control() || c.is_whitespace())
+    {
+        anyhow::bail!("invalid character {c:?} in search expression `{pattern}`");
+    }
     let mut lines = BTreeSet::new();
-    let (kind, rest) = pattern.split_once(':').unwrap_or((pattern, "*"));
-    let kind = match kind {
-        "U" => "usdt",
-        "u" => "uprobe",
-        "ur" => "uretprobe",
-        "t" => "tracepoint",
-        other => other,
-    };
-    let wants = |k: &str| {
-        Glob::new(kind)
-            .map(|g| g.compile_matcher().is_match(k))
-            .unwrap_or(false)
-    };
-    match pid {
-        Some(pid) => process(pid, pattern, &wants, &mut lines)?,
-        None => {
-            let (path, probe) = rest.split_once(':').unwrap_or((rest, "*"));
-            if wants("usdt") && !path.contains('*') {
-                usdt_file(path, path, probe, &mut lines)?;
-            }
-            if (wants("uprobe") || wants("uretprobe")) && !path.contains('*') {
-                uprobe_file(path, path, probe, &mut lines)?;
-            }
-            if wants("tracepoint") {
-                tracepoints(rest, verbose, &mut lines)?;
-            }
+    match (pattern, pid) {
+        // As bpftrace: the uprobes and USDT probes, not each uretprobe too.
+        ("" | "*", Some(pid)) => process(pid, "*", &|l| !l.starts_with("uretprobe:"), &mut lines)?,
+        _ => {
+            let pattern = match pattern {
+                "" => "*:*".to_string(),
+                p if !p.contains(':') => format!("*:{p}"),
+                p => p.to_string(),
+            };
+            search(&pattern, pid, verbose, &mut lines)?;
         }
     }
+    print(lines)
+}
+
+fn print(lines: BTreeSet<String>) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     for line in lines {
         if writeln!(out, "{line}").is_err() {
@@ -49,29 +68,113 @@ pub fn list(pattern: &str, pid: Option<i32>, verbose: bool) -> anyhow::Result<Ex
     Ok(ExitCode::SUCCESS)
 }
 
-fn matcher(glob: &str) -> anyhow::Result<globset::GlobMatcher> {
+fn matcher(glob: &str) -> anyhow::Result<GlobMatcher> {
     Ok(Glob::new(glob)?.compile_matcher())
 }
 
-/// Opens the file a listing pattern names, and the name its lines show:
-/// the pattern's own path when it gave one, else the resolved path.
-fn open_listed(shown: &str, path: &str) -> anyhow::Result<(String, sdt_elf::ElfFile)> {
-    let resolved = sdt_elf::resolve(path)?;
-    let shown = if shown.contains('/') {
-        shown.to_string()
+fn is_glob(text: &str) -> bool {
+    text.contains(['*', '?', '['])
+}
+
+/// Lists a `TYPE:...` pattern.
+fn search(
+    pattern: &str,
+    pid: Option<i32>,
+    verbose: bool,
+    lines: &mut BTreeSet<String>,
+) -> anyhow::Result<()> {
+    let parts: Vec<&str> = pattern.split(':').collect();
+    let kind = parts[0];
+    let kinds = matcher(kind)?;
+    let rest = &parts[1..];
+    let target = rest.first().copied().filter(|_| rest.len() >= 2);
+    // User-space types need files: a named type, a process, or a file.
+    let user_space =
+        !is_glob(kind) || pid.is_some() || target.is_some_and(|t| !t.is_empty() && !is_glob(t));
+    for &(name, short) in TYPES {
+        if !(kinds.is_match(name) || kind == short) {
+            continue;
+        }
+        match name {
+            "tracepoint" => {
+                let (category, event) = match rest {
+                    [category, event] => (*category, *event),
+                    [event] => ("*", *event),
+                    _ => continue,
+                };
+                tracepoints(category, event, verbose, lines)?;
+            }
+            "interval" => {
+                let wanted = matcher(&format!("{}:", rest.join(":")))?;
+                for unit in INTERVAL_UNITS {
+                    let line = format!("{unit}:");
+                    if wanted.is_match(&line) || rest == ["*"] {
+                        lines.insert(format!("interval:{line}"));
+                    }
+                }
+            }
+            _ if !user_space => {}
+            _ if pid.is_some() && target.is_none_or(|t| t.is_empty() || t == "*") => {
+                // Every object of the process, named as bpftrace names them.
+                let tail = if rest.len() >= 2 { &rest[1..] } else { rest };
+                let line = format!("{name}:*:{}", tail.join(":"));
+                let filter = matcher(&line)?;
+                process(
+                    pid.unwrap_or_default(),
+                    "*",
+                    &|l: &str| filter.is_match(l) && l.starts_with(name),
+                    lines,
+                )?;
+            }
+            _ => {
+                let Some(target) = target else { continue };
+                let tail = &rest[1..];
+                for (shown, path) in files(target, pid)? {
+                    let listed = match name {
+                        "usdt" => usdt_file(&shown, &path, &tail.join(":"), lines),
+                        _ => uprobe_file(name, &shown, &path, &tail.join(":"), lines),
+                    };
+                    // A glob may match files that are not ELF: they have
+                    // no probes. A file named alone must be readable.
+                    if listed.is_err() && !is_glob(target) {
+                        return listed;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The files a listing target names: a glob over files, each shown as it
+/// matched; else the file a name resolves to, shown as written when it is
+/// a path.
+fn files(target: &str, pid: Option<i32>) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    if is_glob(target) {
+        return Ok(sdt_trace::glob_files(target)?
+            .into_iter()
+            .map(|p| (p.display().to_string(), p))
+            .collect());
+    }
+    let resolved = match pid {
+        Some(pid) => PathBuf::from(format!("/proc/{pid}/root{target}")),
+        None => sdt_elf::resolve(target)?,
+    };
+    let shown = if target.contains('/') {
+        target.to_string()
     } else {
         resolved.display().to_string()
     };
-    Ok((shown, sdt_elf::ElfFile::open(&resolved)?))
+    Ok(vec![(shown, resolved)])
 }
 
 fn usdt_file(
     shown: &str,
-    path: &str,
+    path: &std::path::Path,
     probe: &str,
     lines: &mut BTreeSet<String>,
 ) -> anyhow::Result<()> {
-    let (shown, file) = open_listed(shown, path)?;
+    let file = sdt_elf::ElfFile::open(path)?;
     let pattern = sdt_elf::ProbePattern::new(
         if probe.contains(':') {
             probe.to_string()
@@ -89,27 +192,29 @@ fn usdt_file(
 }
 
 fn uprobe_file(
+    kind: &str,
     shown: &str,
-    path: &str,
+    path: &std::path::Path,
     symbol: &str,
     lines: &mut BTreeSet<String>,
 ) -> anyhow::Result<()> {
-    let (shown, file) = open_listed(shown, path)?;
+    let file = sdt_elf::ElfFile::open(path)?;
     let glob = matcher(symbol)?;
     for f in sdt_elf::functions(file.data())? {
         if glob.is_match(&f.name) || f.demangled.as_deref().is_some_and(|d| glob.is_match(d)) {
-            lines.insert(format!("uprobe:{shown}:{}", f.name));
+            lines.insert(format!("{kind}:{shown}:{}", f.name));
         }
     }
     Ok(())
 }
 
-/// A process's probes: the executable's uprobes, and the USDT probes of
-/// every object it maps, under `/proc/PID/root` as bpftrace names them.
+/// A process's probes: the executable's functions, and the USDT probes of
+/// every object it maps, under `/proc/PID/root` as bpftrace names them;
+/// the lines `keep` takes.
 fn process(
     pid: i32,
     pattern: &str,
-    wants: &dyn Fn(&str) -> bool,
+    keep: &dyn Fn(&str) -> bool,
     lines: &mut BTreeSet<String>,
 ) -> anyhow::Result<()> {
     let objects = sdt_elf::mapped_objects(pid as u32)?;
@@ -119,24 +224,22 @@ fn process(
             continue;
         };
         let shown = format!("/proc/{pid}/root{}", object.path.display());
-        if wants("usdt") {
-            if let Ok(probes) = file.probes() {
-                for p in probes.iter() {
-                    let line = format!("usdt:{shown}:{}:{}", p.provider, p.name);
-                    if filter.is_match(&line) {
-                        lines.insert(line);
-                    }
-                }
+        let mut add = |line: String| {
+            if filter.is_match(&line) && keep(&line) {
+                lines.insert(line);
+            }
+        };
+        if let Ok(probes) = file.probes() {
+            for p in probes.iter() {
+                add(format!("usdt:{shown}:{}:{}", p.provider, p.name));
             }
         }
         // The executable's functions only, as bpftrace: a library's are many.
-        if i == 0 && wants("uprobe") {
+        if i == 0 {
             if let Ok(functions) = sdt_elf::functions(file.data()) {
                 for f in functions {
-                    let line = format!("uprobe:{shown}:{}", f.name);
-                    if filter.is_match(&line) {
-                        lines.insert(line);
-                    }
+                    add(format!("uprobe:{shown}:{}", f.name));
+                    add(format!("uretprobe:{shown}:{}", f.name));
                 }
             }
         }
@@ -144,8 +247,12 @@ fn process(
     Ok(())
 }
 
-fn tracepoints(rest: &str, verbose: bool, lines: &mut BTreeSet<String>) -> anyhow::Result<()> {
-    let (category, name) = rest.split_once(':').unwrap_or((rest, "*"));
+fn tracepoints(
+    category: &str,
+    name: &str,
+    verbose: bool,
+    lines: &mut BTreeSet<String>,
+) -> anyhow::Result<()> {
     let fs = sdt_trace::TraceFs::open()?;
     for (c, n) in fs.names(category, name)? {
         let mut line = format!("tracepoint:{c}:{n}");
@@ -159,4 +266,84 @@ fn tracepoints(rest: &str, verbose: bool, lines: &mut BTreeSet<String>) -> anyho
         lines.insert(line);
     }
     Ok(())
+}
+
+/// `-l` with a program: the probes its attach points resolve to (BEGIN
+/// and END are not probes to list). An attach point that resolves to
+/// nothing is reported as it would be when running.
+pub fn list_program(
+    script: &Script,
+    params: &[String],
+    pid: Option<i32>,
+    verbose: bool,
+) -> Result<anyhow::Result<ExitCode>, Diagnostics> {
+    let scope = Scope {
+        pid,
+        default_target: None,
+        allow_unsafe: true,
+    };
+    let bindings = sdt_bind::bind(script, params, &scope, Default::default())?;
+    let mut lines = BTreeSet::new();
+    for b in bindings.bound.iter().flatten() {
+        lines.extend(probe_lines(b));
+    }
+    if verbose {
+        // The fields of each tracepoint, as `-lv PATTERN` shows them.
+        let mut detailed = BTreeSet::new();
+        for line in lines {
+            match line
+                .strip_prefix("tracepoint:")
+                .and_then(|r| r.split_once(':'))
+            {
+                Some((c, n)) => {
+                    if let Err(e) = tracepoints(c, n, true, &mut detailed) {
+                        return Ok(Err(e));
+                    }
+                }
+                None => {
+                    detailed.insert(line);
+                }
+            }
+        }
+        return Ok(print(detailed));
+    }
+    Ok(print(lines))
+}
+
+/// The lines of one resolved attach point.
+fn probe_lines(b: &Bound) -> Vec<String> {
+    let written = |path: &Option<String>, actual: &std::path::Path| match path {
+        Some(p) if p.contains('/') && !is_glob(p) => p.clone(),
+        _ => actual.display().to_string(),
+    };
+    match (&b.target, &b.spec) {
+        (Target::Usdt(sites), AttachSpec::Usdt { path, .. }) => sites
+            .iter()
+            .map(|s| format!("usdt:{}:{}:{}", written(path, &s.path), s.provider, s.name))
+            .collect(),
+        (Target::Functions(functions), AttachSpec::Uprobe { path, ret, .. }) => functions
+            .iter()
+            .map(|f| {
+                let kind = if *ret { "uretprobe" } else { "uprobe" };
+                format!("{kind}:{}:{}", written(path, &f.path), f.symbol)
+            })
+            .collect(),
+        (Target::Tracepoints(tps), _) => tps
+            .iter()
+            .map(|tp| format!("tracepoint:{}:{}", tp.category, tp.name))
+            .collect(),
+        (Target::Plain, AttachSpec::Interval { .. }) => {
+            // The unit as written: `interval:ms:100`, `i:100ms`.
+            let fields: Vec<&str> = b.text.split(':').collect();
+            let unit = match fields.as_slice() {
+                [_, unit, _] => unit.to_string(),
+                [_, count] => count
+                    .trim_start_matches(|c: char| c.is_ascii_digit())
+                    .to_string(),
+                _ => return Vec::new(),
+            };
+            vec![format!("interval:{unit}:")]
+        }
+        _ => Vec::new(),
+    }
 }

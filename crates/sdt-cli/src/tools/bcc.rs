@@ -32,10 +32,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use super::calls::UcallsArgs;
-use super::gc::UgcArgs;
-use super::objnew::UobjnewArgs;
-use super::{DbslowerArgs, FlowArgs, ReadlineArgs, StatArgs, ThreadsArgs};
+use super::{
+    DbslowerArgs, FlowArgs, ReadlineArgs, StatArgs, ThreadsArgs, UcallsArgs, UgcArgs, UobjnewArgs,
+};
 
 /// The BCC tools sdt answers to, by name.
 #[derive(Parser)]
@@ -66,28 +65,20 @@ pub fn tool_named(invoked_as: &str) -> Option<&'static str> {
         .strip_suffix(".py")
         .or_else(|| invoked_as.strip_suffix("-bpfcc"))
         .unwrap_or(invoked_as);
-    [
-        "ucalls",
-        "uflow",
-        "ugc",
-        "uobjnew",
-        "uthreads",
-        "ustat",
-        "dbslower",
-        "bashreadline",
-    ]
-    .into_iter()
-    .find(|tool| *tool == name)
+    sdt_tools::TOOLS
+        .iter()
+        .map(|tool| tool.bcc)
+        .find(|bcc| *bcc == name)
 }
 
 /// Runs BCC's `tool` with `args` (argv without its first word).
 pub fn run(tool: &str, args: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let argv = std::iter::once(OsString::from(tool)).chain(args);
     match Bcc::parse_from(argv) {
-        Bcc::Ucalls(args) => super::calls::ucalls(args),
+        Bcc::Ucalls(args) => super::ucalls(args),
         Bcc::Uflow(args) => super::flow(args),
-        Bcc::Ugc(args) => super::gc::ugc(args),
-        Bcc::Uobjnew(args) => super::objnew::uobjnew(args),
+        Bcc::Ugc(args) => super::ugc(args),
+        Bcc::Uobjnew(args) => super::uobjnew(args),
         Bcc::Uthreads(args) => super::threads(args),
         Bcc::Ustat(args) => super::stat(args),
         Bcc::Dbslower(args) => super::dbslower(args),

@@ -174,14 +174,19 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     function("reg", 1, 1, reg),
     function("strncmp", 3, 3, strncmp),
     function("strcontains", 2, 2, strcontains),
+    function("strstr", 2, 2, strstr),
+    function("strlen", 1, 1, strlen),
+    function("sizeof", 1, 1, sizeof_value),
     function("has_key", 2, 2, has_key),
     function("len", 1, 1, len),
     function("find", 3, 3, find_entry),
     function("delete", 1, 2, delete),
     function("ntop", 1, 2, ntop),
     function("strerror", 1, 1, strerror),
+    function("signal_name", 1, 1, signal_name),
     function("strftime", 2, 2, strftime),
     function("bswap", 1, 1, bswap),
+    function("getopt", 1, 3, getopt),
     function("cgroupid", 1, 1, |c, u, _| {
         Err(c.error(Diagnostic::error(u.span, "cgroupid() is not supported yet")))
     }),
@@ -218,6 +223,28 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     aggregation("hist", 1, 2, hist),
     aggregation("lhist", 4, 4, lhist),
 ];
+
+/// `getopt(name[, default[, description]])`: a named program parameter,
+/// a constant once the command line is known (see [`crate::getopt`]).
+fn getopt(c: &mut Checker<'_>, u: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    use crate::getopt::{declaration, value as given, Value};
+    let d = declaration(u.args).map_err(|(span, why)| c.error(Diagnostic::error(span, why)))?;
+    let text = c.options.named_params.get(&d.name);
+    let v = match text {
+        Some(text) => given(&d, text.as_deref()),
+        None => Ok(d.default.clone()),
+    };
+    let (kind, ty) = match v.map_err(|why| c.error(Diagnostic::error(u.span, why)))? {
+        Value::Bool(b) => (TKind::Int(b.into()), crate::types::BOOL),
+        Value::Unsigned(n) => (TKind::Int(n as i64), UINT64),
+        Value::Signed(n) => (TKind::Int(n), INT64),
+        Value::Text(s) => {
+            let size = s.len() as u32 + 1;
+            (TKind::Str(s.into_bytes()), Ty::Str { size })
+        }
+    };
+    value(u, kind, ty)
+}
 
 type CheckFn = fn(&mut Checker<'_>, &Use<'_>, &mut Scope) -> R<Checked>;
 
@@ -347,10 +374,13 @@ fn helper(
 /// `nsecs`, or `nsecs(CLOCK)`: nanoseconds of the monotonic clock (the
 /// default), of the boot clock (which counts suspended time too), or TAI.
 fn nsecs(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
-    const CLOCKS: [(&str, u32); 3] = [
+    // `sw_tai` is bpftrace's TAI for kernels without the TAI helper; this
+    // one has it, so both read the kernel's TAI clock.
+    const CLOCKS: [(&str, u32); 4] = [
         ("monotonic", helper::KTIME_GET_NS),
         ("boot", helper::KTIME_GET_BOOT_NS),
         ("tai", helper::KTIME_GET_TAI_NS),
+        ("sw_tai", helper::KTIME_GET_TAI_NS),
     ];
     let clock = match use_.args.first() {
         None => "monotonic",
@@ -361,7 +391,7 @@ fn nsecs(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
         Some(other) => {
             return Err(c.error(
                 Diagnostic::error(other.span, "nsecs() takes the name of a clock")
-                    .hint("monotonic, boot or tai"),
+                    .hint("monotonic, boot, tai or sw_tai"),
             ))
         }
     };
@@ -371,7 +401,7 @@ fn nsecs(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
             let mut d = Diagnostic::error(use_.args[0].span, format!("`{clock}` is not a clock"));
             d = d.hint(
                 did_you_mean(&suggest(clock, CLOCKS.iter().map(|c| c.0)))
-                    .unwrap_or_else(|| "the clocks are monotonic, boot and tai".into()),
+                    .unwrap_or_else(|| "the clocks are monotonic, boot, tai and sw_tai".into()),
             );
             Err(c.error(d))
         }
@@ -770,6 +800,60 @@ fn strcontains(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Chec
     )
 }
 
+/// `sizeof(EXPR)`: the size of the expression's type, known when the
+/// script compiles (the expression is never run). `sizeof(TYPE)` is
+/// parsed as a type.
+fn sizeof_value(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let v = c.expr(&use_.args[0], scope)?;
+    let v = c.value(v)?;
+    c.not_void(&v)?;
+    let size = c.registry.c_size(&v.ty);
+    value(use_, TKind::Int(size as i64), UINT64)
+}
+
+fn strstr(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let [haystack, needle] = two_strings(c, use_.args, scope, "strstr() takes two strings")?;
+    value(
+        use_,
+        TKind::StrStr {
+            haystack: Box::new(haystack),
+            needle: Box::new(needle),
+        },
+        INT64,
+    )
+}
+
+/// `strlen(s)` of a string, or of a `char` array or pointer, read as
+/// `str()` reads it.
+fn strlen(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let arg = &use_.args[0];
+    let v = c.expr(arg, scope)?;
+    let v = c.value(v)?;
+    let s = if v.ty.is_string() {
+        v
+    } else if matches!(v.ty, Ty::Ptr(_) | Ty::Array { .. }) {
+        let call = Expr {
+            kind: ExprKind::Call {
+                name: "str".to_string(),
+                name_span: arg.span,
+                args: vec![arg.clone()],
+            },
+            span: arg.span,
+        };
+        let s = c.expr(&call, scope)?;
+        c.value(s)?
+    } else {
+        return Err(c.error(Diagnostic::error(
+            arg.span,
+            format!(
+                "strlen() takes a string, a char array or a pointer to one, and this is {}",
+                v.ty.display(&c.registry)
+            ),
+        )));
+    };
+    value(use_, TKind::StrLen(Box::new(s)), UINT64)
+}
+
 fn ntop(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     const AF_INET: i64 = 2;
     const AF_INET6: i64 = 10;
@@ -820,6 +904,18 @@ fn integer(c: &mut Checker<'_>, e: &Expr, scope: &mut Scope, message: &str) -> R
 fn strerror(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let v = integer(c, &use_.args[0], scope, "strerror() takes an errno value")?;
     value(use_, TKind::Retype(Box::new(v)), Ty::Strerror)
+}
+
+/// `signal_name(N)`: the signal's description, as `strsignal(3)` gives
+/// it, made in user space.
+fn signal_name(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let v = integer(
+        c,
+        &use_.args[0],
+        scope,
+        "signal_name() takes a signal number",
+    )?;
+    value(use_, TKind::Retype(Box::new(v)), Ty::SignalName)
 }
 
 fn strftime(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {

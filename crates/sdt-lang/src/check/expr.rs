@@ -208,19 +208,24 @@ impl Checker<'_> {
                             )));
                         };
                         let ty = scope.vars[var].1.clone();
-                        if !ty.is_integer() {
-                            return Err(self.error(Diagnostic::error(
-                                target.span,
-                                format!(
-                                    "`++` and `--` need an integer; ${name} is {}",
-                                    ty.display(&self.registry)
-                                ),
-                            )));
-                        }
+                        // A pointer steps by its pointee's size, as in C.
+                        let step = match &ty {
+                            Ty::Ptr(p) => self.registry.c_size(p).max(1) as i64,
+                            t if t.is_integer() => 1,
+                            _ => {
+                                return Err(self.error(Diagnostic::error(
+                                    target.span,
+                                    format!(
+                                        "`++` and `--` need an integer or a pointer; ${name} is {}",
+                                        ty.display(&self.registry)
+                                    ),
+                                )));
+                            }
+                        };
                         typed(
                             TKind::VarIncDec {
                                 var,
-                                delta,
+                                delta: delta * step,
                                 prefix: *prefix,
                             },
                             ty,
@@ -726,6 +731,7 @@ impl Checker<'_> {
                     | Ty::Func
                     | Ty::Username
                     | Ty::Strerror
+                    | Ty::SignalName
                     | Ty::Inet { .. }
                     | Ty::Timestamp { .. }
             );

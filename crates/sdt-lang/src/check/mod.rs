@@ -34,6 +34,9 @@ pub struct CheckOptions {
     pub strlen: u32,
     /// Whether `system()` and `signal()` are allowed (`--unsafe`).
     pub allow_unsafe: bool,
+    /// Named program parameters (`-- --name=value`), read by `getopt()`:
+    /// the value as given, `None` for a bare `--name`.
+    pub named_params: HashMap<String, Option<String>>,
     /// Whether `__sdt_event(...)`, the statement behind `sdt trace`, may
     /// be used. Scripts from users never have it.
     pub internal: bool,
@@ -45,6 +48,7 @@ impl Default for CheckOptions {
             params: Vec::new(),
             strlen: DEFAULT_STRLEN,
             allow_unsafe: false,
+            named_params: HashMap::new(),
             internal: false,
         }
     }
@@ -119,6 +123,14 @@ pub fn check(
     options: &CheckOptions,
     objects: &mut dyn Objects,
 ) -> Result<Program, Diagnostics> {
+    if let Some(import) = script.imports.first() {
+        return Err(Diagnostic::error(
+            import.span,
+            format!("import \"{}\": sdt does not import files", import.path),
+        )
+        .hint("sdt compiles one script with no C compiler: paste the file's macros, probes and C definitions into this one")
+        .into());
+    }
     let mut checker = Checker::new(script, options, objects)?;
     // Learn map types until nothing changes, then check for real.
     for _ in 0..64 {
@@ -284,7 +296,7 @@ impl<'o> Checker<'o> {
         if !errors.is_empty() {
             return Err(Diagnostics(errors));
         }
-        let mut checker = Checker {
+        let checker = Checker {
             options,
             objects,
             registry,
@@ -302,37 +314,7 @@ impl<'o> Checker<'o> {
             loops: false,
             args_read: 0,
         };
-        for entry in &script.config {
-            checker.config_entry(entry)?;
-        }
         Ok(checker)
-    }
-
-    fn config_entry(&mut self, entry: &ast::ConfigEntry) -> Result<(), Diagnostics> {
-        let known = [
-            "max_strlen",
-            "max_map_keys",
-            "missing_probes",
-            "print_maps_on_exit",
-            "perf_rb_pages",
-            "stack_mode",
-            "max_bpf_progs",
-            "max_probes",
-            "log_size",
-            "on_stack_limit",
-            "lazy_symbolication",
-        ];
-        if !known.contains(&entry.name.as_str()) {
-            let mut d = Diagnostic::error(
-                entry.span,
-                format!("unknown config option `{}`", entry.name),
-            );
-            if let Some(h) = did_you_mean(&suggest(&entry.name, known)) {
-                d = d.hint(h);
-            }
-            return Err(d.into());
-        }
-        Ok(())
     }
 
     /// Gives each declared map its kind and size; returns warnings.

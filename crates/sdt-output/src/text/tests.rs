@@ -1,5 +1,6 @@
 use super::*;
 use crate::model::{Frame, MapRow, Stack};
+use crate::Sink;
 
 fn escaped(bytes: &[u8]) -> String {
     let mut line = Vec::new();
@@ -136,4 +137,83 @@ fn keys_print_signed_and_values_as_their_type() {
     assert_eq!(datum(&big, Context::Value), u64::MAX.to_string());
     assert_eq!(divided(&Datum::int(-9), 2).as_deref(), Some("-4"));
     assert_eq!(divided(&big, 1), None);
+}
+
+/// A PID, a time only JSON has, the same time in text's unit, a name.
+fn columns() -> Vec<Column> {
+    vec![
+        Column::both("pid", "PID").width(7),
+        Column::json("time_ns"),
+        Column::text("TIME(us)").width(10).right().decimals(2),
+        Column::both("name", "NAME"),
+    ]
+}
+
+fn cells(pid: i128, ns: i128, name: &str) -> Vec<Cell> {
+    vec![
+        Cell::Int(pid),
+        Cell::Int(ns),
+        Cell::Float(ns as f64 / 1e3),
+        Cell::Text(name.into()),
+    ]
+}
+
+#[test]
+fn a_stream_is_aligned_text_columns_under_one_header() {
+    let mut out = Vec::new();
+    let mut text = Text::new(Box::new(&mut out));
+    let stream = Stream {
+        name: "test",
+        columns: columns(),
+    };
+    text.row(&stream, &cells(42, 1500, "first"));
+    text.row(&stream, &cells(1234567890, 25, "a name wider than none"));
+    // Told on standard error by the tool, not here.
+    text.note(&Note {
+        key: "unpaired",
+        heading: "Not paired:",
+        lines: vec!["1 return without an entry".into()],
+        value: Cell::Int(1),
+    });
+    drop(text);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "PID       TIME(us) NAME\n\
+         42            1.50 first\n\
+         1234567890       0.03 a name wider than none\n"
+    );
+}
+
+#[test]
+fn a_table_shows_the_sentences_of_its_notes_under_its_rows() {
+    let mut out = Vec::new();
+    let mut text = Text::new(Box::new(&mut out));
+    let note = |lines: Vec<String>| Note {
+        key: "unpaired",
+        heading: "Not paired, so not in the table:",
+        lines,
+        value: Cell::Fields(Vec::new()),
+    };
+    let mut table = Table {
+        key: "rows",
+        columns: columns(),
+        rows: vec![cells(7, 2000, "x")],
+        fields: vec![("interval_s", Cell::Int(1))],
+        notes: vec![note(Vec::new())],
+    };
+    text.table(&table);
+    table.notes = vec![note(vec!["one".into(), "two".into()])];
+    table.rows.clear();
+    text.table(&table);
+    drop(text);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "PID       TIME(us) NAME\n\
+         7             2.00 x\n\
+         \n\
+         PID       TIME(us) NAME\n\
+         \n\
+         Not paired, so not in the table:\n  one\n  two\n\
+         \n"
+    );
 }

@@ -1,5 +1,13 @@
 //! What is traced (`-p PID`, `-c CMD` or everything) and the loop that
-//! runs until it ends: shared by `sdt run` and `sdt trace`.
+//! runs a compilation until it ends: shared by `sdt run`, `sdt trace` and
+//! the language tools.
+//!
+//! It lives with the runtime because it is how a run ends: a stop signal,
+//! `exit()`, the end of the traced process, or the caller's own reason,
+//! then END and the maps, then the `-c` command's exit status. Starting
+//! and holding the command is `sdt-proc`'s; reading which program the
+//! command runs ([`sdt_proc::launch`]) gives the file that a probe without
+//! one means.
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -7,25 +15,22 @@ use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 use sdt_proc::{HeldChild, Pidfd, RunningChild, Signals};
-use sdt_runtime::run::{Runner, Summary};
-use sdt_runtime::Runtime;
+use sdt_trace::Scope;
 
-/// The `-c` option's `--help`, the same for every command that takes it.
-pub const COMMAND_HELP: &str = "\
-Run CMD (split into words like a shell would, then found in PATH), trace it and the \
-processes it starts, and exit with its exit status when it ends.
+use crate::run::{Runner, Summary};
+use crate::Runtime;
 
-CMD starts as a shell would start it: with the signal mask, ignored signals, \
-environment and open descriptors sdt itself was given, and held just before its \
-first instruction until the probes are attached. Output of BEGIN comes before \
-anything CMD prints.
-
-On SIGINT, SIGTERM or SIGHUP (Ctrl-C), or when the program calls exit(), sdt stops \
-tracing, sends SIGTERM to CMD if it still runs (as bpftrace does), runs END and \
-prints the maps, then waits for CMD at most half a second from the stop before \
-killing it with SIGKILL (bpftrace kills it at once). sdt then exits with CMD's \
-status (128+N for a signal N). A second SIGINT, SIGTERM or SIGHUP ends sdt at \
-once, killing CMD.";
+/// What can end a run before it starts, or break it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error(transparent)]
+    Process(#[from] sdt_proc::Error),
+    #[error(transparent)]
+    Trace(#[from] sdt_trace::Error),
+    #[error("process {0} ended before sdt attached to it; nothing was traced")]
+    EndedBeforeAttaching(i32),
+}
 
 /// Token of the signalfd in the wait set.
 const SIGNAL: u64 = 1;
@@ -42,8 +47,9 @@ pub struct Traced {
     pub pid: Option<i32>,
     pidfd: Option<Pidfd>,
     child: Option<HeldChild>,
-    /// The `-c` command's executable.
-    pub program: Option<PathBuf>,
+    /// The ELF program the `-c` command runs in the end (for a script,
+    /// its interpreter), when it could be told.
+    program: Option<PathBuf>,
     /// Until the run stops; then a thread of its own waits on them.
     signals: Option<Signals>,
 }
@@ -62,14 +68,16 @@ impl Traced {
     /// runs, and opens the traced process's pidfd, so that a process that
     /// exits while sdt starts up still ends the run and its PID cannot be
     /// taken over unseen.
-    pub fn start(pid: Option<i32>, command: Option<&str>) -> anyhow::Result<Traced> {
+    ///
+    /// The command's program is read as `execvp` and the kernel would run
+    /// it ([`sdt_proc::launch`]): a script named by its path or found in
+    /// `PATH` runs its `#!` interpreter, which is then the program.
+    pub fn start(pid: Option<i32>, command: Option<&str>) -> Result<Traced, Error> {
         let signals = Signals::block()?;
         let (child, program) = match command {
             Some(command) => {
-                let argv = shlex::split(command).unwrap_or_default();
-                let program = sdt_elf::resolve(argv.first().map_or("", String::as_str))
-                    .map_err(anyhow::Error::from)?;
-                (Some(HeldChild::spawn_command(command)?), Some(program))
+                let program = sdt_proc::launch::read(command)?.program;
+                (Some(HeldChild::spawn_command(command)?), program)
             }
             None => (None, None),
         };
@@ -84,6 +92,17 @@ impl Traced {
         })
     }
 
+    /// Where probes are looked for: the traced process, and the `-c`
+    /// command's program for probes that name no file; `allow_unsafe`
+    /// lets uprobes go where sdt cannot check the code (`--unsafe`).
+    pub fn scope(&self, allow_unsafe: bool) -> Scope {
+        Scope {
+            pid: self.pid,
+            default_target: self.program.clone(),
+            allow_unsafe,
+        }
+    }
+
     /// The `-c` command's PID, or 0.
     pub fn cpid(&self) -> u32 {
         self.child.as_ref().map_or(0, |c| c.pid() as u32)
@@ -91,12 +110,9 @@ impl Traced {
 
     /// Fails if the `-p` process has ended: its PID may already be
     /// another program's.
-    fn check_alive(&self) -> anyhow::Result<()> {
+    fn check_alive(&self) -> Result<(), Error> {
         if self.child.is_none() && self.pidfd.as_ref().is_some_and(Pidfd::ended) {
-            anyhow::bail!(
-                "process {} ended before sdt attached to it; nothing was traced",
-                self.pid.unwrap_or_default()
-            );
+            return Err(Error::EndedBeforeAttaching(self.pid.unwrap_or_default()));
         }
         Ok(())
     }
@@ -111,7 +127,7 @@ impl Traced {
     /// A `-c` command that still runs when the run stops for another
     /// reason is sent SIGTERM at once, as bpftrace does, and SIGKILL once
     /// END and the maps are printed if it has not ended within
-    /// [`COMMAND_GRACE`]. From the stop on, another stop signal ends sdt at
+    /// `COMMAND_GRACE`. From the stop on, another stop signal ends sdt at
     /// once (killing the command), whatever it is doing.
     pub fn run<'c>(
         mut self,
@@ -119,7 +135,7 @@ impl Traced {
         print_maps: bool,
         stop_asked: &dyn Fn() -> bool,
         started: impl FnOnce(&mut Runner<'c>, usize),
-    ) -> anyhow::Result<Ended<'c>> {
+    ) -> Result<Ended<'c>, Error> {
         let exited_in_begin = runner.begin()?;
         let mut attached = 0;
         if !exited_in_begin {
@@ -201,7 +217,7 @@ impl Traced {
 
 /// Waits for the `-c` command until `deadline`, kills it if it still
 /// runs then, and returns its exit status as a shell reports it.
-fn end_command(mut child: RunningChild, deadline: Instant) -> anyhow::Result<u8> {
+fn end_command(mut child: RunningChild, deadline: Instant) -> Result<u8, Error> {
     while child.try_wait().is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -1,10 +1,11 @@
 //! What a `-c` command starts, read from the command line and the files
 //! it names, without running anything.
 //!
-//! The first word of a command is often not the runtime: `env
-//! USE_ZEND_DTRACE=1 php8.2 app.php`, `./manage.py` (whose first line is
-//! `#!/usr/bin/env python3`), `env -S 'ruby -w'` in a shebang. This
-//! follows what the kernel and `execvp` would do, step by step:
+//! The first word of a command is often not the program whose probes
+//! matter: `env USE_ZEND_DTRACE=1 php8.2 app.php`, `./manage.py` (whose
+//! first line is `#!/usr/bin/env python3`), `env -S 'ruby -w'` in a
+//! shebang. This follows what the kernel and `execvp` would do, step by
+//! step:
 //!
 //! - `env` is skipped with its options and `NAME=VALUE` assignments;
 //!   `-S STRING` is split into words, as `env` splits it;
@@ -15,15 +16,21 @@
 //! - any other file that is not ELF runs under `/bin/sh`, as `execvp`
 //!   runs it;
 //!
-//! until an ELF program is reached. What happens after that program starts
-//! (a shell script's `exec`, a child process) is not seen here: for those
-//! the user names the runtime with `-l`, and the tools trace it wherever
-//! it runs in the command's process tree.
+//! until an ELF program is reached: the program whose probes a probe
+//! without a file means under `sdt run -c` and `sdt trace -c`, and where
+//! the language tools look for a runtime. What happens after that program
+//! starts (a shell script's `exec`, a child process) is not seen here: for
+//! those the user names the file, or the runtime with `-l`.
+//!
+//! It lives with process control because it is the other half of starting
+//! the command: [`crate::HeldChild`] runs what this reads.
 
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use crate::Error;
 
 /// The kernel follows at most 4 nested interpreters; `env` adds a step.
 const MAX_STEPS: usize = 10;
@@ -63,10 +70,10 @@ impl Launch {
 }
 
 /// Reads what `command` starts; fails when the command cannot be split
-/// into words or names a program that does not exist.
-pub fn read(command: &str) -> anyhow::Result<Launch> {
+/// into words or names a program that does not exist or cannot be read.
+pub fn read(command: &str) -> Result<Launch, Error> {
     let Some(mut argv) = shlex::split(command) else {
-        anyhow::bail!("cannot split the command `{command}` into words (an unclosed quote?)");
+        return Err(Error::BadCommand(command.to_string()));
     };
     let mut launch = Launch::default();
     for _ in 0..MAX_STEPS {
@@ -78,11 +85,19 @@ pub fn read(command: &str) -> anyhow::Result<Launch> {
             return Ok(launch);
         };
         launch.names.push(base_name(&word).to_string());
-        let path = find_program(&word, launch.var("PATH"))
-            .ok_or_else(|| anyhow::anyhow!("the command's program `{word}` is not in PATH"))?;
+        let not_runnable = |why: String| Error::NotRunnable {
+            program: word.clone(),
+            why,
+        };
+        let path = find_program(&word, launch.var("PATH")).ok_or_else(|| {
+            not_runnable(if word.contains('/') {
+                "no such file".into()
+            } else {
+                "not found in PATH".into()
+            })
+        })?;
         launch.files.push(path.clone());
-        let head =
-            head(&path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let head = head(&path).map_err(|e| not_runnable(format!("cannot read it: {e}")))?;
         let rest = argv[1..].iter().cloned();
         if head.starts_with(b"\x7fELF") {
             launch.program = Some(path);
@@ -241,25 +256,29 @@ mod tests {
         let launch = read("env PATH=/usr/bin:/bin sh -c true").unwrap();
         assert_eq!(launch.program, Some(sh()));
         let missing = read("env PATH=/nonexistent sh").unwrap_err().to_string();
-        assert!(missing.contains("`sh` is not in PATH"), "{missing}");
+        assert_eq!(missing, "cannot run `sh`: not found in PATH");
+    }
+
+    /// What a script `name` in `dir` with `text` starts, read by its path.
+    fn launched(dir: &Path, name: &str, text: &str) -> Launch {
+        read(&script(dir, name, text).to_string_lossy()).unwrap()
     }
 
     #[test]
     fn shebangs_are_followed_through_env_and_env_s() {
         let dir = tempfile::tempdir().unwrap();
-        let plain = script(dir.path(), "plain", "#!/bin/sh\necho\n");
-        let launch = read(&plain.to_string_lossy()).unwrap();
+        let launch = launched(dir.path(), "plain", "#!/bin/sh\necho\n");
         assert_eq!(launch.program.as_deref(), Some(Path::new("/bin/sh")));
         assert_eq!(launch.names, ["plain", "sh"]);
-        assert_eq!(launch.files, [plain.clone(), PathBuf::from("/bin/sh")]);
+        let plain = dir.path().join("plain");
+        assert_eq!(launch.files, [plain, PathBuf::from("/bin/sh")]);
 
-        let via_env = script(dir.path(), "via-env", "#!/usr/bin/env sh\necho\n");
-        let launch = read(&via_env.to_string_lossy()).unwrap();
+        let launch = launched(dir.path(), "via-env", "#!/usr/bin/env sh\necho\n");
         assert_eq!(launch.program, Some(sh()));
         assert_eq!(launch.names, ["via-env", "sh"]);
 
-        let split = script(dir.path(), "split", "#!/usr/bin/env -S FOO=1 sh -e\necho\n");
-        let launch = read(&split.to_string_lossy()).unwrap();
+        let text = "#!/usr/bin/env -S FOO=1 sh -e\necho\n";
+        let launch = launched(dir.path(), "split", text);
         assert_eq!(launch.program, Some(sh()));
         assert_eq!(launch.assignments, [("FOO".into(), "1".into())]);
     }
@@ -267,8 +286,7 @@ mod tests {
     #[test]
     fn a_file_without_shebang_runs_under_sh_as_execvp_runs_it() {
         let dir = tempfile::tempdir().unwrap();
-        let bare = script(dir.path(), "bare", "echo hello\n");
-        let launch = read(&bare.to_string_lossy()).unwrap();
+        let launch = launched(dir.path(), "bare", "echo hello\n");
         assert_eq!(launch.program.as_deref(), Some(Path::new("/bin/sh")));
     }
 
@@ -287,7 +305,8 @@ mod tests {
         assert!(read("'unclosed").is_err());
         assert_eq!(read("env").unwrap().program, None);
         assert_eq!(read("env A=1 -S ''").unwrap().program, None);
-        assert!(read("/nonexistent/program").is_err());
+        let missing = read("/nonexistent/program").unwrap_err().to_string();
+        assert_eq!(missing, "cannot run `/nonexistent/program`: no such file");
         assert_eq!(shebang(b"#!"), None);
         assert_eq!(shebang(b"#!  \n"), None);
         assert_eq!(

@@ -4,7 +4,7 @@
 //!
 //! One table drives every tool: a tool's program names probes and
 //! arguments through placeholders (`{{ENTRY}}`, `{{CLASS}}`, ...) that the
-//! row of the traced language fills in.
+//! row of the traced language fills in ([`placeholders`]).
 //!
 //! **Which files are traced.** The probes are attached by file, for every
 //! process that maps it, and the kernel keeps to the `-p`/`-c` process
@@ -15,7 +15,7 @@
 //!    `sdt_elf::mapped_objects`): the first whose probes are a runtime's
 //!    (its provider: `python`, `ruby`, `php`, `hotspot`), so a program
 //!    that embeds `libpython` is found as Python.
-//! 2. With `-c`, the command is read without running it ([`super::launch`]:
+//! 2. With `-c`, the command is read without running it ([`sdt_proc::launch`]:
 //!    `env`, shebangs, `PATH`) down to the ELF program it executes; then
 //!    that program's own probes, then those of the libraries it links
 //!    (`DT_NEEDED`: `libruby`, an embedded `libpython`), then its name
@@ -38,8 +38,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use sdt_elf::{ElfFile, FileId};
-
-use super::launch::{self, Launch};
+use sdt_proc::launch::{self, Launch};
 
 /// One runtime's probes.
 pub struct Language {
@@ -274,16 +273,80 @@ pub fn language(name: &str) -> anyhow::Result<&'static Language> {
     })
 }
 
-/// Which probes a tool uses, for what must be switched on.
+/// Which of a runtime's probes a tool uses, which decides what must be
+/// switched on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Needs {
-    /// Method entry and return: off by default in every runtime.
-    MethodProbes,
-    /// Allocations: off by default in Java (Ruby's `object__create`
-    /// always fires).
+pub enum Probes {
+    /// Method entry and return ([`Calls`]): off by default in every
+    /// runtime.
+    Methods,
+    /// A collection's start and end ([`Gc`]): always on.
+    Collections,
+    /// Allocations ([`Alloc`]): off by default in Java (Ruby's
+    /// `object__create` always fires).
     Allocations,
-    /// Probes that fire on their own (collections, threads).
-    Plain,
+    /// Thread start and stop ([`Threads`]): always on.
+    Threads,
+}
+
+/// The placeholders a tool's program names `language`'s `probes` by,
+/// attached in each of `objects`; an error if the runtime has no such
+/// probes.
+///
+/// | probes | placeholders |
+/// | --- | --- |
+/// | methods | `ENTRY`, `RETURN` (attach points), `CLASS`, `METHOD` (expressions) |
+/// | collections | `BEGIN`, `END` |
+/// | allocations | `ALLOC`, `CLASS` |
+/// | threads | `START`, `STOP`, `ID`, `NAME` |
+pub fn placeholders(
+    language: &Language,
+    probes: Probes,
+    objects: &[PathBuf],
+) -> anyhow::Result<Vec<(&'static str, String)>> {
+    let missing = |what: &str| anyhow::anyhow!("{} has no {what} probes", language.name);
+    // The probes, by placeholder, then the expressions.
+    let (probes, expressions) = match probes {
+        Probes::Methods => {
+            let c = language.calls.as_ref().ok_or_else(|| missing("method"))?;
+            let names = vec![("CLASS", c.class), ("METHOD", c.method)];
+            (vec![("ENTRY", c.entry), ("RETURN", c.ret)], names)
+        }
+        Probes::Collections => {
+            let gc = language.gc.as_ref();
+            let gc = gc.ok_or_else(|| missing("garbage-collection"))?;
+            (vec![("BEGIN", gc.begin), ("END", gc.end)], Vec::new())
+        }
+        Probes::Allocations => {
+            let a = language
+                .alloc
+                .as_ref()
+                .ok_or_else(|| missing("allocation"))?;
+            (vec![("ALLOC", a.probe)], vec![("CLASS", a.class)])
+        }
+        Probes::Threads => {
+            let t = language.threads.as_ref().ok_or_else(|| missing("thread"))?;
+            let id = vec![("ID", t.id), ("NAME", t.name)];
+            (vec![("START", t.start), ("STOP", t.stop)], id)
+        }
+    };
+    let probes = probes
+        .into_iter()
+        .map(|(name, probe)| (name, attach_points(language, objects, probe)));
+    let expressions = expressions
+        .into_iter()
+        .map(|(name, e)| (name, e.to_string()));
+    Ok(probes.chain(expressions).collect())
+}
+
+/// The attach points of `language`'s probe `name` in each of `objects`,
+/// for one probe block.
+pub fn attach_points(language: &Language, objects: &[PathBuf], name: &str) -> String {
+    let points: Vec<String> = objects
+        .iter()
+        .map(|object| format!("usdt:{}:{}:{name}", object.display(), language.provider))
+        .collect();
+    points.join(",\n")
 }
 
 /// The runtime found, and the files that hold its probes.
@@ -497,7 +560,7 @@ fn from_program(program: &Path, launch: &Launch) -> Option<Found> {
 }
 
 /// The files of `language` installed on this machine that may hold its
-/// probes (see [`Installed`]); [`with_probes`] keeps those that do.
+/// probes (see [`Installed`]); `with_probes` keeps those that do.
 pub fn installed(language: &Language) -> Vec<PathBuf> {
     let wanted = &language.installed;
     let mut found = Vec::new();
@@ -609,7 +672,7 @@ pub struct Switched {
 ///   `sitecustomize` of the system's.
 /// - Ruby: `RUBYOPT=-rFILE` with a file that enables an empty TracePoint,
 ///   because Ruby fires `method__entry` only while one is enabled.
-pub fn switch_on(language: &Language, needs: Needs) -> anyhow::Result<Switched> {
+pub fn switch_on(language: &Language, probes: Probes) -> anyhow::Result<Switched> {
     let append = |var: &str, value: &str, separator: &str| {
         let new = match std::env::var(var) {
             Ok(old) if !old.is_empty() => format!("{value}{separator}{old}"),
@@ -618,12 +681,12 @@ pub fn switch_on(language: &Language, needs: Needs) -> anyhow::Result<Switched> 
         std::env::set_var(var, new);
     };
     let mut files = None;
-    match (language.name, needs) {
+    match (language.name, probes) {
         ("php", _) => std::env::set_var("USE_ZEND_DTRACE", "1"),
-        ("java", Needs::MethodProbes | Needs::Allocations) => {
+        ("java", Probes::Methods | Probes::Allocations) => {
             append("JAVA_TOOL_OPTIONS", "-XX:+ExtendedDTraceProbes", " ")
         }
-        ("python", Needs::MethodProbes) => {
+        ("python", Probes::Methods) => {
             let dir = tempfile::Builder::new().prefix("sdt-python").tempdir()?;
             std::fs::write(
                 dir.path().join("sitecustomize.py"),
@@ -632,7 +695,7 @@ pub fn switch_on(language: &Language, needs: Needs) -> anyhow::Result<Switched> 
             append("PYTHONPATH", &dir.path().to_string_lossy(), ":");
             files = Some(dir);
         }
-        ("ruby", Needs::MethodProbes) => {
+        ("ruby", Probes::Methods) => {
             let dir = tempfile::Builder::new().prefix("sdt-ruby").tempdir()?;
             let file = dir.path().join("sdt_tracepoint.rb");
             std::fs::write(
@@ -650,24 +713,24 @@ pub fn switch_on(language: &Language, needs: Needs) -> anyhow::Result<Switched> 
 /// For a running process (or every process): whether its probes are
 /// likely off, and what the user must do, since sdt cannot switch them on
 /// from outside.
-pub fn advice(language: &Language, needs: Needs, pid: Option<i32>) -> Option<String> {
+pub fn advice(language: &Language, probes: Probes, pid: Option<i32>) -> Option<String> {
     let environ = |pid: i32| {
         let mut text = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
         text.extend(std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default());
         String::from_utf8_lossy(&text).into_owned()
     };
     let seen = |needle: &str| pid.is_some_and(|p| environ(p).contains(needle));
-    match (language.name, needs) {
-        ("java", Needs::MethodProbes | Needs::Allocations) if !seen("ExtendedDTraceProbes") => Some(
+    match (language.name, probes) {
+        ("java", Probes::Methods | Probes::Allocations) if !seen("ExtendedDTraceProbes") => Some(
             "Java fires method and allocation probes only when started with -XX:+ExtendedDTraceProbes (or JAVA_TOOL_OPTIONS=-XX:+ExtendedDTraceProbes); the flag cannot be set in a running JVM".into(),
         ),
         ("php", _) if !seen("USE_ZEND_DTRACE=1") => Some(
             "PHP fires its probes only when started with USE_ZEND_DTRACE=1 in its environment".into(),
         ),
-        ("python", Needs::MethodProbes) => Some(
+        ("python", Probes::Methods) => Some(
             "CPython 3.11 fires function__entry only while a profile or trace function is set (sys.setprofile); sdt sets one only for the -c command".into(),
         ),
-        ("ruby", Needs::MethodProbes) => Some(
+        ("ruby", Probes::Methods) => Some(
             "Ruby fires method__entry and method__return only while a TracePoint for them is enabled (TracePoint.new(:call, :return){}.enable); sdt enables one only for the -c command".into(),
         ),
         _ => None,

@@ -1,0 +1,734 @@
+//! sdt installed as `bpftrace`: the command line, configuration, named
+//! parameters, messages, listings and attach points of bpftrace 0.24 to
+//! 0.26, checked on sdt alone. Debian's bpftrace 0.17 has none of these;
+//! what it has is compared with it in `run_vs_bpftrace.rs`.
+//!
+//! Each test runs sdt through a symlink named `bpftrace`, in a directory
+//! of its own that holds a copy of `tests/fixtures/cli/ticker.c` built as
+//! `ticker` (one USDT probe with two sites, a function `work`, a
+//! `getppid()` per round) and a second copy, `ticker_b`.
+//!
+//! Tests that attach probes need root (or CAP_BPF, CAP_PERFMON and
+//! CAP_SYS_ADMIN); the others run anywhere. With `CI=true` a missing
+//! privilege or tool fails the test; elsewhere it prints a loud SKIP.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use sdt_testing::{have, require, require_root};
+
+const NOTIFY: &str = "__BPFTRACE_NOTIFY_PROBES_ATTACHED";
+
+/// The built fixture and the `bpftrace` symlink, made once.
+struct Built {
+    ticker: PathBuf,
+    bin: PathBuf,
+}
+
+fn built() -> Option<&'static Built> {
+    static BUILT: OnceLock<Option<Built>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            if !require(have("cc"), "a C compiler (cc)") {
+                return None;
+            }
+            let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bpftrace-cli");
+            let _ = std::fs::remove_dir_all(&root);
+            std::fs::create_dir_all(root.join("bin")).unwrap();
+            let source =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/cli/ticker.c");
+            let ticker = root.join("ticker");
+            let cc = Command::new("cc")
+                .args(["-O2", "-g", "-o"])
+                .arg(&ticker)
+                .arg(&source)
+                .output()
+                .expect("run cc");
+            if !require(
+                cc.status.success(),
+                "<sys/sdt.h> (Debian: systemtap-sdt-dev) for the fixture",
+            ) {
+                eprintln!("{}", String::from_utf8_lossy(&cc.stderr));
+                return None;
+            }
+            let bin = root.join("bin");
+            std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_sdt"), bin.join("bpftrace")).unwrap();
+            Some(Built { ticker, bin })
+        })
+        .as_ref()
+}
+
+/// A directory of one test, with `ticker` and `ticker_b` in it.
+struct Case {
+    dir: PathBuf,
+    bin: PathBuf,
+}
+
+impl Case {
+    fn new(name: &str) -> Option<Case> {
+        let built = built()?;
+        let dir = built.bin.parent().unwrap().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        for copy in ["ticker", "ticker_b"] {
+            std::fs::copy(&built.ticker, dir.join(copy)).unwrap();
+        }
+        Some(Case {
+            dir,
+            bin: built.bin.clone(),
+        })
+    }
+
+    /// Like `new`, for a test that attaches probes.
+    fn root(name: &str) -> Option<Case> {
+        if !require_root() {
+            return None;
+        }
+        Case::new(name)
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("timeout");
+        c.args(["-k", "5", "60", program])
+            .current_dir(&self.dir)
+            .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()))
+            .env_remove(NOTIFY);
+        for (name, _) in std::env::vars() {
+            if name.starts_with("BPFTRACE_") {
+                c.env_remove(name);
+            }
+        }
+        c
+    }
+
+    /// `bpftrace ARGS` with `env` set.
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut c = self.command("bpftrace");
+        c.args(args).envs(env.iter().copied());
+        let out = c.output().expect("run bpftrace (sdt)");
+        assert!(
+            !text(&out.stderr).contains("panicked"),
+            "{}",
+            text(&out.stderr)
+        );
+        out
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_env(args, &[])
+    }
+
+    /// `sdt SUBCOMMAND ARGS`.
+    fn sdt(&self, args: &[&str]) -> Output {
+        self.command(env!("CARGO_BIN_EXE_sdt"))
+            .args(args)
+            .output()
+            .expect("run sdt")
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        std::fs::write(self.dir.join(name), text).unwrap();
+        name.to_string()
+    }
+
+    /// Starts `./ticker ARGS` in the case's directory.
+    fn ticker(&self, args: &[&str]) -> Running {
+        Running(
+            Command::new(self.dir.join("ticker"))
+                .args(args)
+                .current_dir(&self.dir)
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("start ticker"),
+        )
+    }
+}
+
+/// A process this test started, killed (by its PID) when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn lines(bytes: &[u8]) -> Vec<String> {
+    text(bytes).lines().map(str::to_string).collect()
+}
+
+fn assert_status(out: &Output, code: i32, what: &str) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{what}: status\n--- stdout:\n{}--- stderr:\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+// ------------------------------------------------- without privileges
+
+/// `-h` prints the usage (a `USAGE:` line) on standard output; a bad
+/// option, or a named parameter before `--`, prints an error and the
+/// usage on standard error and fails with 1; `-p`, the program file and
+/// `-f` are checked with bpftrace's words, `-p` before the file is read.
+#[test]
+fn usage_and_errors_of_the_command_line() {
+    let Some(case) = Case::new("usage") else {
+        return;
+    };
+    let help = case.run(&["-h"]);
+    assert_status(&help, 0, "-h");
+    assert!(
+        lines(&help.stdout).iter().any(|l| l == "USAGE:"),
+        "{}",
+        text(&help.stdout)
+    );
+    assert!(text(&help.stdout).contains("--verify-llvm-ir"));
+    for args in [
+        &["-idonotexist"][..],
+        &["-e", "BEGIN { }", "--aa=20"],
+        &["--mode", "bench", "-e", "BEGIN { }"],
+        &[],
+    ] {
+        let out = case.run(args);
+        assert_status(&out, 1, &format!("{args:?}"));
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+        let stderr = lines(&out.stderr);
+        assert!(stderr[0].starts_with("ERROR: "), "{args:?}: {stderr:?}");
+        assert!(stderr.iter().any(|l| l == "USAGE:"), "{args:?}: {stderr:?}");
+    }
+    let first_line = |args: &[&str]| {
+        let out = case.run(args);
+        assert_status(&out, 1, &format!("{args:?}"));
+        lines(&out.stderr).first().cloned().unwrap_or_default()
+    };
+    assert_eq!(
+        first_line(&["-p", "a1111", "none.bt"]),
+        "ERROR: Failed to parse pid: invalid integer: a1111"
+    );
+    assert_eq!(
+        first_line(&["-p", "111a1", "none.bt"]),
+        "ERROR: Failed to parse pid: invalid trailing bytes: 111a1"
+    );
+    assert_eq!(
+        first_line(&["-p", "5000000", "none.bt"]),
+        "ERROR: Pid out of range: 5000000"
+    );
+    assert_eq!(
+        first_line(&["none.bt"]),
+        "ERROR: failed to open file 'none.bt': No such file or directory"
+    );
+    assert_eq!(
+        first_line(&["-f", "jsonx", "-e", "BEGIN { }"]),
+        "ERROR: Invalid output format \"jsonx\""
+    );
+    // Under its own name sdt speaks as itself.
+    let out = case.sdt(&["run", "-p", "a1", "x.bt"]);
+    assert_status(&out, 2, "sdt run -p a1");
+    assert_eq!(
+        lines(&out.stderr)[0],
+        "sdt: Failed to parse pid: invalid integer: a1"
+    );
+}
+
+/// An error in a script starts with bpftrace's line, then sdt's located
+/// form without its header; under `sdt run`, sdt's form alone.
+#[test]
+fn errors_in_a_script_start_with_bpftrace_s_line() {
+    let Some(case) = Case::new("script-errors") else {
+        return;
+    };
+    let program = "config = { bad_config=raw } begin {}";
+    let out = case.run(&["-e", program]);
+    assert_status(&out, 1, "a bad config option");
+    let stderr = lines(&out.stderr);
+    assert_eq!(
+        stderr[0],
+        "stdin:1:12-26: ERROR: bad_config: not a known configuration option"
+    );
+    assert!(stderr[1].contains("stdin:1:12"), "{stderr:?}");
+    assert!(
+        stderr.iter().any(|l| l.contains("^^^^^^^^^^^^^^")),
+        "{stderr:?}"
+    );
+    assert!(
+        !stderr.iter().any(|l| l.starts_with("error:")),
+        "{stderr:?}"
+    );
+    let file = case.write("bad.bt", "BEGIN {\n  @x = 1 +\n}\n");
+    let out = case.run(&[&file]);
+    assert_status(&out, 1, "a syntax error");
+    assert!(
+        lines(&out.stderr)[0].starts_with("bad.bt:3:1-2: ERROR: "),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = case.sdt(&["run", "-e", program]);
+    assert_status(&out, 1, "sdt run");
+    assert!(
+        lines(&out.stderr)[0].starts_with("error: bad_config: not a known configuration option"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A header that cannot be found is an error at its line.
+    let out = case.run(&["-e", "#include <lol/no.h>\nbegin { }"]);
+    assert_status(&out, 1, "a missing header");
+    assert_eq!(
+        lines(&out.stderr)[0],
+        "stdin:1:1-20: ERROR: 'lol/no.h' file not found"
+    );
+    let out = case.run(&["--include", "nothere.h", "-e", "begin { }"]);
+    assert_status(&out, 1, "a missing --include");
+    assert_eq!(
+        lines(&out.stderr)[0],
+        "ERROR: --include nothere.h: file not found"
+    );
+}
+
+/// Named parameters are checked against the program's getopt() calls
+/// before anything else: `--help` lists them, an unknown one or a value
+/// of the wrong type is refused with bpftrace's words.
+#[test]
+fn named_parameters_are_checked_against_the_program() {
+    let Some(case) = Case::new("getopt-errors") else {
+        return;
+    };
+    let program = r#"begin { print((getopt("aa", 10, "Description of aa"), getopt("bb", 1), getopt("cc"))); }"#;
+    let out = case.run(&["-e", program, "--", "--help"]);
+    assert_status(&out, 1, "-- --help");
+    assert_eq!(
+        lines(&out.stderr),
+        [
+            "HINT: expected program options:",
+            "--aa: Description of aa",
+            "--bb",
+            "--cc"
+        ]
+    );
+    let out = case.run(&["-e", program, "--", "--dd", "--aa=3"]);
+    assert_status(&out, 1, "an unknown parameter");
+    assert_eq!(
+        lines(&out.stderr),
+        [
+            "ERROR: unexpected program command line options: --dd",
+            "HINT: expected program options: --aa, --bb, --cc"
+        ]
+    );
+    let out = case.run(&["-e", program, "--", "--aa=False"]);
+    assert_status(&out, 1, "a value of the wrong type");
+    assert_eq!(
+        lines(&out.stderr),
+        ["ERROR: program command line option --aa invalid integer (value: False)"]
+    );
+}
+
+/// `--info` reports, in bpftrace's shape, what the kernel and sdt do.
+#[test]
+fn info_reports_what_sdt_supports() {
+    let Some(case) = Case::new("info") else {
+        return;
+    };
+    let out = case.run(&["--info"]);
+    assert_status(&out, 0, "--info");
+    let stdout = text(&out.stdout);
+    for line in [
+        "Build\n",
+        "  kprobe: no\n",
+        "  kprobe_multi: no\n",
+        "  btf: no\n",
+        "  libdw (DWARF support): yes",
+        "Probe types\n",
+    ] {
+        assert!(stdout.contains(line), "{line:?} in:\n{stdout}");
+    }
+    assert!(
+        stdout.contains("  uprobe_multi: yes\n") || stdout.contains("  uprobe_multi: no\n"),
+        "{stdout}"
+    );
+}
+
+// ------------------------------------------------------ with privileges
+
+/// With `__BPFTRACE_NOTIFY_PROBES_ATTACHED` set, that word is a line of
+/// standard output once every probe is attached: before BEGIN's output,
+/// and on standard output also with `-o`. Also `--verify-llvm-ir`.
+#[test]
+fn the_attach_notification() {
+    let Some(case) = Case::root("notify") else {
+        return;
+    };
+    let program = "BEGIN { printf(\"begin\\n\"); } interval:ms:50 { exit(); }";
+    let out = case.run_env(&["--verify-llvm-ir", "-e", program], &[(NOTIFY, "1")]);
+    assert_status(&out, 0, "notify");
+    let stdout = lines(&out.stdout);
+    // As bpftrace: BEGIN's output comes once the probes are attached.
+    assert_eq!(
+        stdout[..3],
+        ["Attaching 2 probes...", NOTIFY, "begin"],
+        "{stdout:?}"
+    );
+    let out = case.run_env(&["-o", "out.txt", "-e", program], &[(NOTIFY, "1")]);
+    assert_status(&out, 0, "notify with -o");
+    assert_eq!(lines(&out.stdout)[0], NOTIFY);
+    let file = std::fs::read_to_string(case.dir.join("out.txt")).unwrap();
+    assert!(!file.contains(NOTIFY) && file.contains("begin"), "{file}");
+    let out = case.run(&["-e", program]);
+    assert!(!text(&out.stdout).contains(NOTIFY), "only when asked");
+}
+
+/// `getopt()` is the named parameter's value, or its default, with the
+/// default's type; positional parameters keep their numbers around them;
+/// options may follow the program file; of several `-e`, the last counts.
+#[test]
+fn named_and_positional_parameters() {
+    let Some(case) = Case::root("getopt") else {
+        return;
+    };
+    let program = r#"BEGIN { print(($1, getopt("aa", 10), getopt("bb", -1), $2, getopt("cc", "hello"), getopt("dd"))); exit(); }"#;
+    let out = case.run(&[
+        "-e", program, "pos1", "--", "--aa=20", "--bb=-5", "--cc=bye", "pos2", "--dd",
+    ]);
+    assert_status(&out, 0, "named parameters");
+    assert!(
+        lines(&out.stdout).contains(&"(pos1, 20, -5, pos2, bye, true)".to_string()),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = case.run(&["-e", program, "x", "y"]);
+    assert!(
+        lines(&out.stdout).contains(&"(x, 10, -1, y, hello, false)".to_string()),
+        "{}",
+        text(&out.stdout)
+    );
+    let script = case.write(
+        "params.bt",
+        "BEGIN { printf(\"%d %s\\n\", $1 + 1, str($2)); exit(); }",
+    );
+    let out = case.run(&[&script, "-q", "--", "-5", "word"]);
+    assert_eq!(
+        text(&out.stdout).lines().next(),
+        Some("-4 word"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = case.run(&[
+        "-e",
+        "BEGIN { printf(\"first\\n\"); exit(); }",
+        "-e",
+        "BEGIN { printf(\"second\\n\"); exit(); }",
+    ]);
+    assert!(text(&out.stdout).contains("second") && !text(&out.stdout).contains("first"));
+    let out = case.run(&["-e", "$1 { printf(\"whole\\n\"); exit(); }", "i:ms:1"]);
+    assert_status(&out, 0, "$1 as the attach point");
+    assert!(text(&out.stdout).contains("whole"));
+}
+
+/// Config options and variables that change what sdt does; renamed ones
+/// warn; the environment wins.
+#[test]
+fn configuration() {
+    let Some(case) = Case::root("config") else {
+        return;
+    };
+    let out = case.run(&[
+        "-e",
+        "config = { print_maps_on_exit = 0 } BEGIN { @test = 1; @m[1] = 2; exit(); }",
+    ]);
+    assert_status(&out, 0, "print_maps_on_exit");
+    assert!(
+        !text(&out.stdout).contains("@test"),
+        "{}",
+        text(&out.stdout)
+    );
+    case.write("file.txt", "0123456789");
+    let cat = "config = { max_cat_bytes = 5 } BEGIN { cat(\"file.txt\"); exit(); }";
+    let out = case.run(&["-q", "-e", cat]);
+    assert_eq!(text(&out.stdout).trim_end(), "01234");
+    let out = case.run_env(&["-q", "-e", cat], &[("BPFTRACE_MAX_CAT_BYTES", "2")]);
+    assert_eq!(text(&out.stdout).trim_end(), "01", "the environment wins");
+    let out = case.run_env(
+        &["-e", "BEGIN { @[1] = 1; @[2] = 2; @[3] = 3; exit(); }"],
+        &[("BPFTRACE_MAX_MAP_KEYS", "2")],
+    );
+    assert!(
+        text(&out.stderr).contains("dropped because it was full"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = case.run(&[
+        "-e",
+        "config = { strlen = 40; BPFTRACE_STACK_MODE = raw } BEGIN { exit(); }",
+    ]);
+    assert_status(&out, 0, "renamed option");
+    assert!(
+        text(&out.stderr).contains(": WARNING: strlen has been renamed, please use max_strlen"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = case.run_env(
+        &["-e", "BEGIN { exit(); }"],
+        &[("BPFTRACE_PRINT_MAPS_ON_EXIT", "maybe")],
+    );
+    assert_status(&out, 1, "a bad variable");
+    assert!(text(&out.stderr).starts_with("ERROR: BPFTRACE_PRINT_MAPS_ON_EXIT"));
+}
+
+/// An attach point that matches nothing: an error by default (also one of
+/// several), left out with a located warning under `missing_probes =
+/// warn`, silently under `ignore`; an error when nothing at all matches.
+#[test]
+fn attach_points_that_match_nothing() {
+    let Some(case) = Case::root("missing") else {
+        return;
+    };
+    let body = "uprobe:./ticker:work,uprobe:./ticker:nosuch { @calls = count(); }";
+    let out = case.run(&["-e", body, "-c", "./ticker 3"]);
+    assert_status(&out, 1, "missing");
+    assert!(
+        lines(&out.stderr)[0].ends_with(": ERROR: No matches for uprobe ./ticker:nosuch."),
+        "{}",
+        text(&out.stderr)
+    );
+    let warn = format!("config = {{ missing_probes = \"warn\" }} {body}");
+    let out = case.run(&["-e", &warn, "-c", "./ticker 3"]);
+    assert_status(&out, 0, "warn");
+    assert!(text(&out.stdout).contains("Attaching 1 probe...\n"));
+    assert!(
+        text(&out.stdout).contains("@calls: 3"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stderr).contains(" WARNING: No matches for uprobe ./ticker:nosuch. Skipping."),
+        "{}",
+        text(&out.stderr)
+    );
+    let ignore = format!("config = {{ missing_probes = \"ignore\" }} {body}");
+    let out = case.run(&["-e", &ignore, "-c", "./ticker 3"]);
+    assert_status(&out, 0, "ignore");
+    assert!(
+        !text(&out.stderr).contains("No matches"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = case.run(&[
+        "-e",
+        "config = { missing_probes = \"warn\" } tracepoint:syscalls:nonsense { }",
+    ]);
+    assert_status(&out, 1, "nothing matches");
+    assert!(text(&out.stderr).contains("ERROR: No matches for tracepoint syscalls:nonsense."));
+}
+
+/// Uprobe places sdt cannot check, refused with bpftrace's words: a
+/// symbol without a size (unless --unsafe), an offset past a function's
+/// end, an address in no function.
+#[test]
+fn uprobe_places_that_cannot_be_checked() {
+    let Some(case) = Case::root("places") else {
+        return;
+    };
+    let out = case.run(&["-e", "uprobe:./ticker:_init { }"]);
+    assert_status(&out, 1, "_init");
+    assert!(
+        text(&out.stderr)
+            .contains("ERROR: Could not determine boundary for _init (symbol has size 0)."),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = case.run(&["--unsafe", "--dry-run", "-e", "uprobe:./ticker:_init { }"]);
+    assert_status(&out, 0, "_init with --unsafe");
+    let out = case.run(&["-e", "uprobe:./ticker:work+1000 { }"]);
+    assert!(
+        lines(&out.stderr)[0] == "ERROR: Offset outside the function bounds ('work' size is 4)",
+        "{}",
+        text(&out.stderr)
+    );
+    let out = case.run(&["-e", "uprobe:./ticker:10 { }"]);
+    assert!(
+        lines(&out.stderr)[0] == "ERROR: Could not resolve address: ./ticker:0xa",
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Probes are counted as bpftrace 0.24 and later count them (a USDT probe
+/// once per file, whatever its sites), and a glob in the file part
+/// attaches to every matching file, named as it matched.
+#[test]
+fn globs_over_files_and_how_probes_are_counted() {
+    let Some(case) = Case::root("globs") else {
+        return;
+    };
+    let out = case.run(&[
+        "-e",
+        "usdt:./ticker:ticker:tick { @n = count(); }",
+        "-c",
+        "./ticker 4",
+    ]);
+    assert_eq!(lines(&out.stdout)[0], "Attaching 1 probe...");
+    assert!(
+        text(&out.stdout).contains("@n: 4"),
+        "both sites: {}",
+        text(&out.stdout)
+    );
+    let out = case.run(&[
+        "-e",
+        "usdt:./ticke*:ticker:tick { @[probe] = count(); } uprobe:./ticker*:work { @w[probe] = count(); }",
+        "-c",
+        "sh -c './ticker 3; ./ticker_b 2'",
+    ]);
+    assert_status(&out, 0, "globs");
+    let stdout = text(&out.stdout);
+    assert_eq!(lines(&out.stdout)[0], "Attaching 4 probes...", "{stdout}");
+    for line in [
+        "@[usdt:./ticker:ticker:tick]: 3",
+        "@[usdt:./ticker_b:ticker:tick]: 2",
+        "@w[uprobe:./ticker:work]: 3",
+        "@w[uprobe:./ticker_b:work]: 2",
+    ] {
+        assert!(stdout.contains(line), "{line} in:\n{stdout}");
+    }
+}
+
+/// With `-p`, tracepoints fire for the traced process only (and, unless
+/// --no-follow, the processes it starts), as bpftrace 0.24's `-p` applies
+/// to every probe.
+#[test]
+fn p_applies_to_tracepoints_too() {
+    let Some(case) = Case::root("pid-tracepoints") else {
+        return;
+    };
+    let traced = case.ticker(&["400", "5"]);
+    let other = case.ticker(&["400", "5"]);
+    let pid = traced.0.id().to_string();
+    let program =
+        "tracepoint:syscalls:sys_enter_getppid { @[pid] = count(); } interval:ms:400 { exit(); }";
+    for extra in [&[][..], &["--no-follow"]] {
+        let mut args = vec!["-p", pid.as_str(), "-e", program];
+        args.extend_from_slice(extra);
+        let out = case.run(&args);
+        assert_status(&out, 0, "-p with a tracepoint");
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains(&format!("@[{pid}]: ")), "{stdout}");
+        assert!(
+            !stdout.contains(&format!("@[{}]: ", other.0.id())),
+            "the other process is not seen: {stdout}"
+        );
+    }
+}
+
+/// Installed as `bpftrace` (a link, or `sdt bpftrace`), the process's
+/// name is `bpftrace`, as scripts that leave out their own tracer expect.
+#[test]
+fn the_process_is_named_bpftrace() {
+    let Some(case) = Case::root("comm") else {
+        return;
+    };
+    let program = "BEGIN { printf(\"%s\\n\", comm); exit(); }";
+    let out = case.run(&["-q", "-e", program]);
+    assert_eq!(lines(&out.stdout)[0], "bpftrace");
+    let out = case.sdt(&["bpftrace", "-q", "-e", program]);
+    assert_eq!(lines(&out.stdout)[0], "bpftrace");
+    let out = case.sdt(&["run", "-q", "-e", program]);
+    assert_eq!(lines(&out.stdout)[0], "sdt");
+}
+
+/// `-l`: patterns with globs over files, uretprobes, intervals, a bare
+/// name, a program's probes, and a pattern that looks like a missing file.
+#[test]
+fn listing() {
+    let Some(case) = Case::root("listing") else {
+        return;
+    };
+    let list = |args: &[&str]| {
+        let out = case.run(args);
+        assert_status(&out, 0, &format!("{args:?}"));
+        lines(&out.stdout)
+    };
+    assert_eq!(
+        list(&["-l", "interval:*"]),
+        [
+            "interval:hz:",
+            "interval:ms:",
+            "interval:s:",
+            "interval:us:"
+        ]
+    );
+    assert_eq!(
+        list(&["-l", "uretprobe:./ticker:wor*"]),
+        ["uretprobe:./ticker:work"]
+    );
+    assert_eq!(
+        list(&["-l", "uprobe:./tick*:work"]),
+        ["uprobe:./ticker:work", "uprobe:./ticker_b:work"]
+    );
+    assert_eq!(
+        list(&["-l", "usdt:./ticker*:ticker:*"]),
+        ["usdt:./ticker:ticker:tick", "usdt:./ticker_b:ticker:tick"]
+    );
+    assert!(list(&["-l", "*sched_switch*"]).contains(&"tracepoint:sched:sched_switch".to_string()));
+    assert!(list(&["-l", "tracepoint:sched:*"]).len() > 5);
+    let program =
+        "uprobe:./ticker:work { } interval:ms:5 { } BEGIN { } t:syscalls:sys_enter_getppid { }";
+    let expected = [
+        "interval:ms:",
+        "tracepoint:syscalls:sys_enter_getppid",
+        "uprobe:./ticker:work",
+    ];
+    assert_eq!(list(&["-l", "-e", program]), expected);
+    let file = case.write("probes.bt", program);
+    assert_eq!(list(&["-l", &file]), expected);
+    let out = case.run(&["-l", "missing_file.bt"]);
+    assert!(text(&out.stderr).starts_with(
+        "WARNING: It appears that 'missing_file.bt' is a filename but the file does not exist."
+    ));
+    let out = case.run(&["-l", "\n"]);
+    assert_status(&out, 1, "an invalid character");
+    assert!(text(&out.stderr).starts_with("ERROR: invalid character"));
+}
+
+/// `--probe-filter` keeps the attach points it matches, and BEGIN and
+/// END; `--include` and `#include` read definitions and constants.
+#[test]
+fn probe_filter_and_headers() {
+    let Some(case) = Case::root("filter") else {
+        return;
+    };
+    let program = "BEGIN { printf(\"begin\\n\"); } interval:ms:10 { printf(\"bad\\n\"); exit(); } \
+                   interval:ms:30 { printf(\"kept\\n\"); exit(); } END { printf(\"end\\n\"); }";
+    let out = case.run(&["--probe-filter", "ms:(20|30)", "-e", program]);
+    assert_status(&out, 0, "--probe-filter");
+    let stdout = lines(&out.stdout);
+    assert_eq!(
+        stdout[..4],
+        ["Attaching 3 probes...", "begin", "kept", "end"],
+        "{stdout:?}"
+    );
+    std::fs::create_dir_all(case.dir.join("inc")).unwrap();
+    case.write(
+        "inc/defs.h",
+        "#pragma once\n#define LIMIT 42\nstruct pair { port_t a; long b; };\nint helper(void);\n",
+    );
+    case.write("extra.h", "typedef unsigned short port_t;\n");
+    let out = case.run(&[
+        "-I",
+        "inc",
+        "--include",
+        "extra.h",
+        "-e",
+        "#include <defs.h>\nBEGIN { printf(\"%d %d\\n\", LIMIT, sizeof(struct pair)); exit(); }",
+    ]);
+    assert_status(&out, 0, "headers");
+    assert!(
+        lines(&out.stdout).contains(&"42 16".to_string()),
+        "{}",
+        text(&out.stdout)
+    );
+}
