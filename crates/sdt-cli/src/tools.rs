@@ -98,6 +98,7 @@ impl Target {
             command: self.command,
             format: self.format,
             print_program: self.print_program,
+            pictures: sdt_tools::Pictures::default(),
         }
     }
 }
@@ -115,6 +116,15 @@ pub struct CallsArgs {
 
     #[command(flatten)]
     options: CallsOptions,
+
+    /// Also write the calls' stacks, built from the runtime's entries and
+    /// returns (`<module>;main;fib;fib`), as an interactive SVG flame
+    /// graph to FILE: widths by calls, or with -L by time spent.
+    #[arg(long, value_name = "FILE")]
+    flamegraph: Option<std::path::PathBuf>,
+
+    #[command(flatten)]
+    timeline: crate::pictures::TimelineArgs,
 
     #[command(flatten)]
     every: Every,
@@ -179,7 +189,21 @@ pub struct Every {
 
 pub fn calls(args: CallsArgs) -> anyhow::Result<ExitCode> {
     let Every { interval, count } = args.every;
-    calls::run(&args.common.tools(), &args.options.tools(interval, count))
+    let mut pictures: Vec<Box<dyn sdt_output::Sink>> = Vec::new();
+    if let Some(path) = &args.flamegraph {
+        let title = if args.options.latency {
+            "sdt calls -L: time spent, by call stack"
+        } else {
+            "sdt calls: calls, by call stack"
+        };
+        pictures.push(Box::new(crate::pictures::flamegraph(path)?.titled(title)));
+    }
+    pictures.extend(args.timeline.sink([])?);
+    let common = sdt_tools::Common {
+        pictures: sdt_tools::Pictures::new(pictures),
+        ..args.common.tools()
+    };
+    calls::run(&common, &args.options.tools(interval, count))
 }
 
 /// `ucalls`: BCC's positional PID, then its INTERVAL.

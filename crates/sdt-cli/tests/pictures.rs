@@ -694,3 +694,113 @@ fn folded_frames_are_demangled_or_named_by_their_object() {
         .collect();
     assert_eq!(lines, [(3, "50"), (4, "50")], "{folded}");
 }
+
+/// Calls of `fib(n)` (the naive recursion) at each depth, the outermost
+/// call at depth 1: `calls[d - 1]`.
+fn fib_calls_by_depth(n: u32, depth: usize, calls: &mut Vec<u64>) {
+    if calls.len() < depth {
+        calls.push(0);
+    }
+    calls[depth - 1] += 1;
+    if n >= 2 {
+        fib_calls_by_depth(n - 1, depth + 1, calls);
+        fib_calls_by_depth(n - 2, depth + 1, calls);
+    }
+}
+
+/// A flame graph's frames named `name`, each with its width's number
+/// (`fib (1,973 calls, 99.90%)` gives 1973).
+fn frames_named(svg: &str, name: &str) -> Vec<u64> {
+    svg.split("<title>")
+        .skip(1)
+        .filter_map(|t| t.split_once("</title>"))
+        .filter_map(|(title, _)| {
+            let (frame, rest) = title.rsplit_once(" (")?;
+            (frame == name).then(|| {
+                let n = rest.split_once(' ').expect("a count").0;
+                n.replace(',', "").parse().expect("a number")
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn calls_flame_graph_of_python_fib_has_the_exact_depths_of_fib_15() {
+    let python = Path::new("/usr/bin/python3.11");
+    if !sdt_testing::require_root() || !require(python.exists(), "Debian's python3.11") {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pictures-fib");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("fib.py");
+    std::fs::write(
+        &script,
+        "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n\nfib(15)\n",
+    )
+    .unwrap();
+    let command = format!("{} {}", python.display(), script.display());
+    let frame = format!("{}.fib", script.display());
+    let mut by_depth = Vec::new();
+    fib_calls_by_depth(15, 1, &mut by_depth);
+    assert_eq!(by_depth.iter().sum::<u64>(), 1973);
+    // A frame at depth d is as wide as the calls at depth d and deeper.
+    let wanted: Vec<u64> = (0..by_depth.len())
+        .map(|d| by_depth[d..].iter().sum())
+        .collect();
+
+    // By calls.
+    let svg = dir.join("calls.svg");
+    let timeline = dir.join("calls.json");
+    sdt_ok(&[
+        "calls",
+        "--flamegraph",
+        &svg.display().to_string(),
+        "--timeline",
+        &timeline.display().to_string(),
+        "-c",
+        &command,
+    ]);
+    let drawn = std::fs::read_to_string(&svg).expect("the flame graph");
+    assert_eq!(frames_named(&drawn, &frame), wanted, "{frame}");
+    std::fs::copy(&svg, artifacts().join("calls-fib.svg")).unwrap();
+    // The timeline: one slice per call, nested as deep as the recursion.
+    let events = trace_events(&std::fs::read(&timeline).unwrap());
+    let mut fibs: Vec<(f64, f64)> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"] == frame.as_str())
+        .map(|e| {
+            let ts = e["ts"].as_f64().unwrap();
+            (ts, ts + e["dur"].as_f64().unwrap())
+        })
+        .collect();
+    assert_eq!(fibs.len(), 1973);
+    fibs.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+    let mut open: Vec<f64> = Vec::new();
+    let mut deepest = vec![0u64; by_depth.len()];
+    for (start, end) in fibs {
+        while open.last().is_some_and(|&e| e <= start) {
+            open.pop();
+        }
+        assert!(open.last().is_none_or(|&e| end <= e), "slices nest");
+        open.push(end);
+        deepest[open.len() - 1] += 1;
+    }
+    assert_eq!(deepest, by_depth, "the slices' depths");
+
+    // By time: the same stacks, each frame as wide as the time in it,
+    // so narrower the deeper it is.
+    let svg = dir.join("latency.svg");
+    sdt_ok(&[
+        "calls",
+        "-L",
+        "--flamegraph",
+        &svg.display().to_string(),
+        "-c",
+        &command,
+    ]);
+    let drawn = std::fs::read_to_string(&svg).expect("the flame graph");
+    assert!(drawn.contains(" ns, "), "widths in nanoseconds");
+    let widths = frames_named(&drawn, &frame);
+    assert_eq!(widths.len(), by_depth.len(), "{widths:?}");
+    assert!(widths.windows(2).all(|w| w[0] > w[1]), "{widths:?}");
+}

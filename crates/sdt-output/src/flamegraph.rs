@@ -74,14 +74,6 @@ impl<'w> Flamegraph<'w> {
         self
     }
 
-    /// Adds stacks that are no map's (a tool's own, such as
-    /// [`calls`](crate::calls)), folded, named `name`, their values
-    /// counting `count_name`; drawn like a map's.
-    pub fn stacks(&mut self, name: &str, count_name: &str, stacks: Vec<(String, i128)>) {
-        self.maps
-            .push((name.to_string(), count_name.to_string(), stacks));
-    }
-
     /// The file for map `name`: the path given, or with several maps,
     /// the path with the map's name before its extension.
     fn file_for(&self, name: &str, several: bool) -> PathBuf {
@@ -191,6 +183,12 @@ impl Sink for Flamegraph<'_> {
     fn hit(&mut self, _: &Hit<'_>) {}
 
     fn summary(&mut self, _: &TraceSummary) {}
+
+    /// Drawn like a map's.
+    fn stacks(&mut self, name: &str, counted: &str, stacks: &[(String, i128)]) {
+        self.maps
+            .push((name.to_string(), counted.to_string(), stacks.to_vec()));
+    }
 
     fn table(&mut self, _: &Table) {}
 

@@ -68,6 +68,12 @@ pub trait Sink {
     fn span(&mut self, span: &Span<'_>) {
         let _ = span;
     }
+    /// Folded stacks that are no map's (a tool's own, built by
+    /// [`calls`]), named `name`, their counts counting `counted`. Only a
+    /// flame graph shows them; the default ignores them.
+    fn stacks(&mut self, name: &str, counted: &str, stacks: &[(String, i128)]) {
+        let _ = (name, counted, stacks);
+    }
     /// A language tool's report, whole (`sdt calls`, once an interval).
     fn table(&mut self, table: &Table);
     /// One row of a language tool's report that streams (`sdt flow`):

@@ -80,6 +80,12 @@ impl Sink for Tee<'_> {
         self.sinks.iter_mut().for_each(|s| s.span(span));
     }
 
+    fn stacks(&mut self, name: &str, counted: &str, stacks: &[(String, i128)]) {
+        self.sinks
+            .iter_mut()
+            .for_each(|s| s.stacks(name, counted, stacks));
+    }
+
     fn table(&mut self, table: &Table) {
         self.sinks.iter_mut().for_each(|s| s.table(table));
     }
