@@ -234,12 +234,18 @@ pub struct FlowArgs {
     method: Option<String>,
 
     #[command(flatten)]
+    timeline: crate::pictures::TimelineArgs,
+
+    #[command(flatten)]
     pid: PositionalPid,
 }
 
 pub fn flow(args: FlowArgs) -> anyhow::Result<ExitCode> {
     let (class, method) = (args.class, args.method);
-    let common = args.common.with_pid(args.pid).tools();
+    let common = sdt_tools::Common {
+        pictures: args.timeline.pictures()?,
+        ..args.common.with_pid(args.pid).tools()
+    };
     flow::run(&common, &flow::Options { class, method })
 }
 
@@ -256,6 +262,9 @@ pub struct GcArgs {
     /// Show only collections that took at least MIN milliseconds.
     #[arg(short = 'm', long = "min", value_name = "MIN")]
     min_ms: Option<u64>,
+
+    #[command(flatten)]
+    timeline: crate::pictures::TimelineArgs,
 
     #[command(flatten)]
     pid: PositionalPid,
@@ -280,7 +289,8 @@ pub struct UgcArgs {
 }
 
 pub fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
-    gc_in(args.common.with_pid(args.pid), args.min_ms, false)
+    let pictures = args.timeline.pictures()?;
+    gc_in(args.common.with_pid(args.pid), args.min_ms, false, pictures)
 }
 
 /// `ugc`: BCC's options (`-m` is the unit there, `-M` the minimum).
@@ -289,16 +299,26 @@ fn ugc(args: UgcArgs) -> anyhow::Result<ExitCode> {
         args.common.with_pid(args.pid),
         args.min_ms,
         args.milliseconds,
+        sdt_tools::Pictures::default(),
     )
 }
 
 /// `gc` with its options, however they were given.
-fn gc_in(common: Common, min_ms: Option<u64>, milliseconds: bool) -> anyhow::Result<ExitCode> {
+fn gc_in(
+    common: Common,
+    min_ms: Option<u64>,
+    milliseconds: bool,
+    pictures: sdt_tools::Pictures,
+) -> anyhow::Result<ExitCode> {
     let options = gc::Options {
         min_ms,
         milliseconds,
     };
-    gc::run(&common.tools(), &options)
+    let common = sdt_tools::Common {
+        pictures,
+        ..common.tools()
+    };
+    gc::run(&common, &options)
 }
 
 #[derive(Args, Debug)]
@@ -452,6 +472,9 @@ pub struct DbslowerArgs {
     /// for MySQL, mariadbd or mysqld in PATH).
     #[arg(short = 'x', long = "exe", value_name = "PATH")]
     exe: Option<PathBuf>,
+
+    #[command(flatten)]
+    timeline: crate::pictures::TimelineArgs,
 }
 
 pub fn dbslower(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
@@ -460,7 +483,11 @@ pub fn dbslower(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
         threshold_ms: args.threshold_ms,
         exe: args.exe,
     };
-    dbslower::run(&args.target.tools(), &options)
+    let common = sdt_tools::Common {
+        pictures: args.timeline.pictures()?,
+        ..args.target.tools()
+    };
+    dbslower::run(&common, &options)
 }
 
 #[derive(Args, Debug)]

@@ -804,3 +804,129 @@ fn calls_flame_graph_of_python_fib_has_the_exact_depths_of_fib_15() {
     assert_eq!(widths.len(), by_depth.len(), "{widths:?}");
     assert!(widths.windows(2).all(|w| w[0] > w[1]), "{widths:?}");
 }
+
+/// The slices of a timeline file: name, start and duration in
+/// microseconds, and thread.
+fn slices(path: &Path) -> Vec<(String, f64, f64, u64)> {
+    trace_events(&std::fs::read(path).expect("the timeline"))
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["ts"].as_f64().unwrap(),
+                e["dur"].as_f64().unwrap(),
+                e["tid"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `--timeline` of the tools that see durations: `gc`, `flow` and
+/// `dbslower` put on it exactly what they print, with the same durations.
+#[test]
+fn tools_timelines_hold_what_the_tools_show() {
+    let python = Path::new("/usr/bin/python3.11");
+    if !sdt_testing::require_root()
+        || !require(python.exists(), "Debian's python3.11")
+        || !require(have("cc"), "a C compiler (cc)")
+    {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pictures-tools");
+    std::fs::create_dir_all(&dir).unwrap();
+    let tools = fixtures_src().join("../tools");
+    let timeline = dir.join("timeline.json");
+    let flag = timeline.display().to_string();
+
+    // gc: each collection printed is a slice of the same duration.
+    let command = format!(
+        "{} {} 3",
+        python.display(),
+        tools.join("collect.py").display()
+    );
+    let out = sdt_ok(&["gc", "--json", "--timeline", &flag, "-c", &command]);
+    let printed: Vec<(u64, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["duration_ns"].is_u64())
+        .map(|v| {
+            (
+                v["tid"].as_u64().unwrap(),
+                v["duration_ns"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(printed.len() >= 3, "{printed:?}");
+    let drawn: Vec<(u64, u64)> = slices(&timeline)
+        .into_iter()
+        .map(|(name, _, dur, tid)| {
+            assert_eq!(name, "gc");
+            (tid, (dur * 1000.0).round() as u64)
+        })
+        .collect();
+    assert_eq!(drawn, printed);
+
+    // flow: each call shown is a slice, nested as the calls are.
+    let script = dir.join("fib.py");
+    std::fs::write(
+        &script,
+        "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n\nfib(10)\n",
+    )
+    .unwrap();
+    let command = format!("{} {}", python.display(), script.display());
+    let out = sdt_ok(&["flow", "-M", "fib", "--timeline", &flag, "-c", &command]);
+    let entries = String::from_utf8_lossy(&out.stdout).matches("-> ").count();
+    assert_eq!(entries, 177, "fib(10) makes 177 calls");
+    let fibs = slices(&timeline);
+    assert_eq!(fibs.len(), 177);
+    let name = format!("{}.fib", script.display());
+    assert!(fibs.iter().all(|s| s.0 == name), "{fibs:?}");
+    let outer = fibs.iter().max_by(|a, b| a.2.total_cmp(&b.2)).unwrap();
+    assert!(
+        fibs.iter()
+            .all(|s| s.1 >= outer.1 && s.1 + s.2 <= outer.1 + outer.2),
+        "every call within fib(10)'s slice"
+    );
+
+    // dbslower: each slow query is a slice named by its text, as long as
+    // the query took.
+    let server = dir.join("mysqld");
+    let status = Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&server)
+        .arg(tools.join("mysqld.c"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "building mysqld.c");
+    let command = format!(
+        "{} 'select 1' 'sleep 300' 'select 2' 'sleep 150'",
+        server.display()
+    );
+    let out = sdt_ok(&[
+        "dbslower",
+        "mysql",
+        "--json",
+        "-m",
+        "100",
+        "--timeline",
+        &flag,
+        "-c",
+        &command,
+    ]);
+    let printed: Vec<(String, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| {
+            let query = v["query"].as_str().unwrap().to_string();
+            (query, v["duration_ns"].as_u64().unwrap())
+        })
+        .collect();
+    let drawn: Vec<(String, u64)> = slices(&timeline)
+        .into_iter()
+        .map(|(name, _, dur, _)| (name, (dur * 1000.0).round() as u64))
+        .collect();
+    assert_eq!(drawn, printed);
+    let names: Vec<&str> = drawn.iter().map(|d| d.0.as_str()).collect();
+    assert_eq!(names, ["sleep 300", "sleep 150"]);
+}

@@ -82,7 +82,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         reports: None,
     };
     let rows = Rows::new(&TOOL, TOOL.columns.to_vec(), |args, clock| {
-        let [pid, start, took, query] = args else {
+        let [pid, start, took, query, _tid, _comm] = args else {
             return None;
         };
         let [start_ns, start_s] = clock.since(start.as_int(), 1e9);
@@ -95,6 +95,14 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
             Cell::Float(took as f64 / 1e6),
             Cell::Text(query.to_text()),
         ])
+    });
+    let rows = rows.slices(|args| {
+        let [pid, start, took, query, tid, comm] = args else {
+            return None;
+        };
+        let thread = (pid.as_int(), tid.as_int(), comm.to_text());
+        let start = start.as_int();
+        Some((thread, start, start + took.as_int(), query.to_text()))
     });
     job.run(rows.pairing(UnpairedSpans::new(
         "@started",
