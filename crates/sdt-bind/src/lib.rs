@@ -8,7 +8,8 @@
 //! found it, so that every safety check on a site (a no-op at a USDT
 //! site, an instruction boundary for a uprobe) stays in one place; and
 //! [`ObjectFacts`], which answers the checker's questions about those
-//! files (C types from DWARF, `args.NAME`, symbols for `uaddr()`).
+//! files (C types from DWARF, `args.NAME` of USDT probes, a uprobe's
+//! `args` and where each parameter is, symbols for `uaddr()`).
 //!
 //! It sits between the front end, which reads no file, and the code
 //! generator, which knows nothing of files: it must never depend on
@@ -16,6 +17,8 @@
 
 #![forbid(unsafe_code)]
 
+mod abi;
+mod params;
 mod types;
 
 pub use types::ObjectFacts;
@@ -26,7 +29,9 @@ use sdt_trace::{FunctionSite, FunctionTarget, PlannedSite, Scope, TraceFs, Trace
 
 use sdt_lang::ast::Script;
 use sdt_lang::attach::{self, AttachSpec};
-use sdt_lang::check::{AttachInfo, TargetInfo, TracepointField, TracepointFormat, UsdtSite};
+use sdt_lang::check::{
+    AttachInfo, FunctionEntry, TargetInfo, TracepointField, TracepointFormat, UsdtSite,
+};
 use sdt_lang::config::MissingProbes;
 use sdt_lang::diag::{Diagnostic, Diagnostics, Span};
 use sdt_lang::hir::ProbeKind;
@@ -98,6 +103,7 @@ impl Bound {
                     object: None,
                     object_file: None,
                     usdt_sites: Vec::new(),
+                    functions: Vec::new(),
                 })
                 .collect(),
             Target::Usdt(sites) => {
@@ -123,6 +129,7 @@ impl Bound {
                         })
                         .collect(),
                     object,
+                    functions: Vec::new(),
                 }]
             }
             Target::Functions(sites) => vec![TargetInfo {
@@ -130,6 +137,16 @@ impl Bound {
                 object: sites.first().map(|s| s.path.clone()),
                 object_file: sites.first().map(|s| s.attach_path.clone()),
                 usdt_sites: Vec::new(),
+                functions: sites
+                    .iter()
+                    .map(|s| FunctionEntry {
+                        object: s.path.clone(),
+                        object_file: s.attach_path.clone(),
+                        symbol: s.function.clone(),
+                        address: s.address - s.offset,
+                        offset: s.offset,
+                    })
+                    .collect(),
             }],
             Target::Plain => vec![TargetInfo::default()],
         };
@@ -273,6 +290,13 @@ fn resolve(
                     offset: *offset,
                 },
                 attach::FuncTarget::Address(a) => FunctionTarget::Address(*a),
+                attach::FuncTarget::SourceLine { file, line, column } => {
+                    FunctionTarget::SourceLine(sdt_types::SourceLine {
+                        file: file.clone(),
+                        line: *line,
+                        column: *column,
+                    })
+                }
             };
             Target::Functions(
                 sdt_trace::plan_functions(path.as_deref(), &function, &text, scope)
@@ -407,6 +431,14 @@ fn no_match_name(spec: &AttachSpec) -> String {
                 attach::FuncTarget::Symbol(s) => s.clone(),
                 attach::FuncTarget::Offset { symbol, offset } => format!("{symbol}+{offset}"),
                 attach::FuncTarget::Address(a) => format!("{a:#x}"),
+                attach::FuncTarget::SourceLine { file, line, column } => {
+                    let at = match column {
+                        Some(column) => format!("{file}:{line}:{column}"),
+                        None => format!("{file}:{line}"),
+                    };
+                    let kind = if *ret { "uretprobe" } else { "uprobe" };
+                    return format!("{kind} {}@{at}", path.as_deref().unwrap_or_default());
+                }
             };
             format!(
                 "{} {}",

@@ -1,6 +1,7 @@
 //! What a script asks of the traced objects, answered from their DWARF
 //! and symbol tables: C types for casts the script's own C definitions do
-//! not cover, the variables behind `args.NAME` of a USDT probe, and the
+//! not cover, the variables behind `args.NAME` of a USDT probe, the
+//! parameters behind a uprobe's `args` (in [`crate::params`]), and the
 //! globals `uaddr()` names ([`sdt_lang::check::Objects`]).
 //!
 //! A probe's object is the file that holds its USDT site or function (the
@@ -33,6 +34,8 @@ pub struct ObjectFacts {
     /// `uaddr()` lookups by object file and symbol: the checker visits a
     /// block more than once, and several blocks name the same globals.
     symbols: HashMap<(PathBuf, String), SymbolLookup>,
+    /// The functions uprobes attach to, for `args`.
+    pub(crate) functions: crate::params::Known,
     /// What `-v` tells, in order, once each.
     notes: Vec<String>,
 }
@@ -44,7 +47,16 @@ type R<T> = Result<T, Refusal>;
 type SymbolLookup = Result<Vec<(u64, u64)>, String>;
 
 impl ObjectFacts {
-    fn note(&mut self, note: String) {
+    /// Facts that look for separate debug files in `dirs` first
+    /// (`--debuginfo`).
+    pub fn with_debug_dirs(dirs: Vec<PathBuf>) -> ObjectFacts {
+        ObjectFacts {
+            cache: sdt_types::Cache::with_dirs(dirs),
+            ..ObjectFacts::default()
+        }
+    }
+
+    pub(crate) fn note(&mut self, note: String) {
         if !self.notes.contains(&note) {
             self.notes.push(note);
         }
@@ -57,10 +69,17 @@ impl ObjectFacts {
         object: &Path,
         target: &TargetInfo,
     ) -> Result<Rc<DebugInfo>, Rc<sdt_types::Error>> {
-        let info = self
-            .cache
-            .open(target.object_file.as_deref().unwrap_or(object))?;
-        let note = types_note(object, target.object_file.as_deref(), &info);
+        self.open_file(object, target.object_file.as_deref().unwrap_or(object))
+    }
+
+    /// The debug information of `object`, read as `file`.
+    pub(crate) fn open_file(
+        &mut self,
+        object: &Path,
+        file: &Path,
+    ) -> Result<Rc<DebugInfo>, Rc<sdt_types::Error>> {
+        let info = self.cache.open(file)?;
+        let note = types_note(object, Some(file), &info);
         self.note(note);
         Ok(info)
     }
@@ -191,13 +210,21 @@ impl Objects for ObjectFacts {
             .map_err(|e| Refusal::new(format!("reading the symbols of {}: {e}", object.display())))
     }
 
+    fn function_args(
+        &mut self,
+        target: &TargetInfo,
+        registry: &mut TypeRegistry,
+    ) -> R<sdt_lang::check::FunctionArgs> {
+        self.uprobe_args(target, registry)
+    }
+
     fn notes(&self) -> Vec<String> {
         self.notes.clone()
     }
 }
 
 impl ObjectFacts {
-    fn convert(
+    pub(crate) fn convert(
         &mut self,
         info: &Rc<DebugInfo>,
         id: TypeId,

@@ -76,6 +76,7 @@ struct Cli {
 enum Command {
     List(list::ListArgs),
     Trace(trace::TraceArgs),
+    // Boxed: its many options make it far larger than the others.
     Run(Box<run::RunArgs>),
     Types(types::TypesArgs),
     Stackcount(stackcount::StackcountArgs),

@@ -44,7 +44,9 @@ PROBES:
                                 (usdt::NAME) or a glob over the process's objects
   uprobe:PATH:FUNCTION          a function's entry; also FUNCTION+OFFSET or an address;
                                 globs match mangled and demangled C++ and Rust names, and
-                                PATH may be a glob over files
+                                PATH may be a glob over files; `args.NAME` reads a
+                                parameter, typed from DWARF
+  uprobe:PATH@FILE:LINE[:COL]   the code of a source line, from DWARF line tables
   uretprobe:PATH:FUNCTION       a function's return
   tracepoint:CATEGORY:NAME      a kernel tracepoint, e.g. tracepoint:syscalls:sys_enter_openat
   interval:s:N, interval:ms:N   every N seconds or milliseconds (also us, hz)
@@ -58,6 +60,7 @@ EXAMPLES:
   sdt run script.bt ARG1 ARG2 -- --limit=10      # $1, $2, and getopt(\"limit\", 5)
   sdt run -l 'usdt:/usr/lib/postgresql/15/bin/postgres:*'
   sdt run -l script.bt                           # the probes the script would attach to
+  sdt run -lv 'uprobe:libc:fopen'                # with its parameters, from DWARF
 
 AS BPFTRACE:
   Installed under the name `bpftrace` (ln -s \"$(command -v sdt)\" ~/bin/bpftrace), or run as
@@ -166,7 +169,8 @@ pub struct RunArgs {
 
     /// List probes: those a PATTERN matches (`uprobe:./app*:read*`,
     /// `*sched_switch*`, `interval:*`), those a program (-e or FILE) would
-    /// attach to, or, with -p alone, every probe of the process.
+    /// attach to, or, with -p alone, every probe of the process; with -v
+    /// (`-lv`), a uprobe's parameters from DWARF and a tracepoint's fields.
     #[arg(short = 'l', long = "list")]
     list: bool,
 
@@ -177,6 +181,18 @@ pub struct RunArgs {
     /// Allow system(), and uprobes on functions of unknown size.
     #[arg(long = "unsafe")]
     allow_unsafe: bool,
+
+    /// Look for separate debug files in DIR first (absolute, or relative
+    /// to the traced file's directory; several with `:` or by repeating
+    /// the option), before /usr/lib/debug and beside the file.
+    ///
+    /// DWARF types casts, `args` of uprobes and `-lv`, and places
+    /// `uprobe:FILE@SOURCE:LINE`. A debug file is found by the traced
+    /// file's build-id (DIR/.build-id/xx/yyyy.debug), by the name its
+    /// .gnu_debuglink gives, or as FILE.debug, and is used only if it
+    /// belongs to the file (same build-id, else the debuglink's CRC).
+    #[arg(long, value_name = "DIR[:DIR]", value_delimiter = ':', action = clap::ArgAction::Append)]
+    debuginfo: Vec<PathBuf>,
 
     /// Attach only the probes whose attach point, as written, matches
     /// REGEX (BEGIN and END always run).
@@ -530,7 +546,7 @@ fn list(
                 }
             );
         }
-        return listing::list(pattern, pid, args.verbose);
+        return listing::list(pattern, pid, args.verbose, &args.debuginfo);
     };
     let script = match sdt_lang::parser::parse(&source) {
         Ok(script) => script,
@@ -540,7 +556,7 @@ fn list(
         Some(_) => positional.to_vec(),
         None => Vec::new(),
     };
-    match listing::list_program(&script, &params, pid, args.verbose) {
+    match listing::list_program(&script, &params, pid, args.verbose, &args.debuginfo) {
         Ok(listed) => listed,
         Err(d) => Ok(report(&d, mode, &name, &source)),
     }
@@ -639,7 +655,10 @@ impl Run<'_> {
                 named_params: self.named.clone(),
                 internal: false,
             },
-            scope: traced.scope(args.allow_unsafe),
+            scope: sdt_trace::Scope {
+                debug_dirs: args.debuginfo.clone(),
+                ..traced.scope(args.allow_unsafe)
+            },
             mechanism,
             missing_probes: self.config.missing_probes,
             codegen: sdt_codegen::Options {

@@ -1017,6 +1017,24 @@ impl Gen<'_> {
                 self.zero(dst, padded);
                 self.read_place(p, size, dst);
             }
+            TKind::Fields(parts) => {
+                self.zero(dst, padded);
+                for (at, part) in parts {
+                    if part.ty.is_scalar() {
+                        let width = match self.program.registry.c_size(&part.ty) {
+                            1 => Size::B,
+                            2 => Size::H,
+                            4 => Size::W,
+                            _ => Size::DW,
+                        };
+                        let v = self.scalar(part)?;
+                        self.load_op(v, Reg::R0);
+                        dst.store(&mut self.b, width, *at, Reg::R0);
+                    } else {
+                        self.aggregate_into(part, dst.offset(*at))?;
+                    }
+                }
+            }
             TKind::USym(addr) => {
                 let a = self.scalar(addr)?;
                 self.load_op(a, Reg::R0);

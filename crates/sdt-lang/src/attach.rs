@@ -46,6 +46,13 @@ pub enum FuncTarget {
     Offset { symbol: String, offset: u64 },
     /// A virtual address in the file.
     Address(u64),
+    /// The code of a line of a source file, through the file's DWARF
+    /// (`uprobe:PATH@FILE:LINE[:COLUMN]`, as bpftrace 0.26 writes it).
+    SourceLine {
+        file: String,
+        line: u64,
+        column: Option<u64>,
+    },
 }
 
 impl AttachSpec {
@@ -126,7 +133,19 @@ pub fn parse(raw: &RawAttachPoint, params: &[String]) -> Result<AttachSpec, Diag
         }
         "uprobe" | "u" | "uretprobe" | "ur" => {
             let ret = kind.starts_with("ur");
-            let usage = "uprobe:PATH:FUNCTION, uprobe:PATH:FUNCTION+OFFSET or uprobe:PATH:ADDRESS";
+            let usage = "uprobe:PATH:FUNCTION, uprobe:PATH:FUNCTION+OFFSET, uprobe:PATH:ADDRESS or uprobe:PATH@SOURCE.c:LINE";
+            if let Some(target) = parse_source_line(rest) {
+                if ret {
+                    return Err(Diagnostic::error(span, "a uretprobe goes on a function, not a source line")
+                        .hint("name the function: uretprobe:PATH:FUNCTION"));
+                }
+                let path = rest[0].rsplit_once('@').map(|(p, _)| p.to_string());
+                return Ok(AttachSpec::Uprobe {
+                    path: path.filter(|p| !p.is_empty()),
+                    target: target.map_err(|why| Diagnostic::error(span, why).hint(format!("write it as {usage}")))?,
+                    ret,
+                });
+            }
             let (path, function) = match rest {
                 [function] => (None, function.clone()),
                 [path, function] => (Some(path.clone()).filter(|p| !p.is_empty()), function.clone()),
@@ -200,6 +219,33 @@ fn parse_interval(rest: &[String]) -> Option<AttachSpec> {
         _ => return None,
     };
     (period_ns > 0).then_some(AttachSpec::Interval { period_ns })
+}
+
+/// `PATH@FILE:LINE` or `PATH@FILE:LINE:COLUMN`, split at the colons:
+/// `None` when the fields are not that (a path may hold an `@`).
+fn parse_source_line(rest: &[String]) -> Option<Result<FuncTarget, String>> {
+    let (first, numbers) = rest.split_first()?;
+    let (_, file) = first.rsplit_once('@')?;
+    let digits = |t: &String| !t.is_empty() && t.chars().all(|c| c.is_ascii_digit());
+    if numbers.is_empty() || numbers.len() > 2 || !numbers.iter().all(digits) {
+        return None;
+    }
+    let number = |text: &String, what: &str| -> Result<u64, String> {
+        match text.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("`{text}` is not a {what} number")),
+        }
+    };
+    if file.is_empty() {
+        return Some(Err("the source file after `@` is missing".into()));
+    }
+    Some((|| {
+        Ok(FuncTarget::SourceLine {
+            file: file.to_string(),
+            line: number(&numbers[0], "line")?,
+            column: numbers.get(1).map(|c| number(c, "column")).transpose()?,
+        })
+    })())
 }
 
 fn parse_function(text: &str) -> Result<FuncTarget, String> {
@@ -379,6 +425,46 @@ mod tests {
             }
         );
         assert!(spec("uretprobe:/bin/x:f+4", &[]).is_err());
+    }
+
+    #[test]
+    fn source_line_forms() {
+        assert_eq!(
+            spec("uprobe:./prog@prog.c:42", &[]).unwrap(),
+            AttachSpec::Uprobe {
+                path: Some("./prog".into()),
+                target: FuncTarget::SourceLine {
+                    file: "prog.c".into(),
+                    line: 42,
+                    column: None
+                },
+                ret: false
+            }
+        );
+        assert_eq!(
+            spec("u:/lib/libx.so@src/x.c:7:3", &[]).unwrap(),
+            AttachSpec::Uprobe {
+                path: Some("/lib/libx.so".into()),
+                target: FuncTarget::SourceLine {
+                    file: "src/x.c".into(),
+                    line: 7,
+                    column: Some(3)
+                },
+                ret: false
+            }
+        );
+        assert!(spec("uprobe:./prog@prog.c:0", &[]).is_err());
+        assert!(spec("uprobe:./prog@:4", &[]).is_err());
+        assert!(spec("uretprobe:./prog@prog.c:4", &[]).is_err());
+        // A path with an `@` that names a function stays a function.
+        assert_eq!(
+            spec("uprobe:/home/a@b/prog:main", &[]).unwrap(),
+            AttachSpec::Uprobe {
+                path: Some("/home/a@b/prog".into()),
+                target: FuncTarget::Symbol("main".into()),
+                ret: false
+            }
+        );
     }
 
     #[test]

@@ -470,6 +470,11 @@ pub enum TKind {
     },
     /// A struct or array place copied as a value.
     CopyPlace(Box<TExpr>),
+    /// A struct value put together from values, each written at its byte
+    /// offset: a scalar in its type's width, anything else in its own
+    /// layout; bytes no part covers are zero (a uprobe's `args`, and its
+    /// struct parameters passed in registers).
+    Fields(Vec<(u32, TExpr)>),
     /// `str(ptr)` or `str(ptr, len)`: a string read from the traced process.
     StrRead {
         ptr: Box<TExpr>,

@@ -1,11 +1,12 @@
 //! JSON: bpftrace's objects (`{"type": "map", "data": {...}}`), one per
 //! line, and `sdt trace`'s one object per hit and final summary.
 //!
-//! bpftrace's spelling is kept: tuples are arrays without spaces,
-//! everything symbolic is a string, a map with several keys is keyed by
-//! their texts joined with commas. Unlike bpftrace, no line is anything
-//! but JSON: the two blank lines bpftrace prints before the final maps
-//! are left out.
+//! bpftrace 0.26's spelling is kept: tuples and arrays are arrays without
+//! spaces, structs are objects, enumerators and pointers are their
+//! numbers, other symbolic values are strings, an integer a double cannot
+//! hold exactly is a string, and a map's keys are their texts without
+//! spaces, several keys joined with commas. Unlike bpftrace 0.17, no line
+//! is anything but JSON (0.26 agrees).
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -58,21 +59,29 @@ impl Sink for Json<'_> {
         let kind = match kind {
             TextKind::Time => "time",
             TextKind::Join => "join",
-            TextKind::System => "system",
+            TextKind::System => "syscall",
             TextKind::Cat => "cat",
         };
         self.object(kind, &string(text));
     }
 
     fn attached(&mut self, probes: usize) {
-        self.object("attached_probes", &format!("{{\"probes\": {probes}}}"));
+        // bpftrace gives the number twice, as `count` and in `data`.
+        let line = format!(
+            "{{\"type\": \"attached_probes\", \"count\": {probes}, \"data\": {{\"probes\": {probes}}}}}\n"
+        );
+        self.out.write(line.as_bytes());
     }
 
     fn maps_follow(&mut self) {}
 
     fn lost(&mut self, losses: &Losses) {
         if losses.events > 0 {
-            self.object("lost_events", &format!("{{\"events\": {}}}", losses.events));
+            let line = format!(
+                "{{\"type\": \"lost_events\", \"count\": {n}, \"data\": {{\"events\": {n}}}}}\n",
+                n = losses.events
+            );
+            self.out.write(line.as_bytes());
         }
     }
 
@@ -171,16 +180,23 @@ pub fn datum(value: &Datum) -> String {
     match value {
         Datum::Int { value, signed } => {
             if *signed {
-                (*value as i64).to_string()
+                let v = *value as i64;
+                number(v.to_string(), v as f64 as i128 == i128::from(v))
             } else {
-                value.to_string()
+                number(
+                    value.to_string(),
+                    *value as f64 as u128 == u128::from(*value),
+                )
             }
+        }
+        Datum::Symbolic { number: n, .. } => {
+            number(n.to_string(), *n as f64 as u128 == u128::from(*n))
         }
         Datum::Bool(b) => b.to_string(),
         Datum::Text(_) | Datum::Stack(_) => string(text::datum(value, Context::Value).as_bytes()),
         Datum::Str(bytes) => string(bytes),
         Datum::Buf(bytes) => string(text::escape_buffer(bytes).as_bytes()),
-        Datum::Tuple(items) | Datum::Array { items, .. } => {
+        Datum::Tuple(items) | Datum::Array(items) => {
             let parts: Vec<String> = items.iter().map(datum).collect();
             format!("[{}]", parts.join(","))
         }
@@ -189,8 +205,18 @@ pub fn datum(value: &Datum) -> String {
                 .iter()
                 .map(|(name, v)| format!("{}: {}", string(name.as_bytes()), datum(v)))
                 .collect();
-            format!("{{ {} }}", parts.join(", "))
+            format!("{{{}}}", parts.join(", "))
         }
+    }
+}
+
+/// An integer's digits, quoted when a double cannot hold it exactly (JSON
+/// readers take numbers as doubles), as bpftrace does.
+fn number(digits: String, exact: bool) -> String {
+    if exact {
+        digits
+    } else {
+        format!("\"{digits}\"")
     }
 }
 
@@ -214,12 +240,7 @@ pub fn map(map: &MapPrint) -> Option<String> {
         _ => "map",
     };
     if map.rows.is_empty() {
-        return match map.kind {
-            MapKind::Count if !map.keyed => {
-                Some(format!("{{\"type\": \"map\", \"data\": {{{name}: 0}}}}"))
-            }
-            _ => None,
-        };
+        return None;
     }
     let div = map.div.max(1);
     let values: Vec<(String, String)> = map
@@ -230,14 +251,17 @@ pub fn map(map: &MapPrint) -> Option<String> {
                 MapValue::Buckets(buckets) => {
                     let parts: Vec<String> =
                         buckets.iter().map(|b| bucket(b, b.count / div)).collect();
-                    format!("[{}]", parts.join(", "))
+                    format!("[{}]", parts.join(","))
                 }
                 MapValue::Number(v) => (v / i128::from(div)).to_string(),
                 MapValue::Stats {
                     count,
                     average,
                     total,
-                } => format!("{{\"count\": {count}, \"average\": {average}, \"total\": {total}}}"),
+                } => format!(
+                    "{{\"count\": {count}, \"average\": {}, \"total\": {total}}}",
+                    average / i128::from(div)
+                ),
                 MapValue::Datum(v) => text::divided(v, div).unwrap_or_else(|| datum(v)),
             };
             let parts: Vec<String> = row
@@ -245,7 +269,9 @@ pub fn map(map: &MapPrint) -> Option<String> {
                 .iter()
                 .map(|k| text::datum(k, Context::Key))
                 .collect();
-            (string(parts.join(",").as_bytes()), value)
+            // bpftrace 0.26 takes the spaces out of a key's text.
+            let key = parts.join(",").replace(' ', "");
+            (string(key.as_bytes()), value)
         })
         .collect();
     let data = if map.keyed {
@@ -452,24 +478,34 @@ mod tests {
             ("name".into(), Datum::Str(b"ab".to_vec())),
             (
                 "b".into(),
-                Datum::Array {
-                    items: vec![
-                        Datum::Int {
-                            value: 233,
-                            signed: false,
-                        },
-                        Datum::Int {
-                            value: 3,
-                            signed: false,
-                        },
-                    ],
-                    int_bytes: 1,
-                },
+                Datum::Array(vec![
+                    Datum::Int {
+                        value: 233,
+                        signed: false,
+                    },
+                    Datum::Int {
+                        value: 3,
+                        signed: false,
+                    },
+                ]),
             ),
         ]);
         assert_eq!(
             datum(&record),
-            "{ \"x\": -7, \"name\": \"ab\", \"b\": [233,3] }"
+            "{\"x\": -7, \"name\": \"ab\", \"b\": [233,3]}"
         );
+        let pointer = Datum::Symbolic {
+            text: "0x10".into(),
+            number: 16,
+        };
+        assert_eq!(datum(&pointer), "16");
+        assert_eq!(datum(&Datum::int(-1)), "-1");
+        let huge = Datum::Int {
+            value: u64::MAX,
+            signed: false,
+        };
+        assert_eq!(datum(&huge), "\"18446744073709551615\"");
+        assert_eq!(datum(&Datum::int(1 << 53)), "9007199254740992");
+        assert_eq!(datum(&Datum::int((1 << 53) + 1)), "\"9007199254740993\"");
     }
 }

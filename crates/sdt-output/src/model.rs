@@ -19,22 +19,23 @@ pub enum Datum {
     Str(Vec<u8>),
     /// Bytes without a printable type (`buf()`): shown escaped.
     Buf(Vec<u8>),
-    /// Something symbolic, already put into words: an enumerator, a
-    /// symbol, a probe or function name, a user name, an error message,
-    /// an address, a time.
+    /// Something symbolic, already put into words: a symbol, a probe or
+    /// function name, a user name, an error message, a time.
     Text(String),
+    /// A number that prints as words in text but as the number in JSON,
+    /// as bpftrace 0.26 has them: an enumerator (`FOO`), a pointer
+    /// (`0x7ffd1234`).
+    Symbolic {
+        text: String,
+        number: u64,
+    },
     /// A user stack.
     Stack(Stack),
     Tuple(Vec<Datum>),
     /// A struct or union: its fields in order.
     Record(Vec<(String, Datum)>),
-    /// An array of the traced program's memory, with the width of its
-    /// elements when they are integers (in a map key, bpftrace shows them
-    /// signed at that width).
-    Array {
-        items: Vec<Datum>,
-        int_bytes: u8,
-    },
+    /// An array of the traced program's memory.
+    Array(Vec<Datum>),
 }
 
 impl Datum {
@@ -58,6 +59,7 @@ impl Datum {
                 signed: false,
             } => i128::from(value),
             Datum::Bool(b) => i128::from(b),
+            Datum::Symbolic { number, .. } => i128::from(number),
             _ => 0,
         }
     }
@@ -113,7 +115,7 @@ pub struct MapPrint {
     /// The entries in the order they print, `print`'s `top` applied.
     pub rows: Vec<MapRow>,
     /// `print`'s `div` (1 when not given): a sink shows numbers, integer
-    /// values and bucket counts divided by it, but not `stats()`. Values
+    /// values, bucket counts and `stats()`'s average divided by it. Values
     /// arrive undivided, so that a histogram's bars keep their exact
     /// proportions.
     pub div: u64,

@@ -1,11 +1,11 @@
 //! Text: what bpftrace prints, and `sdt trace`'s one line per hit.
 //!
-//! Maps follow bpftrace 0.17 byte for byte (`@name[k1, k2]: value` lines,
-//! `hist`'s 52-column bars, the blank lines after some kinds of map),
+//! Maps follow bpftrace 0.26 byte for byte (`@name[k1, k2]: value` lines,
+//! `hist`'s 52-column bars, `stats()` as a record, pointers in hex),
 //! except where bpftrace is wrong: `hist` buckets go on past `[2G, 4G)`.
-//! Values print as bpftrace prints them, which depends on where they are
-//! ([`Context`]): integer keys are signed whatever their type, a stack in
-//! a key is indented less than one in a value.
+//! Values print as bpftrace prints them, which depends a little on where
+//! they are ([`Context`]): a stack in a key is indented less than one in a
+//! value.
 //!
 //! The language tools' reports are aligned columns under a header, as
 //! BCC's tools print them.
@@ -188,8 +188,7 @@ pub fn escape_buffer(bytes: &[u8]) -> String {
 pub fn datum(value: &Datum, context: Context) -> String {
     match value {
         Datum::Int { value, signed } => {
-            // bpftrace prints integer keys signed, whatever their type.
-            if *signed || context == Context::Key {
+            if *signed {
                 (*value as i64).to_string()
             } else {
                 value.to_string()
@@ -198,7 +197,7 @@ pub fn datum(value: &Datum, context: Context) -> String {
         Datum::Bool(b) => b.to_string(),
         Datum::Str(bytes) => raw_text(bytes),
         Datum::Buf(bytes) => escape_buffer(bytes),
-        Datum::Text(text) => text.clone(),
+        Datum::Text(text) | Datum::Symbolic { text, .. } => text.clone(),
         // bpftrace's spelling: `{ .x = 1, .name = abc }` and `[1,2,3]`.
         Datum::Record(fields) => {
             let inner = if context == Context::Key {
@@ -212,18 +211,13 @@ pub fn datum(value: &Datum, context: Context) -> String {
                 .collect();
             format!("{{ {} }}", parts.join(", "))
         }
-        Datum::Array { items, int_bytes } => {
-            let parts: Vec<String> = items
-                .iter()
-                .map(|v| match (v, context) {
-                    (Datum::Int { value, .. }, Context::Key) if (1..8).contains(int_bytes) => {
-                        let shift = 64 - 8 * u32::from(*int_bytes);
-                        (((value << shift) as i64) >> shift).to_string()
-                    }
-                    (v, Context::Key) => datum(v, Context::Key),
-                    (v, _) => datum(v, Context::Printf),
-                })
-                .collect();
+        Datum::Array(items) => {
+            let inner = if context == Context::Key {
+                Context::Key
+            } else {
+                Context::Printf
+            };
+            let parts: Vec<String> = items.iter().map(|v| datum(v, inner)).collect();
             format!("[{}]", parts.join(","))
         }
         Datum::Tuple(items) => {
@@ -318,28 +312,19 @@ fn key(map: &MapPrint, key: &[Datum]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
-/// A map as bpftrace prints it.
+/// A map as bpftrace 0.26 prints it: one `@name[key]: value` line per
+/// entry, a histogram under its `@name[key]:` line and followed by a blank
+/// line, and nothing at all for a map without entries (a scalar map that
+/// was cleared or deleted included).
 pub fn map(map: &MapPrint) -> String {
     let name = &map.name;
     let mut out = String::new();
-    let averages = matches!(map.kind, MapKind::Avg | MapKind::Stats);
     let div = map.div.max(1);
-    if map.rows.is_empty() {
-        // bpftrace prints something even for an empty map.
-        match map.kind {
-            MapKind::Count if !map.keyed => {
-                let _ = writeln!(out, "{name}: 0");
-            }
-            _ if averages => out.push_str("\n\n"),
-            _ => out.push('\n'),
-        }
-        return out;
-    }
     for row in &map.rows {
         let key = key(map, &row.key);
         match &row.value {
             MapValue::Buckets(buckets) => {
-                let _ = writeln!(out, "{name}{key}: ");
+                let _ = writeln!(out, "{name}{key}:");
                 histogram(map.kind, buckets, div, &mut out);
                 out.push('\n');
             }
@@ -353,7 +338,8 @@ pub fn map(map: &MapPrint) -> String {
             } => {
                 let _ = writeln!(
                     out,
-                    "{name}{key}: count {count}, average {average}, total {total}"
+                    "{name}{key}: {{ .count = {count}, .average = {}, .total = {total} }}",
+                    average / i128::from(div)
                 );
             }
             MapValue::Datum(value) => {
@@ -364,9 +350,6 @@ pub fn map(map: &MapPrint) -> String {
                 }
             }
         }
-    }
-    if averages {
-        out.push('\n');
     }
     out
 }

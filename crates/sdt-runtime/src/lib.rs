@@ -474,7 +474,7 @@ impl Known<'_> {
                     value: *value as u64,
                     signed: true,
                 },
-                (Value::Probe(x) | Value::Func(x), _)
+                (Value::Probe(x) | Value::Func(x) | Value::Ptr(x), _)
                 | (Value::USym { addr: x, .. }, _)
                 | (Value::Timestamp { ns: x, .. }, _) => Arg::Int {
                     value: *x,

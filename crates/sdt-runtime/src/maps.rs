@@ -299,8 +299,7 @@ pub fn map_print(
     let registry = env.registry().clone();
     let mut rows = rows(decl, entries, &registry);
     sort(decl, &mut rows, &registry);
-    let stats_like = matches!(decl.aggregation(), Some(Agg::Stats { .. }));
-    if top > 0 && !stats_like && rows.len() as u64 > top {
+    if top > 0 && rows.len() as u64 > top {
         rows.drain(..rows.len() - top as usize);
     }
     let offsets = decl.key_offsets(&registry);
@@ -344,7 +343,7 @@ pub fn map_print(
         kind: kind(decl),
         keyed: !decl.keys.is_empty(),
         rows,
-        div: if stats_like { 1 } else { div.max(1) },
+        div: div.max(1),
     }
 }
 

@@ -100,6 +100,7 @@ impl Traced {
             pid: self.pid,
             default_target: self.program.clone(),
             allow_unsafe,
+            debug_dirs: Vec::new(),
         }
     }
 

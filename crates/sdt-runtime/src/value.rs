@@ -54,6 +54,8 @@ pub enum Value<'a> {
         id: sdt_lang::types::EnumId,
         value: i64,
     },
+    /// An address: printed in hex, as bpftrace 0.22 and later do.
+    Ptr(u64),
     Str(&'a [u8]),
     Buf(&'a [u8]),
     Tuple(Vec<Value<'a>>),
@@ -79,14 +81,8 @@ pub enum Value<'a> {
     },
     /// A struct or union: its fields in order.
     Record(Vec<(String, Value<'a>)>),
-    /// An array of the traced program's memory (char arrays are strings),
-    /// with the width of its elements when they are integers: in a map
-    /// key, bpftrace shows them signed at that width (`[-23,3]` for the
-    /// bytes 233, 3).
-    Array {
-        items: Vec<Value<'a>>,
-        int_bytes: u8,
-    },
+    /// An array of the traced program's memory (char arrays are strings).
+    Array(Vec<Value<'a>>),
     /// Bytes of no printable type.
     Bytes(&'a [u8]),
 }
@@ -111,10 +107,7 @@ pub fn decode<'a>(ty: &Ty, bytes: &'a [u8], registry: &TypeRegistry) -> Value<'a
             id: *id,
             value: u64_at(bytes, 0) as i64,
         },
-        Ty::Ptr(_) => Value::Int {
-            value: u64_at(bytes, 0),
-            signed: false,
-        },
+        Ty::Ptr(_) => Value::Ptr(u64_at(bytes, 0)),
         Ty::Str { size } => {
             let b = &bytes[..bytes.len().min(*size as usize)];
             Value::Str(&b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())])
@@ -220,10 +213,7 @@ fn decode_c<'a>(
             id: *id,
             value: int(*width, *signed) as i64,
         },
-        Ty::Ptr(_) => Value::Int {
-            value: int(8, false),
-            signed: false,
-        },
+        Ty::Ptr(_) => Value::Ptr(int(8, false)),
         Ty::Bool => Value::Bool(int(1, false) != 0),
         // `char name[16]` is a string, as in bpftrace; other arrays are
         // lists of their elements.
@@ -240,19 +230,14 @@ fn decode_c<'a>(
                 let b = &bytes[..total];
                 return Value::Str(&b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]);
             }
-            let int_bytes = match **elem {
-                Ty::Int { bytes, .. } | Ty::Enum { bytes, .. } => bytes,
-                _ => 0,
-            };
-            Value::Array {
-                items: (0..*len as usize)
+            Value::Array(
+                (0..*len as usize)
                     .map(|i| {
                         let from = (i * size).min(bytes.len());
                         decode_c(elem, None, &bytes[from..], registry)
                     })
                     .collect(),
-                int_bytes,
-            }
+            )
         }
         Ty::Record(id) => {
             let mut fields = Vec::new();
@@ -294,12 +279,19 @@ pub fn resolve(value: &Value<'_>, env: &mut dyn Env) -> Datum {
         Value::Bool(b) => Datum::Bool(*b),
         Value::Enum { id, value } => {
             let def = env.registry().enum_def(*id);
-            Datum::Text(match def.name_of(*value) {
-                Some(name) => name.to_string(),
-                None if def.signed => value.to_string(),
-                None => (*value as u64).to_string(),
-            })
+            Datum::Symbolic {
+                text: match def.name_of(*value) {
+                    Some(name) => name.to_string(),
+                    None if def.signed => value.to_string(),
+                    None => (*value as u64).to_string(),
+                },
+                number: *value as u64,
+            }
         }
+        Value::Ptr(addr) => Datum::Symbolic {
+            text: format!("{addr:#x}"),
+            number: *addr,
+        },
         Value::Str(bytes) => Datum::Str(bytes.to_vec()),
         Value::Buf(bytes) | Value::Bytes(bytes) => Datum::Buf(bytes.to_vec()),
         Value::Record(fields) => Datum::Record(
@@ -308,10 +300,7 @@ pub fn resolve(value: &Value<'_>, env: &mut dyn Env) -> Datum {
                 .map(|(name, v)| (name.clone(), resolve(v, env)))
                 .collect(),
         ),
-        Value::Array { items, int_bytes } => Datum::Array {
-            items: items.iter().map(|v| resolve(v, env)).collect(),
-            int_bytes: *int_bytes,
-        },
+        Value::Array(items) => Datum::Array(items.iter().map(|v| resolve(v, env)).collect()),
         Value::Tuple(items) => Datum::Tuple(items.iter().map(|v| resolve(v, env)).collect()),
         Value::USym { addr, pid } => Datum::Text(match env.symbol(*pid, *addr) {
             Some(sym) => sym.name,
@@ -540,19 +529,19 @@ mod tests {
         use sdt_output::text::{datum, Context};
         assert_eq!(
             datum(&v, Context::Value),
-            "{ .x = -7, .b = [233,3], .name = ab, .in = { .s = -2 }, .lo = 5, .hi = 21, .p = 4096 }"
+            "{ .x = -7, .b = [233,3], .name = ab, .in = { .s = -2 }, .lo = 5, .hi = 21, .p = 0x1000 }"
         );
         assert_eq!(
             sdt_output::json::datum(&v),
-            "{ \"x\": -7, \"b\": [233,3], \"name\": \"ab\", \"in\": { \"s\": -2 }, \
-             \"lo\": 5, \"hi\": 21, \"p\": 4096 }"
+            "{\"x\": -7, \"b\": [233,3], \"name\": \"ab\", \"in\": {\"s\": -2}, \
+             \"lo\": 5, \"hi\": 21, \"p\": 4096}"
         );
-        // In a key, array elements are signed at their own width.
+        // In a key, array elements print as their type says, as in values.
         let b = resolve(
             &decode(&array(Ty::int(1, false), 2), &bytes[4..], &reg),
             &mut env,
         );
-        assert_eq!(datum(&b, Context::Key), "[-23,3]");
+        assert_eq!(datum(&b, Context::Key), "[233,3]");
         assert_eq!(datum(&b, Context::Value), "[233,3]");
     }
 

@@ -166,7 +166,7 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         .iter()
         .map(|points| points.iter().map(Bound::info).collect())
         .collect();
-    let mut objects = ObjectFacts::default();
+    let mut objects = ObjectFacts::with_debug_dirs(options.scope.debug_dirs.clone());
     let program = check::check(&script, &attach_info, &options.check, &mut objects)?;
     let mut lowering = Lowering {
         names: Names::default(),

@@ -1,9 +1,10 @@
 //! From `uprobe:PATH:FUNCTION` to the file offsets to attach at.
 //!
 //! A function is named by its symbol (a glob, over mangled and demangled
-//! names), by a symbol and a byte offset into it, or by an address. Every
-//! offset is checked before anything attaches: it must be in an executable
-//! segment and, unless it is a function's first byte, start an
+//! names), by a symbol and a byte offset into it, by an address, or by a
+//! line of its source, whose address the file's DWARF line tables give.
+//! Every offset is checked before anything attaches: it must be in an
+//! executable segment and, unless it is a function's first byte, start an
 //! instruction, decoded from the function's start. A uprobe in the middle
 //! of an instruction would corrupt the traced program.
 
@@ -27,6 +28,8 @@ pub enum FunctionTarget {
     Offset { symbol: String, offset: u64 },
     /// A virtual address in the file.
     Address(u64),
+    /// The code of a source line, found in the file's DWARF line tables.
+    SourceLine(sdt_types::SourceLine),
 }
 
 /// One place to put a uprobe.
@@ -45,6 +48,8 @@ pub struct FunctionSite {
     /// The function's name for `func`: demangled where possible.
     pub function: String,
     pub address: u64,
+    /// How far the probe is into the function: 0 at its first instruction.
+    pub offset: u64,
     /// The file offset of the instruction to probe.
     pub file_offset: u64,
 }
@@ -136,6 +141,7 @@ pub fn plan_functions(
                 symbol,
                 function: f.display_name().to_string(),
                 address: f.address + offset,
+                offset,
                 file_offset: start + offset,
             })
         };
@@ -176,12 +182,21 @@ pub fn plan_functions(
                     }
                 }
             }
-            FunctionTarget::Address(address) => {
+            FunctionTarget::Address(_) | FunctionTarget::SourceLine(_) => {
+                let (address, name) = match function {
+                    FunctionTarget::SourceLine(at) => (
+                        line_address(at, &object.path, file, &scope.debug_dirs, text)?,
+                        format!("{}:{}", at.file, at.line),
+                    ),
+                    FunctionTarget::Address(a) => (*a, a.to_string()),
+                    _ => unreachable!("matched above"),
+                };
+                let address = &address;
                 let found = functions
                     .iter()
                     .find(|f| (f.address..f.address + f.size.max(1)).contains(address));
                 match found {
-                    Some(f) => sites.push(site(f, address.to_string(), address - f.address)?),
+                    Some(f) => sites.push(site(f, name, address - f.address)?),
                     None => {
                         return Err(Error::AddressOutside {
                             path: object.path.clone(),
@@ -199,6 +214,7 @@ pub fn plan_functions(
         let wanted = match function {
             FunctionTarget::Symbol(s) | FunctionTarget::Offset { symbol: s, .. } => s.clone(),
             FunctionTarget::Address(a) => a.to_string(),
+            FunctionTarget::SourceLine(at) => format!("{}:{}", at.file, at.line),
         };
         return Err(Error::ProbeNotFound {
             spec: text.to_string(),
@@ -207,4 +223,77 @@ pub fn plan_functions(
         });
     }
     Ok(sites)
+}
+
+/// The address of the code of source line `at` in `file` (the object
+/// named `path`), from its DWARF.
+fn line_address(
+    at: &sdt_types::SourceLine,
+    path: &std::path::Path,
+    file: &sdt_elf::ElfFile,
+    debug_dirs: &[PathBuf],
+    text: &str,
+) -> Result<u64, Error> {
+    let refuse = |why: String| Error::BadSpec {
+        spec: text.to_string(),
+        why,
+    };
+    let opened = PathBuf::from(format!("/proc/self/fd/{}", file.descriptor().as_raw_fd()));
+    let info = sdt_types::DebugInfo::open_with(&opened, debug_dirs).map_err(|e| {
+        refuse(match e {
+            sdt_types::Error::NoDebugInfo { looked, .. } => format!(
+                "a source line needs the debug information of {}, and it has none (looked in {}); install its debug symbols (Debian: the -dbg or -dbgsym package) or build it with -g",
+                path.display(),
+                looked.join(", ")
+            ),
+            other => other.to_string(),
+        })
+    })?;
+    let found = info.line_address(at).map_err(|e| refuse(e.to_string()))?;
+    let line = match at.column {
+        Some(c) => format!("{}:{c}", at.line),
+        None => at.line.to_string(),
+    };
+    match found {
+        sdt_types::LineLookup::Found { address, .. } => Ok(address),
+        sdt_types::LineLookup::NoFile { close } => Err(refuse(format!(
+            "no source file `{}` in the line tables of {}{}",
+            at.file,
+            path.display(),
+            match close.first() {
+                Some(c) => format!(" (did you mean `{c}`?)"),
+                None => String::new(),
+            }
+        ))),
+        sdt_types::LineLookup::Ambiguous(paths) => Err(refuse(format!(
+            "`{}` names several source files of {}: {}; give more of its path",
+            at.file,
+            path.display(),
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+        sdt_types::LineLookup::NoCode {
+            path: source,
+            before,
+            after,
+        } => {
+            let nearest: Vec<String> = [before, after]
+                .into_iter()
+                .flatten()
+                .map(|l| l.to_string())
+                .collect();
+            Err(refuse(format!(
+                "line {line} of {} has no code{}",
+                source.display(),
+                if nearest.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (the nearest lines with code: {})", nearest.join(" and "))
+                }
+            )))
+        }
+    }
 }

@@ -50,6 +50,9 @@ pub struct Scope {
     /// The executable that specs without a target mean (the program of
     /// `sdt trace -c`); takes precedence over the process's objects.
     pub default_target: Option<PathBuf>,
+    /// Where separate debug files are looked for first (`--debuginfo`),
+    /// for DWARF that attach points need (a source line).
+    pub debug_dirs: Vec<PathBuf>,
     /// Whether uprobes may go where sdt cannot check the code: at a
     /// function whose symbol has no size (`--unsafe`).
     pub allow_unsafe: bool,

@@ -1,19 +1,26 @@
-//! C types from the DWARF of a traced object.
+//! C types, functions and source lines from the DWARF of a traced object.
 //!
 //! `sdt run` resolves `(struct foo *)arg0` through the debug information
-//! of the object that holds the probe, and `sdt types` prints what it
-//! finds. This crate has that one job: find an object's DWARF, look a
-//! type up by name and describe it in a small neutral model ([`Type`]),
-//! one DIE at a time, so that each user converts only what it reads.
+//! of the object that holds the probe, types a uprobe's `args` from the
+//! function's parameters ([`DebugInfo::function_at`]), and puts a probe on
+//! a source line through the line tables ([`DebugInfo::line_address`]);
+//! `sdt types` prints the types. This crate has that one job: find an
+//! object's DWARF, look things up in it and describe them in a small
+//! neutral model ([`Type`], [`Function`]), one DIE at a time, so that each
+//! user converts only what it reads.
 //!
-//! Where the DWARF comes from ([`DebugInfo::open`]): the file itself
-//! (DWARF 4 or 5, plain, `.zdebug_*` or `SHF_COMPRESSED`), else the
-//! separate debug file named by the build-id
-//! (`/usr/lib/debug/.build-id/xx/yyyy.debug`), else the one named by
-//! `.gnu_debuglink` (beside the file, in its `.debug/` folder, or under
-//! `/usr/lib/debug`). A skeleton unit of split DWARF holds no types: the
-//! `.dwo` file it names is read as a further part, and a [`TypeId`]
-//! says which part it is in. `.dwp` packages are not read.
+//! Where the DWARF comes from ([`DebugInfo::open_with`]): the file itself
+//! (DWARF 4 or 5, plain, `.zdebug_*` or `SHF_COMPRESSED`), else a
+//! separate debug file, looked for in the directories the user names
+//! (`--debuginfo`), then by build-id under
+//! `/usr/lib/debug/.build-id/xx/yyyy.debug`, then by the name
+//! `.gnu_debuglink` gives (beside the file, in its `.debug/` folder, or
+//! under `/usr/lib/debug`); one of another build (another build-id, or
+//! another CRC) is passed over. A skeleton unit of split DWARF holds no
+//! types: the `.dwo` file it names is read as a further part, and a
+//! [`TypeId`] says which part it is in; units whose `.dwo` file is not
+//! there are looked for in the DWARF package (`FILE.dwp`) beside the
+//! file, where `dwp` gathers them.
 //!
 //! Laziness: opening a file reads unit headers only (to find `.dwo`
 //! files). The first lookup builds a name index from the top-level
@@ -27,7 +34,8 @@
 //! children) at a time. Sections are mapped, not read; only the
 //! compressed ones that types need (entries, abbreviations, strings) are
 //! inflated, once; line tables and location lists are loaded only for
-//! [`DebugInfo::register_variables_at`].
+//! [`DebugInfo::register_variables_at`], [`DebugInfo::function_at`] and
+//! [`DebugInfo::line_address`].
 //!
 //! Gimli does the DWARF decoding and `object` the ELF parsing and
 //! decompression: both are the standard Rust crates for the job and
@@ -42,7 +50,9 @@
 
 #![deny(unsafe_code)]
 
+mod function;
 mod layout;
+mod lines;
 mod locate;
 mod site;
 
@@ -56,7 +66,9 @@ use std::sync::Arc;
 
 use gimli::{AttributeValue, Reader as _, RunTimeEndian, UnitOffset};
 
+pub use function::{Function, Parameter, PassedAs};
 pub use layout::{bpftrace_definitions, layout, Layout, LayoutMember};
+pub use lines::{LineLookup, SourceLine};
 pub use locate::Cache;
 pub use site::RegisterVariable;
 
@@ -245,6 +257,13 @@ pub struct DebugInfo {
     /// The DWARF of `debug_file`, then that of each split DWARF (`.dwo`)
     /// file its skeleton units name.
     parts: Vec<Part>,
+    /// Where each part after the first comes from.
+    split: Vec<Split>,
+    /// The DWARF package that some of the parts are in.
+    package: Option<gimli::DwarfPackage<Reader>>,
+    /// Each `.dwo` part with every section, joined to the main file's
+    /// addresses, once a function was looked up in it.
+    full_dwo: RefCell<HashMap<usize, Rc<gimli::Dwarf<Reader>>>>,
     /// The file holding the DWARF, for [`DebugInfo::register_variables_at`],
     /// which also needs the sections that type lookups never load.
     owner: Arc<Owner>,
@@ -252,6 +271,14 @@ pub struct DebugInfo {
     index: RefCell<Option<Rc<Index>>>,
     /// Units read so far, by their offset in [`TypeId`]'s numbering.
     units: RefCell<HashMap<u64, Rc<PartUnit>>>,
+}
+
+/// Where a part of split DWARF is.
+enum Split {
+    /// A `.dwo` file.
+    File(PathBuf),
+    /// The unit of this id in the DWARF package.
+    Package(gimli::DwoId),
 }
 
 /// One file of DWARF.
@@ -320,7 +347,14 @@ impl DebugInfo {
     /// Finds the DWARF of `path` (see the module docs for where). Only
     /// headers are read.
     pub fn open(path: &Path) -> Result<DebugInfo, Error> {
-        let (debug_file, owner) = locate::find(path)?;
+        DebugInfo::open_with(path, &[])
+    }
+
+    /// [`DebugInfo::open`], looking for a separate debug file in `dirs`
+    /// first (absolute, or relative to the directory of `path`), as
+    /// `--debuginfo` asks.
+    pub fn open_with(path: &Path, dirs: &[PathBuf]) -> Result<DebugInfo, Error> {
+        let (debug_file, owner) = locate::find(path, dirs)?;
         DebugInfo::from_owner(path, debug_file, owner)
     }
 
@@ -338,16 +372,43 @@ impl DebugInfo {
     fn from_owner(path: &Path, debug_file: PathBuf, owner: Arc<Owner>) -> Result<DebugInfo, Error> {
         let dwarf = locate::load_dwarf(&debug_file, owner.clone(), false, false)?;
         let mut parts = vec![Part { dwarf }];
-        for dwo in locate::split_dwarf_files(&debug_file, &parts[0].dwarf)? {
+        let mut split = Vec::new();
+        let (dwo_files, unfound) = locate::split_dwarf_files(&debug_file, &parts[0].dwarf)?;
+        for dwo in dwo_files {
             let owner = locate::map(&dwo)?;
             let mut dwarf = locate::load_dwarf(&dwo, owner, false, true)?;
             dwarf.file_type = gimli::DwarfFileType::Dwo;
             parts.push(Part { dwarf });
+            split.push(Split::File(dwo));
+        }
+        // Units whose .dwo is not there may be in a package beside.
+        let mut package = None;
+        if !unfound.is_empty() {
+            if let Some(dwp) = locate::package_beside(&[&debug_file, path]) {
+                let loaded = locate::load_package(&dwp, locate::map(&dwp)?)?;
+                for id in unfound {
+                    let found = loaded
+                        .find_cu(id, &parts[0].dwarf)
+                        .map_err(|e| Error::Dwarf {
+                            path: dwp.clone(),
+                            offset: 0,
+                            message: e.to_string(),
+                        })?;
+                    if let Some(dwarf) = found {
+                        parts.push(Part { dwarf });
+                        split.push(Split::Package(id));
+                    }
+                }
+                package = Some(loaded);
+            }
         }
         Ok(DebugInfo {
             path: path.to_path_buf(),
             debug_file,
             parts,
+            split,
+            package,
+            full_dwo: RefCell::new(HashMap::new()),
             owner,
             full: RefCell::new(None),
             index: RefCell::new(None),
@@ -622,17 +683,50 @@ impl DebugInfo {
             .unwrap_or_else(|| format!("the unit at {start:#x}")))
     }
 
-    /// Reads the type at `id`.
-    pub fn get(&self, id: TypeId) -> Result<Type, Error> {
+    /// The unit that holds the entry `id`, and the entry's offset in it.
+    fn locate(&self, id: TypeId) -> Result<(Rc<PartUnit>, UnitOffset), Error> {
         let index = self.index()?;
         let start = unit_of(&index.units, id.0);
         let unit = self.unit(start)?;
-        let fail = |e: gimli::Error| self.corrupt(id.0, e);
         let offset =
             id.0.checked_sub(start)
                 .and_then(|o| usize::try_from(o).ok())
                 .ok_or_else(|| self.corrupt(id.0, "type reference outside any unit"))?;
-        let mut tree = unit.entries_tree(Some(UnitOffset(offset))).map_err(fail)?;
+        Ok((unit, UnitOffset(offset)))
+    }
+
+    /// Part `part` (a `.dwo` file) with every section, and the sections
+    /// a split unit takes from the main file (`main`).
+    fn full_dwo(
+        &self,
+        part: usize,
+        main: &gimli::Dwarf<Reader>,
+    ) -> Result<Rc<gimli::Dwarf<Reader>>, Error> {
+        if let Some(d) = self.full_dwo.borrow().get(&part) {
+            return Ok(d.clone());
+        }
+        let dwarf = match (self.split.get(part.wrapping_sub(1)), &self.package) {
+            (Some(Split::File(path)), _) => {
+                let mut dwarf = locate::load_dwarf(path, locate::map(path)?, true, true)?;
+                dwarf.make_dwo(main);
+                dwarf
+            }
+            (Some(Split::Package(id)), Some(package)) => package
+                .find_cu(*id, main)
+                .map_err(|e| self.corrupt(0, e))?
+                .ok_or_else(|| self.corrupt(0, "a split unit left its package"))?,
+            _ => return Err(self.corrupt(0, "no such split DWARF file")),
+        };
+        let dwarf = Rc::new(dwarf);
+        self.full_dwo.borrow_mut().insert(part, dwarf.clone());
+        Ok(dwarf)
+    }
+
+    /// Reads the type at `id`.
+    pub fn get(&self, id: TypeId) -> Result<Type, Error> {
+        let (unit, offset) = self.locate(id)?;
+        let fail = |e: gimli::Error| self.corrupt(id.0, e);
+        let mut tree = unit.entries_tree(Some(offset)).map_err(fail)?;
         let root = tree.root().map_err(fail)?;
         let entry = root.entry().clone();
         let target = self.type_ref(&unit, &entry)?;

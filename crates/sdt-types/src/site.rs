@@ -46,7 +46,7 @@ impl DebugInfo {
         Ok(found)
     }
 
-    fn full_dwarf(&self) -> Result<Rc<gimli::Dwarf<Reader>>, Error> {
+    pub(crate) fn full_dwarf(&self) -> Result<Rc<gimli::Dwarf<Reader>>, Error> {
         if let Some(d) = &*self.full.borrow() {
             return Ok(d.clone());
         }
@@ -62,7 +62,7 @@ impl DebugInfo {
 
     /// The unit whose code holds `pc`: through `.debug_aranges`, else
     /// through each unit's ranges.
-    fn unit_at(
+    pub(crate) fn unit_at(
         &self,
         dwarf: &gimli::Dwarf<Reader>,
         pc: u64,

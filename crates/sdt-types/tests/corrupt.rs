@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use object::{Object, ObjectSection};
+use object::{Object, ObjectSection, ObjectSymbol};
 use sdt_types::{DebugInfo, Lookup};
 
 fn fixture() -> Option<Vec<u8>> {
@@ -33,9 +33,32 @@ fn build(flags: &[&str]) -> Option<Vec<u8>> {
 
 /// Everything a user of the crate does with a file.
 fn exercise(bytes: Vec<u8>) {
+    let functions: Vec<u64> = object::File::parse(&*bytes)
+        .map(|f| {
+            f.symbols()
+                .filter(|s| s.kind() == object::SymbolKind::Text)
+                .map(|s| s.address())
+                .collect()
+        })
+        .unwrap_or_default();
     let Ok(Some(info)) = DebugInfo::from_elf_bytes(bytes) else {
         return;
     };
+    for address in functions {
+        let _ = info.parameter_lines(address);
+        if let Ok(Some(f)) = info.function_at(address) {
+            for p in f.params {
+                let _ = info.passed_as(p.ty);
+            }
+        }
+    }
+    for line in [1, 40, 80, 120, 160] {
+        let _ = info.line_address(&sdt_types::SourceLine {
+            file: "subsys.c".into(),
+            line,
+            column: None,
+        });
+    }
     for name in [
         "struct subsystem",
         "enum subsystem_state",
@@ -65,10 +88,21 @@ fn the_intact_fixture_reads() {
 
 #[test]
 fn damaged_debug_info_gives_errors_not_panics() {
+    damage(".debug_info");
+}
+
+#[test]
+fn damaged_line_tables_and_address_ranges_give_errors_not_panics() {
+    damage(".debug_line");
+    damage(".debug_aranges");
+}
+
+/// Damages `section` of the fixture every way, and reads the result.
+fn damage(section: &str) {
     let Some(bytes) = fixture() else { return };
     let (start, size) = {
         let file = object::File::parse(&*bytes).unwrap();
-        let section = file.section_by_name(".debug_info").unwrap();
+        let section = file.section_by_name(section).unwrap();
         section.file_range().unwrap()
     };
     let (start, size) = (start as usize, size as usize);

@@ -9,7 +9,7 @@
 //! them only with one of those. With a program (`-e` or a file), the
 //! probes each of its attach points resolves to are listed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,8 +34,15 @@ const TYPES: &[(&str, &str)] = &[
 const INTERVAL_UNITS: &[&str] = &["hz", "ms", "s", "us"];
 
 /// Lists the probes matching `pattern` (every probe of the process with
-/// `-p` and no pattern).
-pub fn list(pattern: &str, pid: Option<i32>, verbose: bool) -> anyhow::Result<ExitCode> {
+/// `-p` and no pattern); with `verbose`, a uprobe's parameters from the
+/// DWARF of its file (separate debug files looked for in `debug_dirs`
+/// first) and a tracepoint's fields.
+pub fn list(
+    pattern: &str,
+    pid: Option<i32>,
+    verbose: bool,
+    debug_dirs: &[PathBuf],
+) -> anyhow::Result<ExitCode> {
     if let Some(c) = pattern
         .chars()
         .find(|c| c.is_control() || c.is_whitespace())
@@ -52,7 +59,7 @@ pub fn list(pattern: &str, pid: Option<i32>, verbose: bool) -> anyhow::Result<Ex
                 p if !p.contains(':') => format!("*:{p}"),
                 p => p.to_string(),
             };
-            search(&pattern, pid, verbose, &mut lines)?;
+            search(&pattern, pid, verbose, debug_dirs, &mut lines)?;
         }
     }
     print(lines)
@@ -81,6 +88,7 @@ fn search(
     pattern: &str,
     pid: Option<i32>,
     verbose: bool,
+    debug_dirs: &[PathBuf],
     lines: &mut BTreeSet<String>,
 ) -> anyhow::Result<()> {
     let parts: Vec<&str> = pattern.split(':').collect();
@@ -132,7 +140,10 @@ fn search(
                 for (shown, path) in files(target, pid)? {
                     let listed = match name {
                         "usdt" => usdt_file(&shown, &path, &tail.join(":"), lines),
-                        _ => uprobe_file(name, &shown, &path, &tail.join(":"), lines),
+                        _ => {
+                            let params = verbose.then_some(debug_dirs);
+                            uprobe_file(name, &shown, &path, &tail.join(":"), params, lines)
+                        }
                     };
                     // A glob may match files that are not ELF: they have
                     // no probes. A file named alone must be readable.
@@ -191,21 +202,39 @@ fn usdt_file(
     Ok(())
 }
 
+/// The functions of a file matching `symbol`; with `params` (the
+/// `--debuginfo` directories), each with its parameters from DWARF, an
+/// indented `TYPE NAME` line each, as bpftrace's `-lv` shows them.
 fn uprobe_file(
     kind: &str,
     shown: &str,
     path: &std::path::Path,
     symbol: &str,
+    params: Option<&[PathBuf]>,
     lines: &mut BTreeSet<String>,
 ) -> anyhow::Result<()> {
     let file = sdt_elf::ElfFile::open(path)?;
     let glob = matcher(symbol)?;
+    // Without debug information the functions are listed alone.
+    let dwarf = params.and_then(|dirs| sdt_types::DebugInfo::open_with(path, dirs).ok());
     for f in sdt_elf::functions(file.data())? {
         if glob.is_match(&f.name) || f.demangled.as_deref().is_some_and(|d| glob.is_match(d)) {
-            lines.insert(format!("{kind}:{shown}:{}", f.name));
+            let mut line = format!("{kind}:{shown}:{}", f.name);
+            if kind == "uprobe" {
+                line.push_str(&parameter_lines(dwarf.as_ref(), f.address));
+            }
+            lines.insert(line);
         }
     }
     Ok(())
+}
+
+/// The parameters of the function at `address` as `-lv` shows them, an
+/// indented `TYPE NAME` line each; nothing without DWARF describing it.
+fn parameter_lines(dwarf: Option<&sdt_types::DebugInfo>, address: u64) -> String {
+    let described = dwarf.map(|d| d.parameter_lines(address));
+    let params = described.and_then(Result::ok).flatten().unwrap_or_default();
+    params.iter().map(|p| format!("\n    {p}")).collect()
 }
 
 /// A process's probes: the executable's functions, and the USDT probes of
@@ -276,16 +305,23 @@ pub fn list_program(
     params: &[String],
     pid: Option<i32>,
     verbose: bool,
+    debug_dirs: &[PathBuf],
 ) -> Result<anyhow::Result<ExitCode>, Diagnostics> {
     let scope = Scope {
         pid,
         default_target: None,
         allow_unsafe: true,
+        debug_dirs: debug_dirs.to_vec(),
     };
     let bindings = sdt_bind::bind(script, params, &scope, Default::default())?;
     let mut lines = BTreeSet::new();
+    let mut dwarf = HashMap::new();
     for b in bindings.bound.iter().flatten() {
-        lines.extend(probe_lines(b));
+        let mut found = probe_lines(b);
+        if verbose {
+            add_parameters(b, &mut found, debug_dirs, &mut dwarf);
+        }
+        lines.extend(found);
     }
     if verbose {
         // The fields of each tracepoint, as `-lv PATTERN` shows them.
@@ -308,6 +344,30 @@ pub fn list_program(
         return Ok(print(detailed));
     }
     Ok(print(lines))
+}
+
+/// Appends to the lines of a uprobe at functions' entries (`found`, one
+/// per site) their parameters from DWARF, each file's read once.
+fn add_parameters(
+    b: &Bound,
+    found: &mut [String],
+    debug_dirs: &[PathBuf],
+    dwarf: &mut HashMap<PathBuf, Option<sdt_types::DebugInfo>>,
+) {
+    let (Target::Functions(functions), AttachSpec::Uprobe { ret: false, .. }) =
+        (&b.target, &b.spec)
+    else {
+        return;
+    };
+    for (line, f) in found.iter_mut().zip(functions) {
+        if f.offset != 0 {
+            continue;
+        }
+        let info = dwarf
+            .entry(f.path.clone())
+            .or_insert_with(|| sdt_types::DebugInfo::open_with(&f.path, debug_dirs).ok());
+        line.push_str(&parameter_lines(info.as_ref(), f.address));
+    }
 }
 
 /// The lines of one resolved attach point.

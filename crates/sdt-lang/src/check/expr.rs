@@ -137,6 +137,12 @@ impl Checker<'_> {
                 field_span,
                 arrow,
             } => {
+                // A uprobe's `args` are its function's parameters.
+                if matches!(scope.kind, ProbeKind::Uprobe | ProbeKind::Uretprobe)
+                    && matches!(&expr.kind, ExprKind::Ident(n) if n == "args")
+                {
+                    return self.uprobe_arg(field, *field_span, span, scope.kind);
+                }
                 // A USDT probe's `args` are its arguments as DWARF names
                 // them, when there is an object to read DWARF from.
                 if scope.kind == ProbeKind::Usdt
@@ -146,6 +152,10 @@ impl Checker<'_> {
                     return self.usdt_arg(field, *field_span, span);
                 }
                 let base = self.expr(expr, scope)?;
+                // A struct parameter that a uprobe read from registers.
+                if matches!(base.kind, TKind::Fields(_)) && !*arrow {
+                    return self.fields_member(base, field, *field_span, span);
+                }
                 self.field(base, field, *field_span, *arrow, span, scope)?
             }
             ExprKind::TupleIndex { expr, index } => {
@@ -313,10 +323,10 @@ impl Checker<'_> {
         if let Ok(v) = i64::try_from(n) {
             return Ok(TExpr::int(v, INT64, span));
         }
-        // As in bpftrace, a literal above i64::MAX is still an int64:
-        // `0xffffffffffffffff` is -1.
+        // As in bpftrace 0.22 and later, a literal above i64::MAX is a
+        // uint64: `0xffffffffffffffff` is 18446744073709551615.
         if let Ok(v) = u64::try_from(n) {
-            return Ok(TExpr::int(v as i64, INT64, span));
+            return Ok(TExpr::int(v as i64, UINT64, span));
         }
         Err(self.error(Diagnostic::error(
             span,
@@ -442,6 +452,9 @@ impl Checker<'_> {
     }
 
     pub(crate) fn args_record(&mut self, span: Span, scope: &Scope) -> R<TExpr> {
+        if matches!(scope.kind, ProbeKind::Uprobe | ProbeKind::Uretprobe) {
+            return self.uprobe_args(span, scope.kind);
+        }
         match &scope.tracepoint {
             Some((id, _)) => Ok(TExpr {
                 kind: TKind::CtxRecord,
@@ -607,7 +620,14 @@ impl Checker<'_> {
                     )));
                 }
                 // `-` and `~` keep their operand's type, as in bpftrace:
-                // `-arg0` is a uint64, `~(uint32)0` is 4294967295.
+                // `-arg0` is a uint64, `~(uint32)0` is 4294967295. A
+                // positive literal is unsigned to bpftrace 0.22 and later,
+                // so `~10` is 18446744073709551605.
+                if let (UnOp::BitNot, ExprKind::Int(n)) = (op, &operand.kind) {
+                    if let Ok(v) = u64::try_from(*n) {
+                        return Ok(TExpr::int(!v as i64, UINT64, span));
+                    }
+                }
                 if let (UnOp::Neg | UnOp::BitNot, TKind::Int(v)) = (op, &value.kind) {
                     let folded = if op == UnOp::Neg {
                         v.wrapping_neg()
@@ -638,7 +658,7 @@ impl Checker<'_> {
     }
 
     /// What `*ptr` is: a scalar read, or a place for a struct or array.
-    fn pointee_place(&mut self, ptr: TExpr, pointee: Ty, span: Span) -> R<TExpr> {
+    pub(crate) fn pointee_place(&mut self, ptr: TExpr, pointee: Ty, span: Span) -> R<TExpr> {
         match pointee {
             Ty::Void => Err(self.error(
                 Diagnostic::error(span, "cannot read through a `void *`")

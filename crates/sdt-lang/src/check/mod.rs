@@ -15,6 +15,7 @@ mod builtins;
 mod calls;
 mod expr;
 mod objects;
+mod uprobe_args;
 
 use std::collections::HashMap;
 
@@ -23,7 +24,9 @@ use crate::diag::{did_you_mean, suggest, Diagnostic, Diagnostics, Span};
 use crate::hir::{MapDecl, MapId, ProbeInstance, ProbeKind, Program, TExpr, TKind, TStmt, VarId};
 use crate::types::{Field, Record, RecordId, Ty, TypeRegistry};
 
-pub use self::objects::{NoObjects, Objects, Refusal, UsdtArg};
+pub use self::objects::{
+    FunctionArgs, FunctionParam, NoObjects, Objects, ParamPlace, Refusal, UsdtArg,
+};
 
 /// What the checker needs to know from outside the script.
 #[derive(Clone, Debug)]
@@ -82,6 +85,23 @@ pub struct TargetInfo {
     pub object_file: Option<std::path::PathBuf>,
     /// A USDT probe's sites, for `args.NAME`.
     pub usdt_sites: Vec<UsdtSite>,
+    /// The functions a uprobe attaches to, for `args`.
+    pub functions: Vec<FunctionEntry>,
+}
+
+/// One function a uprobe attaches to, as far as its parameters go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionEntry {
+    /// The object, as the user or the process names it.
+    pub object: std::path::PathBuf,
+    /// Where it is read (see [`TargetInfo::object_file`]).
+    pub object_file: std::path::PathBuf,
+    /// The symbol as matched, for messages.
+    pub symbol: String,
+    /// The link-time address of the function's first instruction.
+    pub address: u64,
+    /// How far into the function the probe is: 0 at its entry.
+    pub offset: u64,
 }
 
 /// One USDT site, as far as typing its arguments goes.
@@ -184,6 +204,7 @@ pub fn offline_attach(
                     object: None,
                     object_file: None,
                     usdt_sites: Vec::new(),
+                    functions: Vec::new(),
                 }],
             });
         }

@@ -1,15 +1,16 @@
 //! What the checker asks of the files a probe attaches to.
 //!
 //! A cast may name a C type the script does not define, `args.NAME` in a
-//! USDT probe names a variable of the traced program, and `uaddr()` names
-//! one of its globals. All three are answered from the probe's object (its
-//! DWARF and symbol table), which the front end never reads itself: it
+//! USDT probe names a variable of the traced program, `args` in a uprobe
+//! the traced function's parameters, and `uaddr()` names one of its
+//! globals. All are answered from the probe's object (its DWARF and
+//! symbol table), which the front end never reads itself: it
 //! asks through this trait, which the binder implements on the files it
 //! opened and checked (`sdt-bind`), and [`NoObjects`] answers for code
 //! checked without any file (fuzzing, `--dump` of tests, unit tests).
 //! So the front end stays text in, HIR out.
 
-use crate::types::{Ty, TypeRegistry};
+use crate::types::{RecordId, Ty, TypeRegistry};
 
 use super::TargetInfo;
 
@@ -34,6 +35,17 @@ pub trait Objects {
         registry: &mut TypeRegistry,
     ) -> Result<UsdtArg, Refusal>;
 
+    /// `args` of a uprobe: the parameters of the function `target`
+    /// attaches to (every function it matches must agree), where the
+    /// calling convention puts them at the function's entry.
+    fn function_args(
+        &mut self,
+        _target: &TargetInfo,
+        _registry: &mut TypeRegistry,
+    ) -> Result<FunctionArgs, Refusal> {
+        Err(Refusal::new("this probe has no object to read DWARF from"))
+    }
+
     /// The definitions, `(link-time address, size)`, of the data symbol
     /// `symbol` in `target`'s object.
     fn data_symbols(
@@ -57,6 +69,41 @@ pub enum UsdtArg {
     /// No argument is that variable; `names` are the variables that are
     /// arguments.
     Unknown { names: Vec<String> },
+}
+
+/// A uprobe's `args`: a struct of the traced function's parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FunctionArgs {
+    /// The function, as messages name it.
+    pub function: String,
+    /// The struct `args` is, each parameter at its [`FunctionParam::offset`].
+    pub record: RecordId,
+    pub params: Vec<FunctionParam>,
+}
+
+/// One parameter of a traced function.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FunctionParam {
+    pub name: String,
+    pub ty: Ty,
+    /// Where it is in [`FunctionArgs::record`].
+    pub offset: u64,
+    pub place: ParamPlace,
+}
+
+/// Where a parameter is when its function is entered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParamPlace {
+    /// In registers, by their offsets in `pt_regs`: eight bytes of the
+    /// value each, in order.
+    Registers(Vec<i16>),
+    /// In the traced process's memory, `offset` bytes above the stack
+    /// pointer (`pt_regs` offset `sp`).
+    Stack { sp: i16, offset: u64 },
+    /// At the address the register at this `pt_regs` offset holds.
+    Reference(i16),
+    /// Not readable, and why.
+    Unreadable(String),
 }
 
 /// Why a question about an object has no answer: a message, what to

@@ -91,12 +91,12 @@ fn counts_merge_cpus() {
 }
 
 #[test]
-fn stats_and_avg_end_with_a_blank_line() {
+fn stats_print_as_a_record() {
     let st = decl("stats", vec![], Ty::Agg(Agg::Stats { signed: true }));
     let entries = vec![(int_key(0), vec![words(&[2, 21]), words(&[1, -50])])];
     assert_eq!(
         text(&st, entries.clone()),
-        "@stats: count 3, average -9, total -29\n\n"
+        "@stats: { .count = 3, .average = -9, .total = -29 }\n"
     );
     assert_eq!(
         json(&st, entries).unwrap(),
@@ -104,7 +104,7 @@ fn stats_and_avg_end_with_a_blank_line() {
     );
     let avg = decl("avgneg", vec![], Ty::Agg(Agg::Avg { signed: true }));
     let entries = vec![(int_key(0), vec![words(&[2, -21])])];
-    assert_eq!(text(&avg, entries.clone()), "@avgneg: -10\n\n");
+    assert_eq!(text(&avg, entries.clone()), "@avgneg: -10\n");
     assert_eq!(
         json(&avg, entries).unwrap(),
         "{\"type\": \"stats\", \"data\": {\"@avgneg\": -10}}"
@@ -125,7 +125,7 @@ fn hist_layout_matches_bpftrace() {
         bucket(8, 1),
         bucket(0, 2),
     ];
-    let want = "@h: \n\
+    let want = "@h:\n\
 (..., 0)               2 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
 [0]                    1 |@@@@@@@@@@@@@@@@@@@@@@@@@@                          |\n\
 [1]                    2 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
@@ -138,9 +138,9 @@ fn hist_layout_matches_bpftrace() {
     assert_eq!(text(&d, entries.clone()), want);
     assert_eq!(
         json(&d, entries).unwrap(),
-        "{\"type\": \"hist\", \"data\": {\"@h\": [{\"max\": -1, \"count\": 2}, {\"min\": 0, \"max\": 0, \"count\": 1}, \
-         {\"min\": 1, \"max\": 1, \"count\": 2}, {\"min\": 2, \"max\": 3, \"count\": 2}, {\"min\": 4, \"max\": 7, \"count\": 2}, \
-         {\"min\": 8, \"max\": 15, \"count\": 1}, {\"min\": 16, \"max\": 31, \"count\": 0}, {\"min\": 32, \"max\": 63, \"count\": 0}, \
+        "{\"type\": \"hist\", \"data\": {\"@h\": [{\"max\": -1, \"count\": 2},{\"min\": 0, \"max\": 0, \"count\": 1},\
+         {\"min\": 1, \"max\": 1, \"count\": 2},{\"min\": 2, \"max\": 3, \"count\": 2},{\"min\": 4, \"max\": 7, \"count\": 2},\
+         {\"min\": 8, \"max\": 15, \"count\": 1},{\"min\": 16, \"max\": 31, \"count\": 0},{\"min\": 32, \"max\": 63, \"count\": 0},\
          {\"min\": 64, \"max\": 127, \"count\": 1}]}}"
     );
     // Units, and buckets past 2G that bpftrace 0.17 folds into [2G, 4G).
@@ -164,7 +164,7 @@ fn lhist_labels_and_overflow() {
     );
     let bucket = |i: i64, n: i64| (int_key(i), vec![words(&[n])]);
     // lhist(7, 3, 20, 5) and lhist(19, 3, 20, 5).
-    let want = "@odd: \n\
+    let want = "@odd:\n\
 [3, 8)                 1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
 [8, 13)                0 |                                                    |\n\
 [13, 18)               0 |                                                    |\n\
@@ -180,12 +180,12 @@ fn lhist_labels_and_overflow() {
         }),
     );
     let got = text(&k, vec![bucket(1, 1), bucket(3, 1), bucket(5, 1)]);
-    assert!(got.starts_with("@k: \n[0, 1K)  "), "{got}");
+    assert!(got.starts_with("@k:\n[0, 1K)  "), "{got}");
     assert!(got.contains("[4K, ...)  "), "{got}");
     assert_eq!(
         json(&d, vec![bucket(0, 1), bucket(4, 1)]).unwrap(),
-        "{\"type\": \"hist\", \"data\": {\"@odd\": [{\"max\": 2, \"count\": 1}, {\"min\": 3, \"max\": 7, \"count\": 0}, \
-         {\"min\": 8, \"max\": 12, \"count\": 0}, {\"min\": 13, \"max\": 17, \"count\": 0}, {\"min\": 20, \"count\": 1}]}}"
+        "{\"type\": \"hist\", \"data\": {\"@odd\": [{\"max\": 2, \"count\": 1},{\"min\": 3, \"max\": 7, \"count\": 0},\
+         {\"min\": 8, \"max\": 12, \"count\": 0},{\"min\": 13, \"max\": 17, \"count\": 0},{\"min\": 20, \"count\": 1}]}}"
     );
 }
 
@@ -210,22 +210,20 @@ fn keyed_histograms_sort_by_total() {
     ];
     let got = text(&d, entries);
     let headers: Vec<&str> = got.lines().filter(|l| l.starts_with('@')).collect();
-    assert_eq!(headers, ["@h[aa]: ", "@h[bb]: ", "@h[cc]: "]);
+    assert_eq!(headers, ["@h[aa]:", "@h[bb]:", "@h[cc]:"]);
 }
 
 #[test]
 fn empty_maps_and_top_and_div() {
     let c = decl("c", vec![], Ty::Agg(Agg::Count));
-    assert_eq!(text(&c, vec![]), "@c: 0\n");
-    assert_eq!(
-        json(&c, vec![]).unwrap(),
-        "{\"type\": \"map\", \"data\": {\"@c\": 0}}"
-    );
+    // bpftrace 0.26 prints nothing for a map without entries.
+    assert_eq!(text(&c, vec![]), "");
+    assert_eq!(json(&c, vec![]), None);
     let s = decl("s", vec![INT64], Ty::Agg(Agg::Stats { signed: true }));
-    assert_eq!(text(&s, vec![]), "\n\n");
+    assert_eq!(text(&s, vec![]), "");
     assert_eq!(json(&s, vec![]), None);
     let m = decl("m", vec![INT64], INT64);
-    assert_eq!(text(&m, vec![]), "\n");
+    assert_eq!(text(&m, vec![]), "");
     let entries: Vec<Entry> = (1..=5)
         .map(|k| (int_key(k), vec![words(&[k * 10])]))
         .collect();
