@@ -22,7 +22,9 @@ use clap::{Parser, Subcommand};
 mod dtrace;
 mod fleet;
 mod list;
+mod pictures;
 mod run;
+mod stackcount;
 mod tools;
 mod trace;
 mod types;
@@ -63,6 +65,7 @@ once, killing CMD.";
         sdt run -e 'usdt::python:function__entry { @[str(arg1)] = count(); }' -c 'python3.11 app.py'\n  \
         sdt calls -L -c 'python3.11 app.py'      count calls; also flow, gc, objnew, threads, stat\n  \
         sdt serve /etc/sdt                       every program of a directory, as Prometheus metrics\n  \
+        sdt stackcount -f folded -c ./app app:slow  the user stacks that reach a probe, for flame graphs\n  \
         sdt types ./server 'struct request'      a C type from the debug information, laid out like pahole\n\n\
         Run `sdt help COMMAND` (list, trace, run, types, calls, ...) for more."
 )]
@@ -78,6 +81,7 @@ enum Command {
     // Boxed: its many options make it far larger than the others.
     Run(Box<run::RunArgs>),
     Types(types::TypesArgs),
+    Stackcount(stackcount::StackcountArgs),
     Calls(tools::CallsArgs),
     Flow(tools::FlowArgs),
     Gc(tools::GcArgs),
@@ -137,6 +141,7 @@ fn main() -> ExitCode {
             Command::Stat(args) => tools::stat(args),
             Command::Serve(args) => fleet::serve(args),
             Command::Types(args) => types::run(args),
+            Command::Stackcount(args) => stackcount::run(args),
             Command::Dtrace(args) => dtrace::run(args),
             Command::Bpftrace { args } => {
                 as_bpftrace = true;

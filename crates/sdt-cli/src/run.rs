@@ -28,6 +28,7 @@ use sdt_lang::check::{CheckOptions, MAX_STRLEN};
 use sdt_lang::config::{Config, ConfigError};
 use sdt_lang::diag::Diagnostics;
 use sdt_lang::getopt::{self, BindError};
+use sdt_output::tee::Tee;
 use sdt_output::{Format, Losses, Sink};
 use sdt_runtime::run::{RunOptions, Runner, Summary};
 use sdt_runtime::traced::Traced;
@@ -36,6 +37,7 @@ use sdt_serve::fleet::{Fleet, FleetError};
 use sdt_serve::program::ProgramFiles;
 
 use self::output::{Buffering, Output};
+use crate::pictures::TimelineArgs;
 
 const AFTER_HELP: &str = "\
 PROBES:
@@ -143,6 +145,16 @@ pub struct RunArgs {
     /// text on standard error).
     #[arg(short = 'f', value_name = "FORMAT", default_value = "text")]
     format: String,
+
+    /// Also write the maps keyed by ustack as an interactive SVG flame
+    /// graph to FILE when the run ends; with several such maps, one file
+    /// each, named with the map's name before FILE's extension
+    /// (flame@stacks.svg).
+    #[arg(long, value_name = "FILE")]
+    flamegraph: Option<PathBuf>,
+
+    #[command(flatten)]
+    timeline: TimelineArgs,
 
     /// Quiet: no `Attaching N probes...`.
     #[arg(short = 'q', long = "quiet")]
@@ -689,6 +701,7 @@ impl Run<'_> {
                 cpid: traced.cpid(),
                 map_entries: u32::try_from(self.config.max_map_keys.max(1)).unwrap_or(u32::MAX),
                 ring_size: args.buffer_size,
+                stamp_printf: args.timeline.timeline.is_some(),
                 machine: sdt_codegen::Machine::current(),
             },
         };
@@ -777,6 +790,12 @@ impl Run<'_> {
             }
             format => format.sink(out),
         };
+        let mut pictures: Vec<Box<dyn Sink>> = Vec::new();
+        if let Some(path) = &args.flamegraph {
+            pictures.push(Box::new(crate::pictures::flamegraph(path)?));
+        }
+        pictures.extend(args.timeline.sink([])?);
+        let sink = Tee::of(sink, pictures);
         let sink = match &fleet {
             Some(fleet) => fleet.sink(sink),
             None => sink,
@@ -823,7 +842,7 @@ impl Run<'_> {
         if let Some(fleet) = fleet {
             crate::fleet::report_push(fleet.finish());
         }
-        ended.runtime.flush();
+        ended.runtime.sink().finish();
         if let Some(e) = ended.runtime.error() {
             if e.kind() != io::ErrorKind::BrokenPipe {
                 anyhow::bail!("cannot write the output: {e}");

@@ -98,6 +98,7 @@ impl Target {
             command: self.command,
             format: self.format,
             print_program: self.print_program,
+            pictures: sdt_tools::Pictures::default(),
         }
     }
 }
@@ -115,6 +116,15 @@ pub struct CallsArgs {
 
     #[command(flatten)]
     options: CallsOptions,
+
+    /// Also write the calls' stacks, built from the runtime's entries and
+    /// returns (`<module>;main;fib;fib`), as an interactive SVG flame
+    /// graph to FILE: widths by calls, or with -L by time spent.
+    #[arg(long, value_name = "FILE")]
+    flamegraph: Option<std::path::PathBuf>,
+
+    #[command(flatten)]
+    timeline: crate::pictures::TimelineArgs,
 
     #[command(flatten)]
     every: Every,
@@ -179,7 +189,21 @@ pub struct Every {
 
 pub fn calls(args: CallsArgs) -> anyhow::Result<ExitCode> {
     let Every { interval, count } = args.every;
-    calls::run(&args.common.tools(), &args.options.tools(interval, count))
+    let mut pictures: Vec<Box<dyn sdt_output::Sink>> = Vec::new();
+    if let Some(path) = &args.flamegraph {
+        let title = if args.options.latency {
+            "sdt calls -L: time spent, by call stack"
+        } else {
+            "sdt calls: calls, by call stack"
+        };
+        pictures.push(Box::new(crate::pictures::flamegraph(path)?.titled(title)));
+    }
+    pictures.extend(args.timeline.sink([])?);
+    let common = sdt_tools::Common {
+        pictures: sdt_tools::Pictures::new(pictures),
+        ..args.common.tools()
+    };
+    calls::run(&common, &args.options.tools(interval, count))
 }
 
 /// `ucalls`: BCC's positional PID, then its INTERVAL.
@@ -210,12 +234,18 @@ pub struct FlowArgs {
     method: Option<String>,
 
     #[command(flatten)]
+    timeline: crate::pictures::TimelineArgs,
+
+    #[command(flatten)]
     pid: PositionalPid,
 }
 
 pub fn flow(args: FlowArgs) -> anyhow::Result<ExitCode> {
     let (class, method) = (args.class, args.method);
-    let common = args.common.with_pid(args.pid).tools();
+    let common = sdt_tools::Common {
+        pictures: args.timeline.pictures()?,
+        ..args.common.with_pid(args.pid).tools()
+    };
     flow::run(&common, &flow::Options { class, method })
 }
 
@@ -232,6 +262,9 @@ pub struct GcArgs {
     /// Show only collections that took at least MIN milliseconds.
     #[arg(short = 'm', long = "min", value_name = "MIN")]
     min_ms: Option<u64>,
+
+    #[command(flatten)]
+    timeline: crate::pictures::TimelineArgs,
 
     #[command(flatten)]
     pid: PositionalPid,
@@ -256,7 +289,8 @@ pub struct UgcArgs {
 }
 
 pub fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
-    gc_in(args.common.with_pid(args.pid), args.min_ms, false)
+    let pictures = args.timeline.pictures()?;
+    gc_in(args.common.with_pid(args.pid), args.min_ms, false, pictures)
 }
 
 /// `ugc`: BCC's options (`-m` is the unit there, `-M` the minimum).
@@ -265,16 +299,26 @@ fn ugc(args: UgcArgs) -> anyhow::Result<ExitCode> {
         args.common.with_pid(args.pid),
         args.min_ms,
         args.milliseconds,
+        sdt_tools::Pictures::default(),
     )
 }
 
 /// `gc` with its options, however they were given.
-fn gc_in(common: Common, min_ms: Option<u64>, milliseconds: bool) -> anyhow::Result<ExitCode> {
+fn gc_in(
+    common: Common,
+    min_ms: Option<u64>,
+    milliseconds: bool,
+    pictures: sdt_tools::Pictures,
+) -> anyhow::Result<ExitCode> {
     let options = gc::Options {
         min_ms,
         milliseconds,
     };
-    gc::run(&common.tools(), &options)
+    let common = sdt_tools::Common {
+        pictures,
+        ..common.tools()
+    };
+    gc::run(&common, &options)
 }
 
 #[derive(Args, Debug)]
@@ -434,6 +478,9 @@ pub struct DbslowerArgs {
 
     #[command(flatten)]
     spans: crate::fleet::SpanArgs,
+
+    #[command(flatten)]
+    timeline: crate::pictures::TimelineArgs,
 }
 
 pub fn dbslower(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
@@ -444,7 +491,11 @@ pub fn dbslower(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
         exe: args.exe,
         spans: pusher.as_ref().map(sdt_otlp::Pusher::spans),
     };
-    let status = dbslower::run(&args.target.tools(), &options);
+    let common = sdt_tools::Common {
+        pictures: args.timeline.pictures()?,
+        ..args.target.tools()
+    };
+    let status = dbslower::run(&common, &options);
     crate::fleet::report_push(pusher.map(|p| p.finish(std::time::Duration::from_secs(2))));
     status
 }

@@ -8,11 +8,14 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use sdt_lang::check::CheckOptions;
 use sdt_lang::hir::StringArg;
+use sdt_output::tee::Tee;
 use sdt_output::{Format, TraceSummary};
 use sdt_runtime::run::{RunOptions, Runner};
 use sdt_trace::ProbeSpec;
 
 use sdt_runtime::traced::Traced;
+
+use crate::pictures::TimelineArgs;
 
 const AFTER_HELP: &str = "\
 PROBES:
@@ -43,6 +46,11 @@ OUTPUT:
     {\"summary\":{\"events\":N,\"lost\":N,\"sites\":N}}
   Events that the ring buffer had no room for are counted and reported at
   exit (stderr, or the summary object); none is lost silently.
+  --timeline FILE also writes a timeline (Chrome Trace Event JSON, for
+  Perfetto UI, chrome://tracing or speedscope): one track per thread, each
+  hit an instant event with its arguments, and the hits of probes whose
+  names pair (X__entry/X__return, X-start/X-done, X_begin/X_end, ...) a
+  slice from one to the other on their thread.
 
 EXAMPLES:
   sdt trace -c 'python3.11 script.py' -s 0 -s 1 python:function__entry
@@ -97,6 +105,9 @@ pub struct TraceArgs {
     /// Ring-buffer size: a power of two with an optional K, M or G suffix.
     #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = crate::parse_size)]
     buffer_size: u32,
+
+    #[command(flatten)]
+    timeline: TimelineArgs,
 
     /// Print the generated BPF programs to stderr before tracing.
     #[arg(long)]
@@ -218,7 +229,13 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         filter_tracepoints: false,
         max_cat_bytes: u64::MAX,
     };
-    let runner = Runner::load(&compilation, &run, format.sink(out))?;
+    let probes = compilation
+        .sites
+        .iter()
+        .map(|s| (s.provider.as_str(), s.name.as_str()));
+    let timeline = args.timeline.sink(probes)?;
+    let sink = Tee::of(format.sink(out), timeline.into_iter().collect());
+    let runner = Runner::load(&compilation, &run, sink)?;
     let sites = compilation.sites.len();
     // A closed pipe or a full disk stops the trace (the runner's output
     // has failed, which the run loop sees).
@@ -240,7 +257,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     };
     let sink = ended.runtime.sink();
     sink.summary(&summary);
-    sink.flush();
+    sink.finish();
     if let Some(err) = sink.error() {
         if err.kind() != io::ErrorKind::BrokenPipe {
             bail!("cannot write events: {err}");

@@ -51,9 +51,11 @@ pub fn user_map(id: MapId) -> u32 {
 /// How user space handles a record with a given output id.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OutputInfo {
+    /// A `printf`; with `stamped`, its [`stamp`] follows the header.
     Printf {
         format: u32,
         fields: Vec<Field>,
+        stamped: bool,
     },
     System {
         format: u32,
@@ -131,6 +133,19 @@ pub mod snapshot {
     pub const COUNT: u32 = 24;
     /// Where an entry's key starts.
     pub const HEADER_END: u32 = 32;
+}
+
+/// Layout of the stamp of a `printf` record compiled for a timeline
+/// ([`Options::stamp_printf`](crate::Options::stamp_printf)): when and on
+/// which thread it was made. The fields follow it.
+pub mod stamp {
+    /// `bpf_ktime_get_ns()`.
+    pub const TIME: u32 = 8;
+    pub const PID_TGID: u32 = 16;
+    /// The thread's name, 16 bytes.
+    pub const COMM: u32 = 24;
+    /// Where the fields start.
+    pub const END: u32 = 40;
 }
 
 /// Layout of an `Event` record (see [`OutputInfo::Event`]).

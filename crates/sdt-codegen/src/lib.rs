@@ -110,6 +110,10 @@ pub struct Options {
     pub map_entries: u32,
     /// Bytes of the ring buffer.
     pub ring_size: u32,
+    /// Whether each `printf` record carries the time and thread of the
+    /// hit ([`layout::stamp`]), for a timeline. Off, a `printf` costs
+    /// nothing for it.
+    pub stamp_printf: bool,
     /// What the programs know about the machine they run on.
     pub machine: Machine,
 }
@@ -166,6 +170,7 @@ impl Default for Options {
             cpid: 0,
             map_entries: 4096,
             ring_size: 4 << 20,
+            stamp_printf: false,
             machine: Machine::current(),
         }
     }
@@ -273,7 +278,15 @@ pub fn compile(
                 MapType::StackTrace,
                 4,
                 8 * layout::STACK_DEPTH,
-                if shared.stacks { 16384 } else { 1 },
+                // A stack whose hash bucket another stack holds is lost
+                // (and counted): with many distinct stacks, a larger map
+                // loses fewer. Like bpftrace, BPFTRACE_MAP_KEYS_MAX sizes
+                // it too, never below 16384.
+                if shared.stacks {
+                    options.map_entries.max(16384)
+                } else {
+                    1
+                },
             )
             .name("sdt_stacks"),
             used: shared.stacks,

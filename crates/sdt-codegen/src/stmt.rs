@@ -329,6 +329,8 @@ impl Gen<'_> {
 
     fn output(&mut self, output: &Output) -> R<()> {
         let registry = &self.program.registry;
+        let stamped = self.options.stamp_printf && matches!(output, Output::Printf { .. });
+        let start = if stamped { layout::stamp::END } else { HEADER };
         let fields = |args: &[TExpr]| -> Vec<Field> {
             let types: Vec<Ty> = args.iter().map(|a| a.ty.clone()).collect();
             Ty::tuple_offsets(&types, registry)
@@ -336,7 +338,7 @@ impl Gen<'_> {
                 .zip(types)
                 .map(|(at, ty)| Field {
                     ty,
-                    offset: HEADER + at,
+                    offset: start + at,
                 })
                 .collect()
         };
@@ -345,6 +347,7 @@ impl Gen<'_> {
                 OutputInfo::Printf {
                     format: *format,
                     fields: fields(args),
+                    stamped,
                 },
                 args.iter().collect(),
                 false,
@@ -423,7 +426,7 @@ impl Gen<'_> {
             }],
             _ => Vec::new(),
         };
-        let size = field_list.last().map_or(HEADER, |f| {
+        let size = field_list.last().map_or(start, |f| {
             f.offset + self.value_size(&f.ty).next_multiple_of(8)
         });
         let all_scalar = field_list.iter().all(|f| f.ty.is_scalar());
@@ -433,6 +436,9 @@ impl Gen<'_> {
             self.frame.scratch(size)
         };
         record.store_imm(&mut self.b, Size::DW, 0, id as i32);
+        if stamped {
+            self.stamp(record);
+        }
         for (arg, field) in args.iter().zip(&field_list) {
             self.write_value(arg, record.offset(field.offset), &field.ty)?;
         }
@@ -442,6 +448,18 @@ impl Gen<'_> {
             self.b.jump(exit);
         }
         Ok(())
+    }
+
+    /// The time, thread and thread name of a record ([`layout::stamp`]).
+    fn stamp(&mut self, record: Mem) {
+        use layout::stamp;
+        self.b.call(Helper::KtimeGetNs);
+        record.store(&mut self.b, Size::DW, stamp::TIME, Reg::R0);
+        self.b.call(Helper::GetCurrentPidTgid);
+        record.store(&mut self.b, Size::DW, stamp::PID_TGID, Reg::R0);
+        record.address(&mut self.b, Reg::R1, stamp::COMM);
+        self.b.push(Insn::mov64_imm(Reg::R2, 16));
+        self.b.call(Helper::GetCurrentComm);
     }
 
     /// `bpf_ringbuf_output` of a record, counting it as lost when the ring

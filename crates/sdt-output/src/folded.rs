@@ -9,9 +9,10 @@
 //! that a flame graph splits by them first. A frame is its function's
 //! (demangled) name, without the offset, so that hits at different
 //! places in one function add up; where the symbol is unknown, the
-//! object's name in brackets (`[libc.so.6]`), else the address. A `;` in
-//! a frame would split it in two, so it becomes `:`; control characters
-//! become `?`.
+//! object's name in brackets (`[libc.so.6]`), else the address; a stack
+//! without frames (one the kernel could not record, which is counted and
+//! reported) is the one frame `[no stack]`. A `;` in a frame would split
+//! it in two, so it becomes `:`; control characters become `?`.
 //!
 //! Everything else a run produces (maps without a stack, `printf`,
 //! values, a language tool's reports) is not a stack: it goes to standard error as text, so that
@@ -51,28 +52,12 @@ impl Sink for Folded<'_> {
     }
 
     fn map(&mut self, map: &MapPrint) {
-        let stacked = map
-            .rows
-            .first()
-            .is_some_and(|row| row.key.iter().any(|k| matches!(k, Datum::Stack(_))));
-        if !stacked {
+        let Some(stacks) = fold(map) else {
             self.rest.map(map);
             return;
-        }
-        let mut folded: std::collections::BTreeMap<String, i128> = Default::default();
-        for row in &map.rows {
-            let mut frames: Vec<String> = Vec::new();
-            for part in &row.key {
-                match part {
-                    Datum::Stack(stack) => frames.extend(stack_frames(stack)),
-                    other => frames.push(frame(&text::datum(other, Context::Key))),
-                }
-            }
-            *folded.entry(frames.join(";")).or_default() += row.value.number();
-        }
+        };
         let mut lines = String::new();
-        for (path, count) in folded {
-            let count = count / i128::from(map.div.max(1));
+        for (path, count) in stacks {
             lines.push_str(&format!("{path} {count}\n"));
         }
         self.out.write(lines.as_bytes());
@@ -122,21 +107,62 @@ impl Sink for Folded<'_> {
     }
 }
 
-/// A stack's frames, root first.
-fn stack_frames(stack: &Stack) -> impl Iterator<Item = String> + '_ {
-    stack
-        .frames
-        .iter()
-        .rev()
-        .map(|f| match (&f.symbol, &f.module) {
-            (Some((name, _)), _) => frame(name),
-            (None, Some(module)) => {
-                let base = module.rsplit('/').next().unwrap_or(module);
-                frame(&format!("[{base}]"))
+/// The stacks of a map keyed by a user stack, folded (`frame;frame`,
+/// root first), sorted, with their counts (divided by `print`'s `div`);
+/// stacks that fold to the same line are added up. `None` for a map
+/// without a stack in its key.
+pub fn fold(map: &MapPrint) -> Option<Vec<(String, i128)>> {
+    let stacked = map
+        .rows
+        .first()
+        .is_some_and(|row| row.key.iter().any(|k| matches!(k, Datum::Stack(_))));
+    if !stacked {
+        return None;
+    }
+    let mut folded: std::collections::BTreeMap<String, i128> = Default::default();
+    for row in &map.rows {
+        let mut frames: Vec<String> = Vec::new();
+        for part in &row.key {
+            match part {
+                Datum::Stack(stack) => frames.extend(stack_frames(stack)),
+                other => frames.push(frame(&text::datum(other, Context::Key))),
             }
-            (None, None) => format!("{:#x}", f.addr),
-        })
+        }
+        *folded.entry(frames.join(";")).or_default() += row.value.number();
+    }
+    let div = i128::from(map.div.max(1));
+    Some(
+        folded
+            .into_iter()
+            .map(|(path, n)| (path, n / div))
+            .collect(),
+    )
 }
+
+/// A stack's frames, root first; a stack without any (one that could not
+/// be recorded, or a probe without a user stack) is one frame that says so.
+fn stack_frames(stack: &Stack) -> Box<dyn Iterator<Item = String> + '_> {
+    if stack.frames.is_empty() {
+        return Box::new(std::iter::once(NO_STACK.to_string()));
+    }
+    Box::new(
+        stack
+            .frames
+            .iter()
+            .rev()
+            .map(|f| match (&f.symbol, &f.module) {
+                (Some((name, _)), _) => frame(name),
+                (None, Some(module)) => {
+                    let base = module.rsplit('/').next().unwrap_or(module);
+                    frame(&format!("[{base}]"))
+                }
+                (None, None) => format!("{:#x}", f.addr),
+            }),
+    )
+}
+
+/// The frame of a stack without frames.
+const NO_STACK: &str = "[no stack]";
 
 /// A frame's text, with what would break a folded line replaced.
 fn frame(text: &str) -> String {
@@ -201,7 +227,7 @@ mod tests {
         }
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "app;0x8;main;[libc.so.6];leaf:x 9\nzap 1\n"
+            "app;0x8;main;[libc.so.6];leaf:x 9\nzap;[no stack] 1\n"
         );
     }
 }

@@ -385,7 +385,7 @@ fn hit_object(line: &mut Vec<u8>, hit: &Hit<'_>) {
 
 /// Appends `bytes` as a JSON string, as strict JSON readers want it:
 /// bytes that are not UTF-8 become U+FFFD.
-fn lossy_string(line: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn lossy_string(line: &mut Vec<u8>, bytes: &[u8]) {
     line.push(b'"');
     for c in String::from_utf8_lossy(bytes).chars() {
         match c {

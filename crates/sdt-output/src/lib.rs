@@ -20,21 +20,34 @@
 //! it goes, so they are no sink: [`metrics`] turns map snapshots into
 //! metric families, and [`prometheus`] writes those as a scrape of
 //! `/metrics` reads them.
+//!
+//! Pictures are sinks too, written beside the chosen format rather than
+//! instead of it: [`flamegraph`] (an SVG of the stack-keyed maps, written
+//! when the run ends) and [`timeline`] (a Chrome Trace Event file of
+//! what every thread did, written as it happens). [`tee::Tee`] hands one
+//! run to several sinks, and [`Sink::finish`] tells each that the run is
+//! over, which a sink that writes its file at the end needs. [`calls`]
+//! builds a runtime's call stacks from its entries and returns, for
+//! both.
 
 #![forbid(unsafe_code)]
 
+pub mod calls;
+pub mod flamegraph;
 pub mod folded;
 pub mod json;
 pub mod metrics;
 pub mod model;
 pub mod prometheus;
+pub mod tee;
 pub mod text;
+pub mod timeline;
 
 use std::io::{self, Write};
 
 pub use model::{
     Align, Arg, Bucket, Cell, Column, Datum, Frame, Hit, Losses, MapKind, MapPrint, MapRow,
-    MapValue, Note, Printed, Stack, Stream, Table, TextKind, TraceSummary,
+    MapValue, Note, Printed, Span, Stack, Stamp, Stream, Table, TextKind, Thread, TraceSummary,
 };
 
 /// Receives what a run produces, in the order it happens.
@@ -57,6 +70,17 @@ pub trait Sink {
     fn hit(&mut self, hit: &Hit<'_>);
     /// `sdt trace`'s counts at the end.
     fn summary(&mut self, summary: &TraceSummary);
+    /// Something a thread did over a time, paired by a tool that knows
+    /// the pair. Only a timeline shows it; the default ignores it.
+    fn span(&mut self, span: &Span<'_>) {
+        let _ = span;
+    }
+    /// Folded stacks that are no map's (a tool's own, built by
+    /// [`calls`]), named `name`, their counts counting `counted`. Only a
+    /// flame graph shows them; the default ignores them.
+    fn stacks(&mut self, name: &str, counted: &str, stacks: &[(String, i128)]) {
+        let _ = (name, counted, stacks);
+    }
     /// A language tool's report, whole (`sdt calls`, once an interval).
     fn table(&mut self, table: &Table);
     /// One row of a language tool's report that streams (`sdt flow`):
@@ -67,6 +91,14 @@ pub trait Sink {
     fn note(&mut self, note: &Note);
     /// Pushes what is buffered to the writer.
     fn flush(&mut self);
+    /// The run is over: nothing else will come. Called once, last, after
+    /// the maps, the losses and the summary. A sink that writes its file
+    /// at the end (a flame graph) or must close what it wrote (a
+    /// timeline's JSON) does it here; the default flushes. Whatever fails
+    /// here shows in [`error`](Sink::error).
+    fn finish(&mut self) {
+        self.flush();
+    }
     /// The first error writing the output (a closed pipe, a full disk);
     /// nothing is written after it.
     fn error(&self) -> Option<&io::Error>;

@@ -190,6 +190,11 @@ pub trait Printed {
     fn text(&mut self) -> &[u8];
     /// The arguments as data.
     fn args(&mut self) -> Vec<Datum>;
+    /// When and on which thread it was made, if the program was compiled
+    /// to record that (for a timeline); `None` otherwise.
+    fn stamp(&self) -> Option<Stamp<'_>> {
+        None
+    }
 }
 
 /// What could not be done at full fidelity, counted by the kernel.
@@ -233,6 +238,15 @@ impl<'a> Hit<'a> {
     pub fn args(&self) -> &[Arg<'a>] {
         &self.args[..self.count.min(12)]
     }
+
+    /// The thread that hit the probe.
+    pub fn thread(&self) -> Thread<'a> {
+        Thread {
+            pid: self.pid,
+            tid: self.tid,
+            comm: self.comm,
+        }
+    }
 }
 
 /// An argument's value, interpreted the way its spec says.
@@ -258,6 +272,38 @@ pub struct TraceSummary {
     pub lost: u64,
     /// Sites attached.
     pub sites: usize,
+}
+
+/// A thread of a traced process: what a timeline makes a track of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Thread<'a> {
+    pub pid: u32,
+    pub tid: u32,
+    /// Its name, up to 15 bytes.
+    pub comm: &'a [u8],
+}
+
+/// When, and on which thread, a record was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp<'a> {
+    /// `CLOCK_MONOTONIC` nanoseconds, as the kernel took them; never less
+    /// than the previous record's.
+    pub time_ns: u64,
+    pub thread: Thread<'a>,
+}
+
+/// Something a thread did from one time to another (a method call, a
+/// collection, a query), paired by whoever knows the pair: a tool that
+/// matched an entry with its return. Timelines show it as a slice.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Span<'a> {
+    pub thread: Thread<'a>,
+    /// `CLOCK_MONOTONIC` nanoseconds at its start and its end.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub name: &'a str,
+    /// What it carries besides its name, by name.
+    pub args: &'a [(&'a str, Datum)],
 }
 
 /// How a column's cells line up in text.

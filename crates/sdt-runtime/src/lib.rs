@@ -29,12 +29,12 @@ pub mod value;
 use std::collections::HashMap;
 use std::io;
 
-use sdt_codegen::layout::{snapshot, Field, OutputInfo, HEADER};
+use sdt_codegen::layout::{snapshot, stamp, Field, OutputInfo, HEADER};
 use sdt_lang::format::{Arg, Conv};
 use sdt_lang::hir::{MapId, Program};
 use sdt_lang::types::TypeRegistry;
 use sdt_output::text::{escape_buffer, hex_buffer, raw_text, Context};
-use sdt_output::{Printed, Sink, TextKind};
+use sdt_output::{Printed, Sink, Stamp, TextKind, Thread};
 use sdt_script::{Compilation, Names};
 
 pub use self::maps::{map_print, map_snapshot, Entry, MapSnapshot};
@@ -74,6 +74,9 @@ pub struct Runtime<'p> {
     /// Entries of `print(@m)` snapshots still arriving, by the thread and
     /// nonce of their walk (see [`sdt_codegen::layout::snapshot`]).
     snapshots: HashMap<(u64, u64), Vec<Entry>>,
+    /// The time of the latest stamped `printf`: like hits, stamps never
+    /// go back in time (see [`event::decode`]).
+    latest_stamp_ns: u64,
     /// Bytes `cat()` prints of a file at most.
     cat_limit: u64,
 }
@@ -119,6 +122,7 @@ impl<'p> Runtime<'p> {
             compilation,
             hits: Hits::default(),
             snapshots: HashMap::new(),
+            latest_stamp_ns: 0,
             cat_limit: u64::MAX,
         }
     }
@@ -179,13 +183,28 @@ impl<'p> Runtime<'p> {
             return Action::Continue;
         };
         match *info {
-            OutputInfo::Printf { format, ref fields } => {
+            OutputInfo::Printf {
+                format,
+                ref fields,
+                stamped,
+            } => {
+                let when = stamped.then(|| {
+                    let time_ns = u64_at(record, stamp::TIME as usize).max(self.latest_stamp_ns);
+                    self.latest_stamp_ns = time_ns;
+                    let pid_tgid = u64_at(record, stamp::PID_TGID as usize);
+                    let comm = record
+                        .get(stamp::COMM as usize..stamp::END as usize)
+                        .unwrap_or_default();
+                    let comm = &comm[..comm.iter().position(|&b| b == 0).unwrap_or(comm.len())];
+                    (time_ns, pid_tgid, comm)
+                });
                 let mut printed = PrintfRecord {
                     known: &mut self.known,
                     maps,
                     format,
                     fields,
                     record,
+                    stamp: when,
                     text: None,
                 };
                 self.sink.printf(&mut printed);
@@ -498,6 +517,8 @@ struct PrintfRecord<'r, 'p> {
     format: u32,
     fields: &'r [Field],
     record: &'r [u8],
+    /// Its time, `pid_tgid` and thread name, when compiled with them.
+    stamp: Option<(u64, u64, &'r [u8])>,
     text: Option<Vec<u8>>,
 }
 
@@ -520,6 +541,18 @@ impl Printed for PrintfRecord<'_, '_> {
         let values = self.known.values(self.fields, self.record);
         let mut env = self.known.env(self.maps);
         values.iter().map(|v| resolve(v, &mut env)).collect()
+    }
+
+    fn stamp(&self) -> Option<Stamp<'_>> {
+        let (time_ns, pid_tgid, comm) = self.stamp?;
+        Some(Stamp {
+            time_ns,
+            thread: Thread {
+                pid: (pid_tgid >> 32) as u32,
+                tid: pid_tgid as u32,
+                comm,
+            },
+        })
     }
 }
 
@@ -555,6 +588,10 @@ impl Env for RuntimeEnv<'_> {
 
     fn symbol(&mut self, pid: u32, addr: u64) -> Option<Symbol> {
         self.symbols.symbol(pid, addr)
+    }
+
+    fn module(&mut self, pid: u32, addr: u64) -> Option<String> {
+        self.symbols.module(pid, addr)
     }
 
     fn stack(&mut self, id: u32) -> Vec<u64> {

@@ -241,6 +241,12 @@ impl Symbols {
         })
     }
 
+    /// The path of the object mapped at `addr` in `pid` (after
+    /// [`symbol`](Symbols::symbol) has looked for it).
+    pub fn module(&mut self, pid: u32, addr: u64) -> Option<String> {
+        self.find(pid, addr).map(|(_, _, path)| path)
+    }
+
     fn find(&self, pid: u32, addr: u64) -> Option<(std::sync::Arc<File>, u64, String)> {
         let m = self
             .processes

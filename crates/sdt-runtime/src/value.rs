@@ -18,6 +18,12 @@ pub trait Env {
     fn func_name(&self, id: u64) -> String;
     /// `symbol+offset` of `addr` in process `pid`, or `None`.
     fn symbol(&mut self, pid: u32, addr: u64) -> Option<Symbol>;
+    /// The path of the object mapped at `addr` in `pid`, for an address
+    /// without a symbol.
+    fn module(&mut self, pid: u32, addr: u64) -> Option<String> {
+        let _ = (pid, addr);
+        None
+    }
     /// The frames of a recorded user stack.
     fn stack(&mut self, id: u32) -> Vec<u64>;
     /// The name of user `uid`.
@@ -318,7 +324,10 @@ pub fn resolve(value: &Value<'_>, env: &mut dyn Env) -> Datum {
                     let sym = env.symbol(*pid, addr);
                     Frame {
                         addr,
-                        module: sym.as_ref().map(|s| s.module.clone()),
+                        module: match &sym {
+                            Some(s) => Some(s.module.clone()),
+                            None => env.module(*pid, addr),
+                        },
                         symbol: sym.map(|s| (s.name, s.offset)),
                     }
                 })

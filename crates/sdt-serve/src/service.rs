@@ -268,6 +268,7 @@ fn compile(
             map_entries: options.map_entries,
             ring_size: options.ring_size,
             machine: sdt_codegen::Machine::current(),
+            stamp_printf: false,
         },
     };
     if options.spans.is_none() {

@@ -11,7 +11,8 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use sdt_output::{Cell, Column, Datum, MapPrint, MapRow, Sink, Table};
+use sdt_output::calls::{CallStacks, Weight};
+use sdt_output::{Cell, Column, Datum, MapPrint, MapRow, Sink, Table, Thread};
 
 use crate::execute::{interval_block, Job, Reports};
 use crate::pairing::{method_name, Unpaired};
@@ -37,13 +38,19 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     } else {
         "  print(@calls);\n  clear(@calls);\n"
     };
-    let template = if options.latency {
+    let mut template = if options.latency {
         LATENCY
     } else {
         TOOL.program
-    };
+    }
+    .to_string();
+    // The pictures are drawn from every entry and return.
+    let drawn = common.pictures.any();
+    if drawn {
+        template.push_str(EVENTS);
+    }
     let reports = Reports::new(options.count);
-    let job = Job::on_runtime(&TOOL, common, template, |language| {
+    let job = Job::on_runtime(&TOOL, common, &template, |language| {
         let mut values = vec![
             ("INTERVAL", interval_block(options.interval, report)),
             ("REPORT", report.to_string()),
@@ -70,12 +77,23 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         nsecs: Vec::new(),
         unpaired: Unpaired::default(),
         reports: reports.clone(),
+        stacks: drawn.then(|| {
+            CallStacks::new(if options.latency {
+                Weight::Time
+            } else {
+                Weight::Calls
+            })
+        }),
     };
     job.stopping(&reports).run(table)
 }
 
 /// The program of `-L`, which pairs and times the calls.
 const LATENCY: &str = include_str!("programs/calls_latency.bt");
+
+/// What the program adds for `--flamegraph` and `--timeline`: every
+/// entry and return, from which each thread's stack of calls is built.
+const EVENTS: &str = include_str!("programs/calls_events.bt");
 
 /// The columns `-L` adds: the time spent in the calls.
 const TIME: [Column; 2] = [
@@ -135,6 +153,8 @@ struct Calls {
     /// What could not be paired, for the report being built.
     unpaired: Unpaired,
     reports: Reports,
+    /// Each thread's calls, for `--flamegraph` and `--timeline`.
+    stacks: Option<CallStacks>,
 }
 
 /// One method's line.
@@ -163,6 +183,44 @@ fn by_method(map: &MapPrint) -> BTreeMap<(String, String), u64> {
 }
 
 impl Report for Calls {
+    fn printf(&mut self, args: &[Datum], out: &mut dyn Sink) {
+        let Some(stacks) = &mut self.stacks else {
+            return;
+        };
+        let [entry, pid, tid, comm, ns, class, method] = args else {
+            return;
+        };
+        let name = method_name(&class.to_text(), &method.to_text());
+        let comm = comm.to_text();
+        let thread = Thread {
+            pid: pid.as_int() as u32,
+            tid: tid.as_int() as u32,
+            comm: comm.as_bytes(),
+        };
+        let ns = ns.as_int() as u64;
+        if entry.as_int() == 1 {
+            stacks.entry(thread, ns, &name);
+        } else {
+            stacks.exit(thread, ns, &name, Some(out));
+        }
+    }
+
+    fn end(&mut self, out: &mut dyn Sink) {
+        let Some(stacks) = &mut self.stacks else {
+            return;
+        };
+        let folded = stacks.finish();
+        let unpaired = stacks.unpaired();
+        if unpaired != Default::default() {
+            eprintln!(
+                "sdt: the call stacks hold {} returns without an entry and {} calls without a return (pictures only)",
+                unpaired.returns_without_entry, unpaired.entries_without_return,
+            );
+        }
+        let counted = if self.latency { "ns" } else { "calls" };
+        out.stacks("the calls' stacks", counted, &folded);
+    }
+
     fn map(&mut self, map: &MapPrint, out: &mut dyn Sink) {
         match map.name.as_str() {
             "@depth" => {

@@ -87,7 +87,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         wall_offset: sdt_otlp::span::wall_offset(),
     });
     let rows = Rows::new(&TOOL, TOOL.columns.to_vec(), move |args, clock| {
-        let [pid, start, took, query, tid] = args else {
+        let [pid, start, took, query, tid, _comm] = args else {
             return None;
         };
         if let Some(spans) = &spans {
@@ -110,6 +110,14 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
             Cell::Float(took as f64 / 1e6),
             Cell::Text(query.to_text()),
         ])
+    });
+    let rows = rows.slices(|args| {
+        let [pid, start, took, query, tid, comm] = args else {
+            return None;
+        };
+        let thread = (pid.as_int(), tid.as_int(), comm.to_text());
+        let start = start.as_int();
+        Some((thread, start, start + took.as_int(), query.to_text()))
     });
     job.run(rows.pairing(UnpairedSpans::new(
         "@started",

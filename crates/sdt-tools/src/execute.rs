@@ -191,6 +191,7 @@ impl<'a> Job<'a> {
                 // As `sdt run`: a full map is reported, never silent.
                 map_entries: 4096,
                 ring_size: 4 << 20,
+                stamp_printf: false,
                 machine: sdt_codegen::Machine::current(),
             },
         };
@@ -210,7 +211,10 @@ impl<'a> Job<'a> {
         };
         let adapter = Adapter {
             report,
-            out: common.format.sink(Box::new(io::stdout())),
+            out: sdt_output::tee::Tee::of(
+                common.format.sink(Box::new(io::stdout())),
+                common.pictures.take(),
+            ),
             reports: reports.clone(),
         };
         let runner = Runner::load(&compilation, &run, Box::new(adapter))?;
@@ -235,7 +239,8 @@ impl<'a> Job<'a> {
             stacks: summary.lost_stacks,
             full_maps: summary.full_maps.clone(),
         });
-        ended.runtime.flush();
+        // The pictures are written, or closed, now.
+        ended.runtime.sink().finish();
         let _ = io::stdout().flush();
         if let Some(e) = ended.runtime.error() {
             if e.kind() != io::ErrorKind::BrokenPipe {
@@ -278,6 +283,10 @@ impl<R: Report> Sink for Adapter<'_, R> {
         if !self.done() {
             self.report.map(map, &mut *self.out);
         }
+    }
+
+    fn finish(&mut self) {
+        self.out.finish();
     }
 
     /// A count is never silently short: every loss is said, on standard

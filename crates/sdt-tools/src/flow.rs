@@ -13,7 +13,8 @@
 use std::collections::HashMap;
 use std::process::ExitCode;
 
-use sdt_output::{Cell, Column, Datum, Sink, Stream};
+use sdt_output::calls::{CallStacks, Weight};
+use sdt_output::{Cell, Column, Datum, Sink, Stream, Thread};
 
 use crate::execute::Job;
 use crate::pairing::{self, method_name, thread_alive, Unpaired};
@@ -41,7 +42,11 @@ pub const TOOL: Tool = Tool {
 
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     let job = Job::on_runtime(&TOOL, common, TOOL.program, |_| Vec::new())?;
-    job.run(Flow::new(options))
+    let mut flow = Flow::new(options);
+    if common.pictures.any() {
+        flow.spans = Some(CallStacks::new(Weight::Calls));
+    }
+    job.run(flow)
 }
 
 /// `flow`'s own options.
@@ -69,6 +74,8 @@ struct Flow {
     stacks: HashMap<(i128, i128), Vec<Frame>>,
     clock: Clock,
     unpaired: Unpaired,
+    /// The calls shown, paired again as slices for a timeline.
+    spans: Option<CallStacks>,
 }
 
 impl Flow {
@@ -82,6 +89,7 @@ impl Flow {
             stacks: HashMap::new(),
             clock: Clock::default(),
             unpaired: Unpaired::default(),
+            spans: None,
         }
     }
 
@@ -124,7 +132,7 @@ impl Flow {
 
 impl Report for Flow {
     fn printf(&mut self, args: &[Datum], out: &mut dyn Sink) {
-        let [direction, pid, tid, ns, class, method] = args else {
+        let [direction, pid, tid, ns, class, method, comm] = args else {
             return;
         };
         let (class, method) = (class.to_text(), method.to_text());
@@ -135,6 +143,19 @@ impl Report for Flow {
             class,
             method,
         };
+        if let (true, Some(spans)) = (frame.shown, &mut self.spans) {
+            let comm = comm.to_text();
+            let on = Thread {
+                pid: event.0 as u32,
+                tid: event.1 as u32,
+                comm: comm.as_bytes(),
+            };
+            let name = method_name(&frame.class, &frame.method);
+            match entry {
+                true => spans.entry(on, event.2 as u64, &name),
+                false => spans.exit(on, event.2 as u64, &name, Some(&mut *out)),
+            }
+        }
         let thread = (event.0, event.1);
         let shown_below = |stack: &[Frame]| stack.iter().filter(|f| f.shown).count();
         let stack = self.stacks.entry(thread).or_default();
@@ -209,7 +230,15 @@ mod tests {
         for (n, (arrow, method)) in events.iter().enumerate() {
             let (pid, tid) = (Datum::int(0), Datum::int(0));
             let ns = Datum::int(1_000_000 + n as i64 * 10_000);
-            let args = [text(arrow), pid, tid, ns, text("C"), text(method)];
+            let args = [
+                text(arrow),
+                pid,
+                tid,
+                ns,
+                text("C"),
+                text(method),
+                text("x"),
+            ];
             flow.printf(&args, &mut *out);
         }
         flow.end(&mut *out);

@@ -35,7 +35,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     };
     let min_ns = options.min_ms.map_or(0, |ms| i128::from(ms) * 1_000_000);
     let rows = Rows::new(&TOOL, columns, move |args, clock| {
-        let [pid, tid, start, took] = args else {
+        let [pid, tid, start, took, _comm] = args else {
             return None;
         };
         // Times count from the first collection, shown or not.
@@ -51,6 +51,14 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
                 Cell::Float(took as f64 / divisor),
             ]
         })
+    });
+    let rows = rows.slices(|args| {
+        let [pid, tid, start, took, comm] = args else {
+            return None;
+        };
+        let thread = (pid.as_int(), tid.as_int(), comm.to_text());
+        let start = start.as_int();
+        Some((thread, start, start + took.as_int(), "gc".to_string()))
     });
     job.run(rows.pairing(UnpairedSpans::new(
         "@collecting",

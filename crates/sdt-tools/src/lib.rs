@@ -135,6 +135,35 @@ pub struct Common {
     pub format: Format,
     /// Print the program instead of running it.
     pub print_program: bool,
+    /// Sinks that are written beside the reports (`--flamegraph`,
+    /// `--timeline`, made by the command line): what a tool pairs itself
+    /// goes to them as spans, and its own stacks as stacks.
+    pub pictures: Pictures,
+}
+
+/// The sinks written beside a tool's reports; taken by the run.
+#[derive(Clone, Default)]
+pub struct Pictures(pub std::rc::Rc<std::cell::RefCell<Vec<Box<dyn sdt_output::Sink>>>>);
+
+impl Pictures {
+    pub fn new(sinks: Vec<Box<dyn sdt_output::Sink>>) -> Pictures {
+        Pictures(std::rc::Rc::new(std::cell::RefCell::new(sinks)))
+    }
+
+    /// Whether any was asked for.
+    pub fn any(&self) -> bool {
+        !self.0.borrow().is_empty()
+    }
+
+    fn take(&self) -> Vec<Box<dyn sdt_output::Sink>> {
+        std::mem::take(&mut *self.0.borrow_mut())
+    }
+}
+
+impl std::fmt::Debug for Pictures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pictures({})", self.0.borrow().len())
+    }
 }
 
 /// Bytes kept of each string (NUL included): names of classes and

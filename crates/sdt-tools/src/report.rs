@@ -6,7 +6,7 @@
 //! returns before it prints; `calls`, `objnew` and `stat` make a table of
 //! the maps their program prints.
 
-use sdt_output::{Cell, Column, Datum, MapPrint, Sink, Stream};
+use sdt_output::{Cell, Column, Datum, MapPrint, Sink, Span, Stream, Thread};
 
 use crate::pairing::{self, UnpairedSpans};
 use crate::Tool;
@@ -55,7 +55,16 @@ pub(crate) struct Rows<F> {
     clock: Clock,
     spans: Option<UnpairedSpans>,
     row: F,
+    /// What a shown row was as a slice on its thread, for a timeline.
+    slice: Option<Box<SliceOf>>,
 }
+
+/// A row's event as a slice: `((pid, tid, comm), start_ns, end_ns,
+/// name)`, from the kernel's `nsecs`.
+pub(crate) type Slice = ((i128, i128, String), i128, i128, String);
+
+/// What makes a row's slice from its arguments.
+type SliceOf = dyn Fn(&[Datum]) -> Option<Slice>;
 
 impl<F> Rows<F>
 where
@@ -71,6 +80,16 @@ where
             clock: Clock::default(),
             spans: None,
             row,
+            slice: None,
+        }
+    }
+
+    /// Also gives each row shown to the sink as a span (a timeline's
+    /// slice), made by `slice` from the same arguments.
+    pub(crate) fn slices(self, slice: impl Fn(&[Datum]) -> Option<Slice> + 'static) -> Rows<F> {
+        Rows {
+            slice: Some(Box::new(slice)),
+            ..self
         }
     }
 
@@ -91,6 +110,21 @@ where
     fn printf(&mut self, args: &[Datum], out: &mut dyn Sink) {
         if let Some(row) = (self.row)(args, &mut self.clock) {
             out.row(&self.stream, &row);
+            if let Some(((pid, tid, comm), start, end, name)) =
+                self.slice.as_ref().and_then(|slice| slice(args))
+            {
+                out.span(&Span {
+                    thread: Thread {
+                        pid: pid as u32,
+                        tid: tid as u32,
+                        comm: comm.as_bytes(),
+                    },
+                    start_ns: start.max(0) as u64,
+                    end_ns: end.max(0) as u64,
+                    name: &name,
+                    args: &[],
+                });
+            }
         }
     }
 
