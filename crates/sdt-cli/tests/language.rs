@@ -421,3 +421,9 @@ fn an_import_is_refused_where_it_stands_never_ignored() {
         "sdt does not import files",
     );
 }
+
+#[test]
+fn a_record_is_refused_where_its_first_name_stands() {
+    fails_with("BEGIN { $r = (a=1, b=2); }", "stdin:1:15");
+    fails_with("BEGIN { $r = (a=1, b=2); }", "records");
+}

@@ -1006,6 +1006,15 @@ impl<'s> Parser<'s> {
             }
             Tok::Punct("(") => {
                 let first = self.expr()?;
+                if let ExprKind::Ident(name) = &first.kind {
+                    if let Some(eq) = self.eat("=")? {
+                        return Err(Diagnostic::error(
+                            first.span.to(eq),
+                            format!("`{name}=`: records, bpftrace 0.26's named tuples, are not supported by sdt"),
+                        )
+                        .hint("use a tuple, `(value, ...)`, and read its fields as .0, .1, ..."));
+                    }
+                }
                 if self.eat(",")?.is_some() {
                     let mut items = vec![first];
                     items.extend(self.args(")")?);
