@@ -90,10 +90,12 @@ fn push_options(url: &str, interval: f64, service_name: &str) -> anyhow::Result<
     ))
 }
 
-/// `--otlp` of a tool that sends spans (no metrics): `sdt dbslower`.
+/// `--otlp` of a tool that sends spans (no metrics): `sdt dbslower`,
+/// and what `calls`, `flow` and `gc` pair (`sdt_otlp::ToolSpans`).
 #[derive(Args, Debug, Clone)]
 pub struct SpanArgs {
-    /// Also send each report as a span to an OpenTelemetry collector over
+    /// Also send what the tool times (each slow query, collection or call)
+    /// as a span to an OpenTelemetry collector over
     /// OTLP/HTTP (protobuf): URL is its base, such as
     /// http://127.0.0.1:4318 (/v1/traces is added). A collector that is
     /// down or slow never slows tracing.
@@ -120,6 +122,19 @@ impl SpanArgs {
         drop(sdt_proc::Signals::block()?);
         Ok(Some(sdt_otlp::Pusher::start(options, None)?))
     }
+}
+
+/// The sink that sends a tool's paired calls as spans, beside its
+/// pictures, when `--otlp` is given.
+pub fn tool_spans(pusher: &Option<sdt_otlp::Pusher>) -> Option<Box<dyn sdt_output::Sink>> {
+    pusher
+        .as_ref()
+        .map(|p| Box::new(sdt_otlp::ToolSpans::new(p.spans())) as Box<dyn sdt_output::Sink>)
+}
+
+/// Ends a tool's pusher, sending what is left, and says what it dropped.
+pub fn finish_spans(pusher: Option<sdt_otlp::Pusher>) {
+    report_push(pusher.map(|p| p.finish(std::time::Duration::from_secs(2))));
 }
 
 /// Reports what the pusher did when it dropped something.

@@ -127,6 +127,9 @@ pub struct CallsArgs {
     timeline: crate::pictures::TimelineArgs,
 
     #[command(flatten)]
+    spans: crate::fleet::SpanArgs,
+
+    #[command(flatten)]
     every: Every,
 }
 
@@ -199,11 +202,15 @@ pub fn calls(args: CallsArgs) -> anyhow::Result<ExitCode> {
         pictures.push(Box::new(crate::pictures::flamegraph(path)?.titled(title)));
     }
     pictures.extend(args.timeline.sink([])?);
+    let pusher = args.spans.start()?;
+    pictures.extend(crate::fleet::tool_spans(&pusher));
     let common = sdt_tools::Common {
         pictures: sdt_tools::Pictures::new(pictures),
         ..args.common.tools()
     };
-    calls::run(&common, &args.options.tools(interval, count))
+    let status = calls::run(&common, &args.options.tools(interval, count));
+    crate::fleet::finish_spans(pusher);
+    status
 }
 
 /// `ucalls`: BCC's positional PID, then its INTERVAL.
@@ -237,16 +244,24 @@ pub struct FlowArgs {
     timeline: crate::pictures::TimelineArgs,
 
     #[command(flatten)]
+    spans: crate::fleet::SpanArgs,
+
+    #[command(flatten)]
     pid: PositionalPid,
 }
 
 pub fn flow(args: FlowArgs) -> anyhow::Result<ExitCode> {
     let (class, method) = (args.class, args.method);
+    let pusher = args.spans.start()?;
+    let mut pictures: Vec<_> = args.timeline.sink([])?.into_iter().collect();
+    pictures.extend(crate::fleet::tool_spans(&pusher));
     let common = sdt_tools::Common {
-        pictures: args.timeline.pictures()?,
+        pictures: sdt_tools::Pictures::new(pictures),
         ..args.common.with_pid(args.pid).tools()
     };
-    flow::run(&common, &flow::Options { class, method })
+    let status = flow::run(&common, &flow::Options { class, method });
+    crate::fleet::finish_spans(pusher);
+    status
 }
 
 #[derive(Args, Debug)]
@@ -265,6 +280,9 @@ pub struct GcArgs {
 
     #[command(flatten)]
     timeline: crate::pictures::TimelineArgs,
+
+    #[command(flatten)]
+    spans: crate::fleet::SpanArgs,
 
     #[command(flatten)]
     pid: PositionalPid,
@@ -289,8 +307,13 @@ pub struct UgcArgs {
 }
 
 pub fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
-    let pictures = args.timeline.pictures()?;
-    gc_in(args.common.with_pid(args.pid), args.min_ms, false, pictures)
+    let pusher = args.spans.start()?;
+    let mut pictures: Vec<_> = args.timeline.sink([])?.into_iter().collect();
+    pictures.extend(crate::fleet::tool_spans(&pusher));
+    let pictures = sdt_tools::Pictures::new(pictures);
+    let status = gc_in(args.common.with_pid(args.pid), args.min_ms, false, pictures);
+    crate::fleet::finish_spans(pusher);
+    status
 }
 
 /// `ugc`: BCC's options (`-m` is the unit there, `-M` the minimum).
@@ -496,7 +519,7 @@ pub fn dbslower(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
         ..args.target.tools()
     };
     let status = dbslower::run(&common, &options);
-    crate::fleet::report_push(pusher.map(|p| p.finish(std::time::Duration::from_secs(2))));
+    crate::fleet::finish_spans(pusher);
     status
 }
 

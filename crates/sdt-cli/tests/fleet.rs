@@ -1103,3 +1103,56 @@ fn dbslower_sends_exactly_the_slow_queries_as_spans() {
         assert!(took >= ms && took < ms + 150.0, "{text} took {took} ms");
     }
 }
+
+/// `sdt gc --otlp` on Ruby: each of 7 `GC.start` collections arrives as
+/// one span, as long as the row `gc` prints for it says.
+#[test]
+fn gc_sends_each_collection_as_a_span() {
+    if !sdt_testing::require_root()
+        || !sdt_testing::require(sdt_testing::have("ruby"), "ruby (Debian's ruby)")
+    {
+        return;
+    }
+    let Some(python) = receiver_python() else {
+        return;
+    };
+    let (mut receiver, port, messages) = receiver(&python, "answer");
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tools/collect.rb");
+    let out = sdt()
+        .args([
+            "gc",
+            "--json",
+            "--otlp",
+            &format!("http://127.0.0.1:{port}"),
+        ])
+        .args(["--service-name", "gc-test", "-c"])
+        .arg(format!("ruby --disable-gems {} 7", script.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 7, "{rows:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    receiver.stop();
+    let spans: Vec<Value> = messages
+        .try_iter()
+        .map(|l| serde_json::from_str::<Value>(&l).unwrap())
+        .filter(|m| m["signal"] == "traces")
+        .inspect(|m| assert_eq!(m["resource"]["service.name"], "gc-test"))
+        .flat_map(|m| m["spans"].as_array().unwrap().clone())
+        .collect();
+    assert_eq!(spans.len(), rows.len(), "{spans:#?}");
+    for (span, row) in spans.iter().zip(&rows) {
+        assert_eq!(span["name"], "gc", "{span}");
+        let took = span["end"].as_u64().unwrap() - span["start"].as_u64().unwrap();
+        assert_eq!(took, row["duration_ns"].as_u64().unwrap(), "{span} {row}");
+        assert!(
+            span["attributes"]["process.pid"].as_i64().unwrap() > 0,
+            "{span}"
+        );
+    }
+}

@@ -26,4 +26,4 @@ pub mod pusher;
 pub mod span;
 
 pub use pusher::{PushOptions, Pusher, SpanSender, Stats};
-pub use span::{Span, SpanRule, SpanSink, Timing};
+pub use span::{Span, SpanRule, SpanSink, Timing, ToolSpans};

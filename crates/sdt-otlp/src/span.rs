@@ -8,6 +8,11 @@
 //! argument is what, and [`SpanSink`] sits in front of the run's own sink:
 //! the records a rule names become spans handed to the pusher, without
 //! waiting; everything else goes on to the output as before.
+//!
+//! The language tools pair entries with returns themselves and hand each
+//! pair to their sinks as an [`sdt_output::Span`] (a timeline draws it as
+//! a slice); [`ToolSpans`] is the sink beside theirs that sends each as a
+//! span.
 
 use std::collections::HashMap;
 use std::io;
@@ -189,6 +194,57 @@ impl Sink for SpanSink<'_> {
 
     fn error(&self) -> Option<&io::Error> {
         self.inner.error()
+    }
+}
+
+/// A sink that sends what a tool paired (`Sink::span`) as spans, and
+/// ignores the rest, which the tool's own output shows.
+pub struct ToolSpans {
+    spans: SpanSender,
+    wall_offset: i128,
+}
+
+impl ToolSpans {
+    pub fn new(spans: SpanSender) -> ToolSpans {
+        ToolSpans {
+            spans,
+            wall_offset: wall_offset(),
+        }
+    }
+}
+
+impl Sink for ToolSpans {
+    fn span(&mut self, span: &sdt_output::Span<'_>) {
+        let unix = |t: u64| u64::try_from(i128::from(t) + self.wall_offset).unwrap_or(0);
+        self.spans.send(Span {
+            name: span.name.to_string(),
+            start_unix_ns: unix(span.start_ns),
+            end_unix_ns: unix(span.end_ns),
+            pid: span.thread.pid,
+            tid: span.thread.tid,
+            attributes: span
+                .args
+                .iter()
+                .map(|(name, datum)| (name.to_string(), Attribute::of(datum)))
+                .collect(),
+        });
+    }
+
+    fn printf(&mut self, _: &mut dyn Printed) {}
+    fn value(&mut self, _: &Datum) {}
+    fn map(&mut self, _: &MapPrint) {}
+    fn text(&mut self, _: TextKind, _: &[u8]) {}
+    fn attached(&mut self, _: usize) {}
+    fn maps_follow(&mut self) {}
+    fn lost(&mut self, _: &Losses) {}
+    fn hit(&mut self, _: &Hit<'_>) {}
+    fn summary(&mut self, _: &TraceSummary) {}
+    fn table(&mut self, _: &Table) {}
+    fn row(&mut self, _: &Stream, _: &[Cell]) {}
+    fn note(&mut self, _: &Note) {}
+    fn flush(&mut self) {}
+    fn error(&self) -> Option<&io::Error> {
+        None
     }
 }
 
