@@ -423,7 +423,26 @@ fn an_import_is_refused_where_it_stands_never_ignored() {
 }
 
 #[test]
-fn a_record_is_refused_where_its_first_name_stands() {
-    fails_with("BEGIN { $r = (a=1, b=2); }", "stdin:1:15");
-    fails_with("BEGIN { $r = (a=1, b=2); }", "records");
+fn records_are_named_tuples_read_by_name_and_printed_as_structs() {
+    let Some(lines) = lines(
+        r#"begin {
+            $v = 99;
+            $t = (a=0, b=1, c="str", d=(5, 6), e=$v);
+            printf("%d %d %s %d %d %d\n", $t.a, $t.b, $t.c, $t.d.0, $t.d.1, $t.e);
+            $w = (x=1, y=2);
+            print((a=0, c="str", d=(5, 6), e=$w));
+            @r[1] = (m=3, n="hi");
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        lines,
+        [
+            "0 1 str 5 6 99",
+            "{ .a = 0, .c = str, .d = (5, 6), .e = { .x = 1, .y = 2 } }",
+            "@r[1]: { .m = 3, .n = hi }",
+        ]
+    );
+    fails_with("BEGIN { $r = (a=1, a=2); }", "names `a` twice");
 }

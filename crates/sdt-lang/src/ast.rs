@@ -228,6 +228,8 @@ pub enum ExprKind {
         index: Box<Expr>,
     },
     Tuple(Vec<Expr>),
+    /// `(name=value, ...)`: a record, a tuple whose items have names.
+    Record(Vec<(String, Expr)>),
     /// `x++`, `++x`, `x--`, `--x` on a variable or a map.
     IncDec {
         target: Box<Expr>,

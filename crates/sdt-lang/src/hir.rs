@@ -546,12 +546,12 @@ impl TExpr {
         }
     }
 
-    /// Whether the expression is a place (struct, union or array in
-    /// memory) rather than a value.
+    /// Whether the expression is a place (struct, union, array or a
+    /// record's tuple member in memory) rather than a value.
     pub fn is_place(&self) -> bool {
         matches!(
             self.kind,
             TKind::CtxRecord | TKind::UserPlace(_) | TKind::Field { .. } | TKind::Index { .. }
-        ) && matches!(self.ty, Ty::Record(_) | Ty::Array { .. })
+        ) && matches!(self.ty, Ty::Record(_) | Ty::Array { .. } | Ty::Tuple(_))
     }
 }

@@ -1007,12 +1007,8 @@ impl<'s> Parser<'s> {
             Tok::Punct("(") => {
                 let first = self.expr()?;
                 if let ExprKind::Ident(name) = &first.kind {
-                    if let Some(eq) = self.eat("=")? {
-                        return Err(Diagnostic::error(
-                            first.span.to(eq),
-                            format!("`{name}=`: records, bpftrace 0.26's named tuples, are not supported by sdt"),
-                        )
-                        .hint("use a tuple, `(value, ...)`, and read its fields as .0, .1, ..."));
+                    if self.eat("=")?.is_some() {
+                        return self.record(name.clone(), span);
                     }
                 }
                 if self.eat(",")?.is_some() {
@@ -1074,6 +1070,34 @@ impl<'s> Parser<'s> {
                 value: value.map(Box::new),
             },
             span: open.to(self.span_here()),
+        })
+    }
+
+    /// The rest of a record, `(first=value, name=value, ...)`, after
+    /// `(first=`.
+    fn record(&mut self, first: String, open: Span) -> Result<Expr, Diagnostic> {
+        let mut fields = vec![(first, self.expr()?)];
+        while self.eat(",")?.is_some() {
+            let token = self.next()?;
+            let Tok::Ident(name) = token.tok else {
+                return Err(unexpected(
+                    &token,
+                    "a field name: records are (name=value, ...)",
+                ));
+            };
+            if fields.iter().any(|(n, _)| *n == name) {
+                return Err(Diagnostic::error(
+                    token.span,
+                    format!("the record names `{name}` twice"),
+                ));
+            }
+            self.expect("=", "after the record's field name")?;
+            fields.push((name, self.expr()?));
+        }
+        let close = self.expect(")", "to close the record")?;
+        Ok(Expr {
+            kind: ExprKind::Record(fields),
+            span: open.to(close),
         })
     }
 

@@ -174,6 +174,12 @@ pub(crate) trait Rewrite {
                 index: self.boxed(*index)?,
             },
             ExprKind::Tuple(items) => ExprKind::Tuple(self.exprs(items)?),
+            ExprKind::Record(fields) => ExprKind::Record(
+                fields
+                    .into_iter()
+                    .map(|(name, value)| Ok((name, self.expr(value)?)))
+                    .collect::<Result<_, Diagnostic>>()?,
+            ),
             ExprKind::IncDec {
                 target,
                 increment,

@@ -426,6 +426,16 @@ impl TypeRegistry {
         RecordId(self.records.len() as u32 - 1)
     }
 
+    /// The id of a record equal to `record`, added if there is none: a
+    /// script's records (`(a=1, b=2)`) are made again at each pass of the
+    /// checker, and one shape is one type.
+    pub fn record_like(&mut self, record: Record) -> RecordId {
+        match self.records.iter().position(|r| *r == record) {
+            Some(i) => RecordId(i as u32),
+            None => self.add_record(record),
+        }
+    }
+
     pub fn add_enum(&mut self, def: EnumDef) -> EnumId {
         let id = EnumId(self.enums.len() as u32);
         for (name, value) in &def.values {

@@ -189,6 +189,7 @@ impl Checker<'_> {
                 let ty = Ty::Tuple(values.iter().map(|v| super::widen(&v.ty)).collect());
                 typed(TKind::Tuple(values), ty)
             }
+            ExprKind::Record(fields) => self.record(fields, span, scope)?,
             ExprKind::IncDec {
                 target,
                 increment,
@@ -1189,6 +1190,68 @@ impl Checker<'_> {
 
 impl Checker<'_> {
     /// A call where a value is wanted.
+    /// `(name=value, ...)`: the values made as a tuple, typed as a
+    /// struct whose fields sit where the tuple keeps its items, so that
+    /// `.name` reads them and `print` shows `{ .name = value, ... }`.
+    fn record(
+        &mut self,
+        fields: &[(String, crate::ast::Expr)],
+        span: Span,
+        scope: &mut Scope,
+    ) -> R<TExpr> {
+        let mut values = Vec::new();
+        for (_, value) in fields {
+            let v = self.expr(value, scope)?;
+            let v = self.value(v)?;
+            self.not_void(&v)?;
+            values.push(v);
+        }
+        let items: Vec<Ty> = values.iter().map(|v| super::widen(&v.ty)).collect();
+        let offsets = Ty::tuple_offsets(&items, &self.registry);
+        let tuple = Ty::Tuple(items.clone());
+        let size = tuple.value_size(&self.registry);
+        let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+        let id = self.registry.record_like(crate::types::Record {
+            name: format!("record ({})", names.join(", ")),
+            is_union: false,
+            size: u64::from(size),
+            align: 8,
+            fields: fields
+                .iter()
+                .zip(items)
+                .zip(offsets)
+                .map(|(((name, _), ty), offset)| crate::types::Field {
+                    name: name.clone(),
+                    // A string sits in the record as C's `char[N]`, which
+                    // reads back as a string.
+                    ty: match ty {
+                        Ty::Str { size } => Ty::Array {
+                            elem: Box::new(Ty::Int {
+                                bytes: 1,
+                                signed: true,
+                            }),
+                            len: u64::from(size),
+                        },
+                        other => other,
+                    },
+                    offset: u64::from(offset),
+                    bitfield: None,
+                })
+                .collect(),
+            incomplete: false,
+        });
+        let made = TExpr {
+            kind: TKind::Tuple(values),
+            ty: tuple,
+            span,
+        };
+        Ok(TExpr {
+            kind: TKind::Retype(Box::new(made)),
+            ty: Ty::Record(id),
+            span,
+        })
+    }
+
     pub(crate) fn call_value(
         &mut self,
         name: &str,

@@ -49,6 +49,13 @@ fn sexp(e: &Expr) -> String {
             let items: Vec<String> = items.iter().map(sexp).collect();
             format!("(tuple {})", items.join(" "))
         }
+        ExprKind::Record(fields) => {
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|(name, value)| format!("{name}={}", sexp(value)))
+                .collect();
+            format!("(record {})", fields.join(" "))
+        }
         ExprKind::IncDec {
             target,
             increment,
@@ -112,6 +119,10 @@ fn postfix_and_casts() {
     assert_eq!(expr("(a) + 1"), "(+ a 1)");
     assert_eq!(expr("$t.0 + $t.1"), "(+ (. $t 0) (. $t 1))");
     assert_eq!(expr("(1, \"a\", comm)"), "(tuple 1 \"a\" comm)");
+    assert_eq!(
+        expr("(a=1, b=(x=2, y=3))"),
+        "(record a=1 b=(record x=2 y=3))"
+    );
     assert_eq!(expr("@m[pid, comm]++"), "(post++ @m[pid comm])");
     assert_eq!(expr("--$x"), "(pre-- $x)");
     assert_eq!(expr("sizeof(struct foo)"), "(sizeof struct foo)");
