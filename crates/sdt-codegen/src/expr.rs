@@ -16,7 +16,7 @@ use super::{ArgAccess, Gen, Ids, CTX};
 use crate::layout;
 use sdt_lang::ast::{BinOp, UnOp};
 use sdt_lang::diag::{Diagnostic, Span};
-use sdt_lang::hir::{HelperValue, Param, ProbeKind, TExpr, TKind};
+use sdt_lang::hir::{HelperValue, Output, Param, ProbeKind, TExpr, TKind};
 use sdt_lang::types::Ty;
 
 pub(super) type R<T> = Result<T, Diagnostic>;
@@ -118,7 +118,7 @@ impl Gen<'_> {
                 }
                 self.spill(Reg::R0)
             }
-            TKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs)?,
+            TKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, e.span)?,
             TKind::Logical { .. } | TKind::StrEq { .. } | TKind::StrNCmp { .. } => {
                 let skip = self.b.label();
                 let slot = self.frame.slot();
@@ -525,7 +525,7 @@ impl Gen<'_> {
         }
     }
 
-    fn binary(&mut self, op: BinOp, lhs: &TExpr, rhs: &TExpr) -> R<Op> {
+    fn binary(&mut self, op: BinOp, lhs: &TExpr, rhs: &TExpr, span: Span) -> R<Op> {
         let signed = Ty::arithmetic(&lhs.ty, &rhs.ty).is_signed();
         if op.is_comparison() {
             let skip = self.b.label();
@@ -555,6 +555,9 @@ impl Gen<'_> {
             BinOp::Shr => AluOp::Rsh,
             _ => unreachable!("comparisons and logic are handled above"),
         };
+        if matches!(alu, AluOp::Div | AluOp::Mod) && !matches!(r, Op::Imm(v) if v != 0) {
+            return self.divide_checked(alu, l, r, span);
+        }
         match r {
             // A negative immediate would be sign-extended, then divided by
             // as unsigned: fine, that is the 64-bit value it stands for.
@@ -572,6 +575,32 @@ impl Gen<'_> {
             }
         }
         Ok(self.spill(Reg::R0))
+    }
+
+    /// `l / r` or `l % r` where `r` may be 0: then the result is 1 and a
+    /// warning placed at `span` is printed, as bpftrace 0.25 and later do
+    /// (the kernel's division by 0 would give 0 without a word).
+    fn divide_checked(&mut self, alu: AluOp, l: Op, r: Op, span: Span) -> R<Op> {
+        let result = self.frame.slot();
+        let divide = self.b.label();
+        let done = self.b.label();
+        self.load_op(r, Reg::R1);
+        self.b.jump_imm(JmpOp::Ne, Reg::R1, 0, divide);
+        self.output(&Output::Message {
+            format: self.program.zero_division,
+            args: Vec::new(),
+            error: false,
+            span,
+        })?;
+        self.b.push(Insn::st(Size::DW, Reg::R10, result, 1));
+        self.b.jump(done);
+        self.b.bind(divide);
+        self.load_op(l, Reg::R0);
+        self.load_op(r, Reg::R1);
+        self.b.push(Insn::alu64_reg(alu, Reg::R0, Reg::R1));
+        self.b.push(Insn::stx(Size::DW, Reg::R10, result, Reg::R0));
+        self.b.bind(done);
+        Ok(Op::Slot(result))
     }
 
     /// Jumps to `target` when `l op r` is `when`.

@@ -327,7 +327,7 @@ impl Gen<'_> {
         self.spill(Reg::R0)
     }
 
-    fn output(&mut self, output: &Output) -> R<()> {
+    pub(super) fn output(&mut self, output: &Output) -> R<()> {
         let registry = &self.program.registry;
         let stamped = self.options.stamp_printf && matches!(output, Output::Printf { .. });
         let start = if stamped { layout::stamp::END } else { HEADER };

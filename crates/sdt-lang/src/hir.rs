@@ -36,6 +36,10 @@ pub struct Program {
     /// What is allowed but probably a mistake (a declared map no probe
     /// uses).
     pub warnings: Vec<crate::diag::Diagnostic>,
+    /// The format of the warning a division or modulo by zero prints
+    /// where it happens, at run time (its result is then 1, as in
+    /// bpftrace 0.25 and later).
+    pub zero_division: u32,
 }
 
 /// A map, with the types every use of it agreed on.

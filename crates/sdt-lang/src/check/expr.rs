@@ -1109,12 +1109,10 @@ fn fold(op: BinOp, a: i64, b: i64, signed: bool) -> Option<i64> {
         Sub => a.wrapping_sub(b),
         Mul => a.wrapping_mul(b),
         // bpftrace divides unsigned and shifts right logically, also
-        // signed operands. Dividing by zero gives what BPF gives at run
-        // time (0, and the dividend for `%`); bpftrace's result is
-        // undefined.
-        Div if b == 0 => 0,
+        // signed operands. Dividing by zero is left to run time, which
+        // warns where it happens and gives 1, as bpftrace 0.25 does.
+        Div | Mod if b == 0 => return None,
         Div => (ua / ub) as i64,
-        Mod if b == 0 => a,
         Mod => (ua % ub) as i64,
         BitAnd => a & b,
         BitOr => a | b,

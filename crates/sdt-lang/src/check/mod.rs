@@ -138,6 +138,11 @@ pub struct TracepointFormat {
 
 /// Checks `script`; `attach[i][j]` describes attach point `j` of probe
 /// `i`, and `objects` answers what the probes' objects hold.
+/// What a division or modulo by zero prints, in bpftrace's words; its
+/// result is 1.
+const ZERO_DIVISION: &str =
+    "Divide or modulo by 0 detected. This can lead to unexpected results. 1 is being used as the result.";
+
 pub fn check(
     script: &Script,
     attach: &[Vec<AttachInfo>],
@@ -169,8 +174,14 @@ pub fn check(
     if !checker.errors.is_empty() {
         return Err(Diagnostics(checker.errors));
     }
+    let zero_division = checker.formats.len() as u32;
+    checker.formats.push(
+        crate::format::Format::parse(ZERO_DIVISION.as_bytes())
+            .expect("the zero-division warning is a valid format"),
+    );
     Ok(Program {
         warnings,
+        zero_division,
         registry: checker.registry,
         maps: checker.maps,
         probes,
