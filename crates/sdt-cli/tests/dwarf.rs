@@ -552,8 +552,10 @@ fn libc_parameters_from_libc6_dbg() {
     // libc itself is stripped; its parameters come from the debug file
     // that Debian's libc6-dbg installs by build-id. The fixture opens its
     // log, then reads its rounds with atoi(), which is strtol(s, NULL, 10).
-    // The log's path is as long as the checkout's: read up to 1024 bytes.
-    let script = "uprobe:libc:fopen /pid == cpid/ { printf(\"fopen %s\\n\", str(args.filename, 1024)); }\n\
+    // The log's path is as long as the checkout's: strings of up to 1024
+    // bytes.
+    let script = "config = { max_strlen = 1024 }\n\
+                  uprobe:libc:fopen /pid == cpid/ { printf(\"fopen %s\\n\", str(args.filename)); }\n\
                   uprobe:libc:strtol /pid == cpid/ { printf(\"strtol %s %d %d\\n\", str(args.nptr), args.endptr, args.base); }";
     let (printed, _, log) = traced(&program, script, 7, &[]);
     let got: Vec<&str> = printed
