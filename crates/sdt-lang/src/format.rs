@@ -34,6 +34,22 @@ pub struct Spec {
     pub conv: Conv,
 }
 
+impl Spec {
+    /// `%d`: no flags, width or precision, a C `int`; what parsing a
+    /// conversion starts from.
+    const PLAIN: Spec = Spec {
+        left: false,
+        zero: false,
+        plus: false,
+        space: false,
+        alternate: false,
+        width: None,
+        precision: None,
+        int_bytes: 4,
+        conv: Conv::Signed,
+    };
+}
+
 /// What a conversion prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Conv {
@@ -103,17 +119,7 @@ impl Format {
                 i += 1;
                 continue;
             }
-            let mut spec = Spec {
-                left: false,
-                zero: false,
-                plus: false,
-                space: false,
-                alternate: false,
-                width: None,
-                precision: None,
-                int_bytes: 4,
-                conv: Conv::Signed,
-            };
+            let mut spec = Spec::PLAIN;
             while let Some(&c) = text.get(i) {
                 match c {
                     b'-' => spec.left = true,
@@ -270,17 +276,7 @@ impl Format {
 /// `%`): `-?[0-9]*(\.[0-9]+)?(hh|h|l|ll|j|z|t)?(s|r|rx|rh|c|d|u|o|x|X|p)`,
 /// and how many bytes it takes.
 fn bpftrace_spec(text: &[u8]) -> Option<(Spec, usize)> {
-    let mut spec = Spec {
-        left: false,
-        zero: false,
-        plus: false,
-        space: false,
-        alternate: false,
-        width: None,
-        precision: None,
-        int_bytes: 4,
-        conv: Conv::Signed,
-    };
+    let mut spec = Spec::PLAIN;
     let mut i = 0;
     if text.first() == Some(&b'-') {
         spec.left = true;

@@ -2,7 +2,9 @@ use super::*;
 use crate::hir::Output;
 use crate::types::Agg;
 
-fn run(src: &str, params: &[&str]) -> Result<Program, String> {
+/// Checks `src` with positional parameters `params`; the rendered
+/// errors, if any. Also used by the other checker tests.
+pub(super) fn run(src: &str, params: &[&str]) -> Result<Program, String> {
     let script = crate::parser::parse(src).map_err(|d| d.message)?;
     let params: Vec<String> = params.iter().map(|s| s.to_string()).collect();
     let attach = offline_attach(&script, &params).map_err(|d| d.message)?;
@@ -13,11 +15,11 @@ fn run(src: &str, params: &[&str]) -> Result<Program, String> {
     check(&script, &attach, &options, &mut NoObjects).map_err(|d| d.to_text("test.bt", src))
 }
 
-fn ok(src: &str) -> Program {
+pub(super) fn ok(src: &str) -> Program {
     run(src, &[]).unwrap_or_else(|e| panic!("{src}\n{e}"))
 }
 
-fn err(src: &str) -> String {
+pub(super) fn err(src: &str) -> String {
     match run(src, &[]) {
         Ok(_) => panic!("{src} was accepted"),
         Err(e) => e,

@@ -1,30 +1,8 @@
 //! Values larger than a register, as the checker types them.
 
-use crate::check::{check, offline_attach, CheckOptions, NoObjects};
+use crate::check::tests::{err, ok, run};
 use crate::hir::{Program, TExpr, TKind, TStmt};
 use crate::types::Ty;
-
-fn run(src: &str, params: &[&str]) -> Result<Program, String> {
-    let script = crate::parser::parse(src).map_err(|d| d.message)?;
-    let params: Vec<String> = params.iter().map(|s| s.to_string()).collect();
-    let attach = offline_attach(&script, &params).map_err(|d| d.message)?;
-    let options = CheckOptions {
-        params,
-        ..CheckOptions::default()
-    };
-    check(&script, &attach, &options, &mut NoObjects).map_err(|d| d.to_text("test.bt", src))
-}
-
-fn ok(src: &str) -> Program {
-    run(src, &[]).unwrap_or_else(|e| panic!("{src}\n{e}"))
-}
-
-fn err(src: &str) -> String {
-    match run(src, &[]) {
-        Ok(_) => panic!("{src} was accepted"),
-        Err(e) => e,
-    }
-}
 
 /// The value of the `n`th statement of the only probe, an assignment.
 fn assigned(p: &Program, n: usize) -> &TExpr {
