@@ -826,6 +826,36 @@ fn setpriv_caps(unit_caps: &str) -> String {
     caps
 }
 
+/// A directory every user can read, outside the checkout, removed when
+/// dropped (also when a test fails).
+struct Public(PathBuf);
+
+impl Public {
+    fn new() -> Public {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("sdt-fleet-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Public(dir)
+    }
+
+    /// A copy of the executable `from`, named `name`, that anyone may run.
+    fn copy(&self, from: &Path, name: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let to = self.0.join(name);
+        std::fs::copy(from, &to).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+        to
+    }
+}
+
+impl Drop for Public {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[test]
 fn the_systemd_unit_serves_as_another_user_with_only_its_capabilities() {
     let Some(fixture) = fixture("unit") else {
@@ -866,9 +896,14 @@ fn the_systemd_unit_serves_as_another_user_with_only_its_capabilities() {
     }
 
     // Its command, as a user that owns nothing here (as DynamicUser
-    // makes one), holding only the unit's capabilities; the programs in
-    // a directory that user can read.
-    let programs = temp_dir("fleet-unit-programs");
+    // makes one), holding only the unit's capabilities. The checkout may
+    // be private (a `mktemp -d`), so sdt, the traced program and the
+    // programs directory are copied where that user can read them.
+    let public = Public::new();
+    let sdt_copy = public.copy(&sdt_path, "sdt");
+    let fixture = public.copy(&fixture, "unit");
+    let programs = public.0.join("programs");
+    std::fs::create_dir(&programs).unwrap();
     write_script(
         &programs,
         "requests.bt",
@@ -888,7 +923,8 @@ fn the_systemd_unit_serves_as_another_user_with_only_its_capabilities() {
     words[listen + 1] = "127.0.0.1:0";
     let programs_text = programs.to_str().unwrap();
     *words.last_mut().unwrap() = programs_text;
-    words[0] = sdt_text;
+    let sdt_copy_text = sdt_copy.to_str().unwrap();
+    words[0] = sdt_copy_text;
     let as_unit = |ambient: &str, bounding: &str| {
         let mut command = Command::new("setpriv");
         command
