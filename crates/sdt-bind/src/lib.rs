@@ -46,6 +46,10 @@ pub struct Bound {
     pub target: Target,
     /// Sites that were refused and notes that were skipped.
     pub warnings: Vec<String>,
+    /// A USDT attach point that also means objects the traced process
+    /// maps later (see [`sdt_trace::selects_later_objects`]): the spec to
+    /// plan them with. Such an attach point may match nothing at start.
+    pub later: Option<sdt_trace::ProbeSpec>,
 }
 
 /// What an attach point resolved to.
@@ -258,6 +262,7 @@ fn resolve(
 ) -> Result<Bound, (Diagnostic, bool)> {
     let error = |e: sdt_trace::Error| trace_error(e, &spec, span);
     let mut warnings = Vec::new();
+    let mut later = None;
     let target = match &spec {
         AttachSpec::Begin | AttachSpec::End | AttachSpec::Interval { .. } => Target::Plain,
         AttachSpec::Usdt {
@@ -269,17 +274,32 @@ fn resolve(
                 sdt_trace::ProbeSpec::new(&text, path.as_deref(), provider.as_deref(), name)
                     .map_err(error)?;
             let key = (probe.target.clone(), probe.probe.clone());
+            let waits = sdt_trace::selects_later_objects(&probe, scope);
             let (sites, planned_warnings) = match plans.0.get(&key) {
                 Some(cached) => cached.clone(),
                 None => {
-                    let plan =
-                        sdt_trace::plan(std::slice::from_ref(&probe), scope).map_err(error)?;
-                    let planned = (plan.sites, plan.warnings);
+                    let planned = match sdt_trace::plan(std::slice::from_ref(&probe), scope) {
+                        Ok(plan) => (plan.sites, plan.warnings),
+                        // Not there yet: attached when an object that has
+                        // it is mapped.
+                        Err(sdt_trace::Error::ProbeNotFound { suggestions, .. }) if waits => {
+                            let mut warning = format!(
+                                "{} matches no probe yet; sdt attaches it when the traced process maps an object that has it",
+                                no_match_name(&spec)
+                            );
+                            if let Some(h) = sdt_lang::diag::did_you_mean(&suggestions) {
+                                warning.push_str(&format!(" ({h})"));
+                            }
+                            (Vec::new(), vec![warning])
+                        }
+                        Err(e) => return Err(error(e)),
+                    };
                     plans.0.insert(key, planned.clone());
                     planned
                 }
             };
             warnings = planned_warnings;
+            later = waits.then_some(probe);
             Target::Usdt(sites)
         }
         AttachSpec::Uprobe { path, target, .. } => {
@@ -343,6 +363,7 @@ fn resolve(
         span,
         target,
         warnings,
+        later,
     })
 }
 

@@ -237,13 +237,18 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let sink = Tee::of(format.sink(out), timeline.into_iter().collect());
     let runner = Runner::load(&compilation, &run, sink)?;
     let sites = compilation.sites.len();
+    let later = if compilation.attaches_later() {
+        " and what matches in objects it maps from now on"
+    } else {
+        ""
+    };
     // A closed pipe or a full disk stops the trace (the runner's output
     // has failed, which the run loop sees).
     let mut ended = traced.run(runner, false, &|| false, |runner, _| {
         // After the command is released, so the message costs it nothing;
         // in one write, so that scripts waiting for it never see half of it.
         let live = format!(
-            "sdt: tracing {sites} site{} ({}); Ctrl-C to stop\n",
+            "sdt: tracing {sites} site{}{later} ({}); Ctrl-C to stop\n",
             if sites == 1 { "" } else { "s" },
             runner.mechanism().name()
         );
@@ -253,7 +258,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let summary = TraceSummary {
         events: hits.delivered,
         lost: ended.summary.lost_events + hits.undecodable,
-        sites,
+        sites: ended.runtime.sites(),
     };
     let sink = ended.runtime.sink();
     sink.summary(&summary);

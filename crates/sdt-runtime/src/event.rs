@@ -4,8 +4,7 @@
 
 use sdt_codegen::layout::{event, OutputInfo};
 use sdt_output::{Arg, Hit};
-use sdt_script::Compilation;
-use sdt_trace::PlannedArg;
+use sdt_trace::{PlannedArg, PlannedSite};
 
 fn u64_at(record: &[u8], at: u32) -> Option<u64> {
     let at = at as usize;
@@ -19,15 +18,16 @@ fn u64_at(record: &[u8], at: u32) -> Option<u64> {
 /// order is the true one.
 pub fn decode<'a>(
     record: &'a [u8],
-    compilation: &'a Compilation,
+    outputs: &'a [OutputInfo],
+    sites: &'a [PlannedSite],
     not_before: u64,
 ) -> Option<Hit<'a>> {
     let id = u64_at(record, 0)? as usize;
-    let OutputInfo::Event { strings, .. } = compilation.compiled.outputs.get(id)? else {
+    let OutputInfo::Event { strings, .. } = outputs.get(id)? else {
         return None;
     };
     let cookie = u64_at(record, event::COOKIE)?;
-    let site = compilation.sites.get(cookie as u32 as usize)?;
+    let site = sites.get(cookie as u32 as usize)?;
     let pid_tgid = u64_at(record, event::PID_TGID)?;
     let comm = record.get(event::COMM as usize..(event::COMM + 16) as usize)?;
     let comm = &comm[..comm.iter().position(|&b| b == 0).unwrap_or(comm.len())];

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod event;
+mod later;
 mod maps;
 pub mod run;
 pub mod scrape;
@@ -28,6 +29,7 @@ pub mod value;
 
 use std::collections::HashMap;
 use std::io;
+use std::sync::Arc;
 
 use sdt_codegen::layout::{snapshot, stamp, Field, OutputInfo, HEADER};
 use sdt_lang::format::{Arg, Conv};
@@ -35,7 +37,8 @@ use sdt_lang::hir::{MapId, Program};
 use sdt_lang::types::TypeRegistry;
 use sdt_output::text::{escape_buffer, hex_buffer, raw_text, Context};
 use sdt_output::{Printed, Sink, Stamp, TextKind, Thread};
-use sdt_script::{Compilation, Names};
+use sdt_script::{Compilation, Growth, Names};
+use sdt_trace::PlannedSite;
 
 pub use self::maps::{map_print, map_snapshot, Entry, MapSnapshot};
 pub use self::symbols::Symbols;
@@ -68,6 +71,9 @@ pub struct Runtime<'p> {
     /// Whether `system()` may run commands (`--unsafe`).
     allow_unsafe: bool,
     compilation: &'p Compilation,
+    /// The output layouts and sites by id: the compilation's, and more
+    /// once objects mapped later are attached (see [`Growth`]).
+    tables: Arc<Tables>,
     /// `sdt trace`'s hits: how many arrived, how many could not be
     /// decoded, and the latest time (hits never go back in time).
     hits: Hits,
@@ -79,6 +85,12 @@ pub struct Runtime<'p> {
     latest_stamp_ns: u64,
     /// Bytes `cat()` prints of a file at most.
     cat_limit: u64,
+}
+
+/// What the ids in records mean.
+struct Tables {
+    outputs: Vec<OutputInfo>,
+    sites: Vec<PlannedSite>,
 }
 
 /// What values are resolved with: the program's names and types, and
@@ -120,6 +132,10 @@ impl<'p> Runtime<'p> {
             },
             allow_unsafe,
             compilation,
+            tables: Arc::new(Tables {
+                outputs: compilation.compiled.outputs.clone(),
+                sites: compilation.sites.clone(),
+            }),
             hits: Hits::default(),
             snapshots: HashMap::new(),
             latest_stamp_ns: 0,
@@ -130,6 +146,12 @@ impl<'p> Runtime<'p> {
     /// `cat()` prints at most `bytes` of a file (`max_cat_bytes`).
     pub fn limit_cat(&mut self, bytes: u64) {
         self.cat_limit = bytes;
+    }
+
+    /// How many USDT sites the programs serve, with those of objects
+    /// attached after the start.
+    pub fn sites(&self) -> usize {
+        self.tables.sites.len()
     }
 
     /// The hits of `sdt trace` so far.
@@ -161,6 +183,16 @@ impl<'p> Runtime<'p> {
         }
     }
 
+    /// Takes the names, sites and output layouts of a compilation that has
+    /// grown, before records of its new programs arrive.
+    pub(crate) fn grow(&mut self, growth: &Growth) {
+        self.known.names = growth.names().clone();
+        self.tables = Arc::new(Tables {
+            outputs: growth.outputs.clone(),
+            sites: growth.sites().to_vec(),
+        });
+    }
+
     /// Reads the mappings of `pid` again from `/proc`.
     pub fn refresh_mappings(&mut self, pid: u32) {
         self.known.symbols.refresh(pid);
@@ -178,8 +210,8 @@ impl<'p> Runtime<'p> {
     /// Handles one record.
     pub fn handle(&mut self, record: &[u8], maps: &dyn Maps) -> Action {
         let id = u64_at(record, 0) as usize;
-        let compilation: &'p Compilation = self.compilation;
-        let Some(info) = compilation.compiled.outputs.get(id) else {
+        let tables = Arc::clone(&self.tables);
+        let Some(info) = tables.outputs.get(id) else {
             return Action::Continue;
         };
         match *info {
@@ -285,7 +317,7 @@ impl<'p> Runtime<'p> {
                 self.sink.text(TextKind::Join, parts.join(&sep).as_bytes());
             }
             OutputInfo::Event { .. } => {
-                match event::decode(record, compilation, self.hits.latest_ns) {
+                match event::decode(record, &tables.outputs, &tables.sites, self.hits.latest_ns) {
                     Some(hit) => {
                         self.hits.latest_ns = hit.time_ns;
                         self.hits.delivered += 1;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use sdt_bpf::{Map, Mechanism};
 use sdt_trace::{Options as SessionOptions, Session};
 
+use crate::later::LaterObjects;
 use crate::{Action, Entry, Maps, Runtime};
 use sdt_codegen::layout;
 use sdt_lang::hir::MapId;
@@ -27,6 +28,9 @@ pub struct Runner<'c> {
     intervals: Vec<(usize, Duration, Instant)>,
     /// `exit()` was called.
     exit: Option<Option<i64>>,
+    /// Objects the traced tree maps from now on, for attach points that
+    /// mean them.
+    later: Option<LaterObjects>,
 }
 
 /// What went wrong, if anything, and what was lost, at the end.
@@ -58,6 +62,9 @@ pub struct Step {
     pub ready: Vec<u64>,
     /// `exit()` was called.
     pub exit: bool,
+    /// What attaching to newly mapped objects did, one line each, for
+    /// the user.
+    pub notices: Vec<String>,
 }
 
 /// How a compilation runs.
@@ -131,6 +138,7 @@ impl<'c> Runner<'c> {
             runtime,
             intervals,
             exit: None,
+            later: None,
         })
     }
 
@@ -152,10 +160,12 @@ impl<'c> Runner<'c> {
     /// without a `-c` command ends right after BEGIN, as bpftrace 0.24
     /// and later do: nothing else could ever fire.
     pub fn only_begin_and_end(&self) -> bool {
-        self.compilation
-            .roles
-            .iter()
-            .all(|r| matches!(r, Role::Begin | Role::End))
+        !self.compilation.attaches_later()
+            && self
+                .compilation
+                .roles
+                .iter()
+                .all(|r| matches!(r, Role::Begin | Role::End))
     }
 
     pub fn runtime(&mut self) -> &mut Runtime<'c> {
@@ -207,6 +217,28 @@ impl<'c> Runner<'c> {
         self.runtime.track(pid, follow)
     }
 
+    /// Attaches the attach points that mean objects mapped later (a
+    /// library loaded with `dlopen`, a provider defined at run time) to
+    /// those that process `pid` (and, where followed, its children) maps
+    /// from now on, at each [`step`](Self::step). With `scan`, the
+    /// objects it maps now are looked at too (`-p`: those mapped since
+    /// planning; not a `-c` command that has not called exec yet).
+    /// Returns `false` if the kernel would not record the mappings; does
+    /// nothing, and returns `true`, when no attach point needs it.
+    pub fn attach_later_objects(&mut self, pid: u32, scan: bool) -> bool {
+        if !self.compilation.attaches_later() {
+            return true;
+        }
+        let follow = self.session.following();
+        match LaterObjects::open(self.compilation, pid, follow, scan) {
+            Ok(later) => {
+                self.later = Some(later);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Waits for records (at most until the next interval is due), handles
     /// them, runs due intervals.
     pub fn step(&mut self) -> Result<Step, sdt_trace::Error> {
@@ -243,10 +275,17 @@ impl<'c> Runner<'c> {
             self.session.trigger(program)?;
             self.drain();
         }
+        let notices = match &mut self.later {
+            Some(later) if self.exit.is_none() => {
+                later.poll(self.compilation, &mut self.session, &mut self.runtime)
+            }
+            _ => Vec::new(),
+        };
         self.runtime.flush();
         Ok(Step {
             ready,
             exit: self.exit.is_some(),
+            notices,
         })
     }
 

@@ -156,6 +156,13 @@ impl Traced {
         // addresses mean something after it ends; without the kernel's
         // records, /proc is read at each step instead.
         let poll_mappings = self.pid.is_some_and(|pid| !runner.track(pid as u32));
+        if let Some(pid) = self.pid.filter(|_| !exited_in_begin) {
+            if !runner.attach_later_objects(pid as u32, self.child.is_none()) {
+                eprintln!(
+                    "sdt: warning: the kernel does not report what process {pid} maps; probes in objects it maps from now on are not attached"
+                );
+            }
+        }
         started(&mut runner, attached);
         // What BEGIN printed comes before anything the command prints.
         runner.runtime().flush();
@@ -164,6 +171,9 @@ impl Traced {
         let mut process_ended = false;
         while !stop {
             let step = runner.step()?;
+            for notice in &step.notices {
+                eprintln!("sdt: {notice}");
+            }
             if let (true, Some(pid)) = (poll_mappings, self.pid) {
                 runner.runtime().refresh_mappings(pid as u32);
             }

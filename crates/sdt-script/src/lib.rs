@@ -14,6 +14,8 @@
 
 #![forbid(unsafe_code)]
 
+mod later;
+
 use std::collections::HashMap;
 
 use sdt_bpf::arg::ArgSource;
@@ -28,6 +30,9 @@ use sdt_lang::check::{self, CheckOptions, NoObjects};
 use sdt_lang::config::MissingProbes;
 use sdt_lang::diag::{Diagnostic, Diagnostics};
 use sdt_lang::hir::{ProbeInstance, ProbeKind, Program};
+
+pub use later::{Added, Growth};
+use later::{Later, LaterPoint};
 
 /// The names of `probe` and `func` values, by the ids the programs send.
 #[derive(Clone, Debug, Default)]
@@ -86,9 +91,17 @@ pub struct Compilation {
     /// Attach points left out because they match nothing
     /// (`missing_probes = warn`), as warnings placed in the script.
     pub skipped: Vec<Diagnostic>,
+    /// What attaching to objects mapped later needs (see [`Growth`]).
+    later: Later,
 }
 
 impl Compilation {
+    /// Whether attach points also mean objects that the traced process
+    /// maps after the start, to attach through a [`Growth`].
+    pub fn attaches_later(&self) -> bool {
+        !self.later.points.is_empty()
+    }
+
     /// The programs with their attach targets, for the session.
     pub fn program_specs(&self) -> Vec<ProgramSpec> {
         self.compiled
@@ -185,8 +198,40 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
             .instance(index, instance, b)
             .map_err(|d| Diagnostics(vec![d]))?;
     }
-    let compiled =
-        sdt_codegen::compile(&program, &lowering.units, &options.codegen).map_err(Diagnostics)?;
+    let later_points: Vec<LaterPoint> = program
+        .probes
+        .iter()
+        .enumerate()
+        .filter_map(|(instance, p)| {
+            let b = &bound[p.block][p.attach_point];
+            let spec = b.later.clone()?;
+            let written = match &b.spec {
+                AttachSpec::Usdt { path, .. } => path.clone(),
+                _ => None,
+            };
+            Some(LaterPoint {
+                instance,
+                spec,
+                written,
+            })
+        })
+        .collect();
+    let reserve: Vec<Unit> = later_points.iter().map(Later::reserve_unit).collect();
+    let mut compiled = sdt_codegen::compile(
+        &program,
+        &[lowering.units.as_slice(), &reserve].concat(),
+        &options.codegen,
+    )
+    .map_err(Diagnostics)?;
+    // The reserving programs are never loaded.
+    compiled.programs.truncate(lowering.units.len());
+    let later = Later {
+        points: later_points,
+        units: lowering.units.clone(),
+        reserve,
+        codegen: options.codegen.clone(),
+        cookies: lowering.cookies,
+    };
     let probe_count = bound.iter().flatten().map(Bound::probe_count).sum();
     let warnings = bound
         .iter()
@@ -208,6 +253,7 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         source: String::new(),
         source_name: "stdin".to_string(),
         skipped,
+        later,
     })
 }
 
@@ -262,6 +308,7 @@ pub fn compile_offline(
 }
 
 /// Turns bound probe instances into code generation units.
+#[derive(Clone)]
 struct Lowering {
     names: Names,
     probe_ids: HashMap<String, u32>,
@@ -350,95 +397,7 @@ impl Lowering {
                     AttachSpec::Usdt { path, .. } => path.clone(),
                     _ => None,
                 };
-                // Sites whose arguments live in the same places share a program.
-                let mut groups: Vec<(Vec<Option<ArgSource>>, Vec<AttachSite>, String)> = Vec::new();
-                let mut refused = Vec::new();
-                for site in planned {
-                    if let Some(why) = unreadable_read(site, instance.args_read) {
-                        refused.push(format!(
-                            "not tracing {}:{} at {:#x} in {}: {why}",
-                            site.provider,
-                            site.name,
-                            site.address,
-                            site.path.display()
-                        ));
-                        continue;
-                    }
-                    let display = format!(
-                        "usdt:{}:{}:{}",
-                        shown_path(written.as_deref(), &site.path),
-                        site.provider,
-                        site.name
-                    );
-                    let probe = self.probe_id(display.clone());
-                    self.sites.push(site.clone());
-                    let site_id = self.sites.len() as u32 - 1;
-                    let cookie = (u64::from(probe) << 32) | u64::from(site_id);
-                    let attach_site = AttachSite {
-                        path: site.path.clone(),
-                        attach_path: site.attach_path.clone(),
-                        attach_fd: site.attach_fd.clone(),
-                        offset: site.attach_offset,
-                        ref_ctr_offset: site.semaphore_offset,
-                        cookie: if cookies { cookie } else { 0 },
-                    };
-                    let shape: Vec<Option<ArgSource>> =
-                        site.args.iter().map(|a| a.source.clone().ok()).collect();
-                    if cookies {
-                        match groups.iter_mut().find(|g| g.0 == shape) {
-                            Some(g) => g.1.push(attach_site),
-                            None => groups.push((shape, vec![attach_site], display)),
-                        }
-                    } else {
-                        let u = unit(
-                            ProgramType::Kprobe,
-                            ArgAccess::Usdt(shape),
-                            Ids::Const {
-                                probe,
-                                site: site_id,
-                            },
-                            format!("usdt_{}", self.units.len()),
-                            display,
-                        );
-                        let u = Unit {
-                            site_address: Some(site.address),
-                            ..u
-                        };
-                        self.push(
-                            u,
-                            Role::Probe,
-                            Attach::Uprobe {
-                                sites: vec![attach_site],
-                                retprobe: false,
-                            },
-                        );
-                    }
-                }
-                if !refused.is_empty() && refused.len() == planned.len() {
-                    return Err(Diagnostic::error(
-                        instance.span,
-                        "no site of this probe can be traced",
-                    )
-                    .hint(refused.join("; ")));
-                }
-                self.warnings.extend(refused);
-                for (shape, sites, display) in groups {
-                    let u = unit(
-                        ProgramType::Kprobe,
-                        ArgAccess::Usdt(shape),
-                        Ids::Cookie,
-                        format!("usdt_{}", self.units.len()),
-                        display,
-                    );
-                    self.push(
-                        u,
-                        Role::Probe,
-                        Attach::Uprobe {
-                            sites,
-                            retprobe: false,
-                        },
-                    );
-                }
+                self.usdt(index, instance, planned, written.as_deref())?;
             }
             Target::Functions(functions) => {
                 let (written, ret) = match &b.spec {
@@ -525,6 +484,116 @@ impl Lowering {
                 );
                 self.push(u, Role::Probe, Attach::Tracepoint { id: tp.id });
             }
+        }
+        Ok(())
+    }
+
+    /// The programs of a USDT probe instance at `planned` sites: sites
+    /// whose arguments live in the same places share a program (through
+    /// cookies), and sites where an argument the program reads cannot be
+    /// read are left out, with a warning; an error if that leaves none.
+    fn usdt(
+        &mut self,
+        index: usize,
+        instance: &ProbeInstance,
+        planned: &[PlannedSite],
+        written: Option<&str>,
+    ) -> Result<(), Diagnostic> {
+        // Sites share a program through cookies, unless the program must
+        // know its site's address.
+        let cookies = self.cookies && !instance.per_site;
+        let unit = |args, ids, name: String, display: String, site_address| Unit {
+            instance: index,
+            prog_type: ProgramType::Kprobe,
+            args,
+            ids,
+            name,
+            display,
+            site_address,
+        };
+        // Sites whose arguments live in the same places share a program.
+        let mut groups: Vec<(Vec<Option<ArgSource>>, Vec<AttachSite>, String)> = Vec::new();
+        let mut refused = Vec::new();
+        for site in planned {
+            if let Some(why) = unreadable_read(site, instance.args_read) {
+                refused.push(format!(
+                    "not tracing {}:{} at {:#x} in {}: {why}",
+                    site.provider,
+                    site.name,
+                    site.address,
+                    site.path.display()
+                ));
+                continue;
+            }
+            let display = format!(
+                "usdt:{}:{}:{}",
+                shown_path(written, &site.path),
+                site.provider,
+                site.name
+            );
+            let probe = self.probe_id(display.clone());
+            self.sites.push(site.clone());
+            let site_id = self.sites.len() as u32 - 1;
+            let cookie = (u64::from(probe) << 32) | u64::from(site_id);
+            let attach_site = AttachSite {
+                path: site.path.clone(),
+                attach_path: site.attach_path.clone(),
+                attach_fd: site.attach_fd.clone(),
+                offset: site.attach_offset,
+                ref_ctr_offset: site.semaphore_offset,
+                cookie: if cookies { cookie } else { 0 },
+            };
+            let shape: Vec<Option<ArgSource>> =
+                site.args.iter().map(|a| a.source.clone().ok()).collect();
+            if cookies {
+                match groups.iter_mut().find(|g| g.0 == shape) {
+                    Some(g) => g.1.push(attach_site),
+                    None => groups.push((shape, vec![attach_site], display)),
+                }
+            } else {
+                let u = unit(
+                    ArgAccess::Usdt(shape),
+                    Ids::Const {
+                        probe,
+                        site: site_id,
+                    },
+                    format!("usdt_{}", self.units.len()),
+                    display,
+                    Some(site.address),
+                );
+                self.push(
+                    u,
+                    Role::Probe,
+                    Attach::Uprobe {
+                        sites: vec![attach_site],
+                        retprobe: false,
+                    },
+                );
+            }
+        }
+        if !refused.is_empty() && refused.len() == planned.len() {
+            return Err(
+                Diagnostic::error(instance.span, "no site of this probe can be traced")
+                    .hint(refused.join("; ")),
+            );
+        }
+        self.warnings.extend(refused);
+        for (shape, sites, display) in groups {
+            let u = unit(
+                ArgAccess::Usdt(shape),
+                Ids::Cookie,
+                format!("usdt_{}", self.units.len()),
+                display,
+                None,
+            );
+            self.push(
+                u,
+                Role::Probe,
+                Attach::Uprobe {
+                    sites,
+                    retprobe: false,
+                },
+            );
         }
         Ok(())
     }

@@ -28,7 +28,10 @@ mod tracefs;
 use std::path::PathBuf;
 
 pub use functions::{plan_functions, FunctionSite, FunctionTarget};
-pub use plan::{glob_files, plan, Plan, PlannedArg, PlannedSite, Scope, Unreadable};
+pub use plan::{
+    glob_files, plan, plan_mapped, selects_later_objects, Plan, PlannedArg, PlannedSite, Scope,
+    Unreadable,
+};
 pub use session::{mechanism, Attach, AttachSite, Options, ProgramSpec, Session};
 pub use spec::ProbeSpec;
 pub use tracefs::{parse_format, TraceFs, Tracepoint, TracepointField};

@@ -150,30 +150,15 @@ pub fn plan(specs: &[ProbeSpec], scope: &Scope) -> Result<Plan, Error> {
                 }
                 Err(e) => return Err(Error::Elf(e)),
             };
-            for probe in probes.iter() {
-                if !spec.matches(probe.provider, probe.name) {
-                    candidates.push(format!("{}:{}", probe.provider, probe.name));
-                    continue;
-                }
-                matched += 1;
-                for site in probe.sites {
-                    let planned = plan_site(&file, &object.path, probe.provider, probe.name, site);
-                    match planned {
-                        Ok(planned) => {
-                            if seen.insert((file.id(), planned.attach_offset)) {
-                                plan.sites.push(planned);
-                            }
-                        }
-                        Err(why) => plan.warnings.push(format!(
-                            "not tracing {}:{} at {:#x} in {}: {why}",
-                            probe.provider,
-                            probe.name,
-                            site.address,
-                            object.path.display()
-                        )),
-                    }
-                }
-            }
+            matched += plan_object(
+                spec,
+                &file,
+                &object.path,
+                &probes,
+                &mut seen,
+                &mut plan,
+                &mut candidates,
+            );
         }
         if matched == 0 {
             return Err(Error::ProbeNotFound {
@@ -189,6 +174,95 @@ pub fn plan(specs: &[ProbeSpec], scope: &Scope) -> Result<Plan, Error> {
         });
     }
     Ok(plan)
+}
+
+/// Whether `spec` also means the objects that the traced process (tree)
+/// maps after tracing has started: with `-p` or `-c`, a spec without a
+/// target (every object of the process) or with a glob over its objects.
+/// A spec that names a file means that file, loaded or not.
+pub fn selects_later_objects(spec: &ProbeSpec, scope: &Scope) -> bool {
+    scope.pid.is_some() && spec.target.as_deref().is_none_or(is_glob)
+}
+
+/// Plans the sites `spec` selects among the probes of one object, into
+/// `plan`, skipping sites already in `seen`; returns how many probes
+/// matched. Probes that did not match go to `candidates`, for
+/// suggestions.
+fn plan_object(
+    spec: &ProbeSpec,
+    file: &ElfFile,
+    path: &Path,
+    probes: &sdt_elf::Probes<'_>,
+    seen: &mut HashSet<(FileId, u64)>,
+    plan: &mut Plan,
+    candidates: &mut Vec<String>,
+) -> usize {
+    let mut matched = 0;
+    for probe in probes.iter() {
+        if !spec.matches(probe.provider, probe.name) {
+            candidates.push(format!("{}:{}", probe.provider, probe.name));
+            continue;
+        }
+        matched += 1;
+        for site in probe.sites {
+            match plan_site(file, path, probe.provider, probe.name, site) {
+                Ok(planned) => {
+                    if seen.insert((file.id(), planned.attach_offset)) {
+                        plan.sites.push(planned);
+                    }
+                }
+                Err(why) => plan.warnings.push(format!(
+                    "not tracing {}:{} at {:#x} in {}: {why}",
+                    probe.provider,
+                    probe.name,
+                    site.address,
+                    path.display()
+                )),
+            }
+        }
+    }
+    matched
+}
+
+/// The sites `spec` selects in one object that a traced process mapped
+/// after tracing started (a library it loaded, a provider it defined at
+/// run time): none is not an error. An object that cannot be read safely
+/// gives a warning and no site.
+pub fn plan_mapped(spec: &ProbeSpec, object: &MappedObject) -> Plan {
+    let mut plan = Plan::default();
+    if let Some(target) = spec.target.as_deref() {
+        let selected = globset::Glob::new(target).is_ok_and(|g| {
+            let g = g.compile_matcher();
+            g.is_match(&object.path) || object.path.file_name().is_some_and(|n| g.is_match(n))
+        });
+        if !selected {
+            return plan;
+        }
+    }
+    let file = match object.file() {
+        Ok(file) => file,
+        Err(e) => {
+            plan.warnings.push(format!("skipping {}", e.with_causes()));
+            return plan;
+        }
+    };
+    match file.probes() {
+        Ok(probes) => {
+            plan_object(
+                spec,
+                file,
+                &object.path,
+                &probes,
+                &mut HashSet::new(),
+                &mut plan,
+                &mut Vec::new(),
+            );
+        }
+        Err(e) => plan
+            .warnings
+            .push(format!("skipping {}: {e}", object.path.display())),
+    }
+    plan
 }
 
 /// The objects a spec means. Files named by the user are opened once and

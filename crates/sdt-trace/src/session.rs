@@ -143,42 +143,8 @@ impl Session {
         };
         let mut loaded = Vec::with_capacity(programs.len());
         for spec in programs {
-            let mut insns = spec.insns;
-            let refs: Vec<&Map> = created
-                .iter()
-                .map(|m| m.as_ref().unwrap_or(ring.map()))
-                .collect();
-            sdt_bpf::relocate_maps(&mut insns, &refs).map_err(Error::Bpf)?;
-            let expected_attach_type = match spec.attach {
-                Attach::Uprobe { .. } => {
-                    if let Some(follow) = &follow {
-                        insns.splice(0..0, follow.filter()?);
-                    }
-                    mechanism.expected_attach_type()
-                }
-                Attach::Tracepoint { .. } if options.filter_tracepoints => {
-                    match (&follow, options.pid) {
-                        (Some(follow), _) => {
-                            insns.splice(0..0, follow.filter()?);
-                        }
-                        (None, Some(pid)) => {
-                            insns.splice(0..0, crate::follow::pid_filter(pid)?);
-                        }
-                        (None, None) => {}
-                    }
-                    None
-                }
-                _ => None,
-            };
-            let opts = LoadOptions {
-                name: spec.name.clone(),
-                expected_attach_type,
-                prog_type: spec.prog_type,
-            };
-            let program = Program::load(&insns, &opts).map_err(|source| Error::Load {
-                program: spec.name.clone(),
-                source,
-            })?;
+            let program =
+                load_program(&spec, &created, &ring, follow.as_ref(), &options, mechanism)?;
             loaded.push((program, spec.attach));
         }
         Ok(Session {
@@ -224,35 +190,14 @@ impl Session {
         for (program, attach) in uprobes.chain(others) {
             match attach {
                 Attach::Uprobe { sites, retprobe } => {
-                    let mut by_file: BTreeMap<(&PathBuf, &PathBuf), Vec<UprobeSite>> =
-                        BTreeMap::new();
-                    for site in sites {
-                        by_file
-                            .entry((&site.attach_path, &site.path))
-                            .or_default()
-                            .push(UprobeSite {
-                                offset: site.offset,
-                                ref_ctr_offset: site.ref_ctr_offset,
-                                cookie: site.cookie,
-                            });
-                    }
-                    for ((attach_path, path), sites) in by_file {
-                        count += sites.len();
-                        let request = UprobeAttach {
-                            path: attach_path.clone(),
-                            sites,
-                            pid,
-                            retprobe: *retprobe,
-                        };
-                        let attachment =
-                            request.attach(program, self.mechanism).map_err(|source| {
-                                Error::Attach {
-                                    path: path.clone(),
-                                    source,
-                                }
-                            })?;
-                        self.attachments.push(attachment);
-                    }
+                    count += sites.len();
+                    self.attachments.extend(attach_uprobes(
+                        program,
+                        sites,
+                        *retprobe,
+                        pid,
+                        self.mechanism,
+                    )?);
                 }
                 Attach::Tracepoint { id } => {
                     let attachment = sdt_bpf::attach_tracepoint(program, *id, self.mechanism)
@@ -267,6 +212,39 @@ impl Session {
                 }
                 Attach::Triggered => {}
             }
+        }
+        Ok(count)
+    }
+
+    /// Loads and attaches more uprobe programs while the session runs
+    /// (for objects mapped after the start); returns the number of sites.
+    /// The programs' map references hold indices into the session's maps.
+    pub fn add(&mut self, programs: Vec<ProgramSpec>) -> Result<usize, Error> {
+        let pid = if self.follow.is_some() {
+            None
+        } else {
+            self.options.pid
+        };
+        let mut count = 0;
+        for spec in programs {
+            let Attach::Uprobe { sites, retprobe } = &spec.attach else {
+                return Err(Error::Bpf(sdt_bpf::Error::Invalid(format!(
+                    "program {} is not a uprobe program",
+                    spec.name
+                ))));
+            };
+            let program = load_program(
+                &spec,
+                &self.maps,
+                &self.ring,
+                self.follow.as_ref(),
+                &self.options,
+                self.mechanism,
+            )?;
+            let attachments = attach_uprobes(&program, sites, *retprobe, pid, self.mechanism)?;
+            count += sites.len();
+            self.attachments.extend(attachments);
+            self.programs.push((program, spec.attach));
         }
         Ok(count)
     }
@@ -356,4 +334,90 @@ impl Session {
             _ => 0,
         }
     }
+}
+
+/// Relocates a program's map references to the session's maps, puts the
+/// process filter in front where one applies, and loads it.
+fn load_program(
+    spec: &ProgramSpec,
+    maps: &[Option<Map>],
+    ring: &RingBuf,
+    follow: Option<&Follow>,
+    options: &Options,
+    mechanism: Mechanism,
+) -> Result<Program, Error> {
+    let mut insns = spec.insns.clone();
+    let refs: Vec<&Map> = maps
+        .iter()
+        .map(|m| m.as_ref().unwrap_or(ring.map()))
+        .collect();
+    sdt_bpf::relocate_maps(&mut insns, &refs).map_err(Error::Bpf)?;
+    let expected_attach_type = match spec.attach {
+        Attach::Uprobe { .. } => {
+            if let Some(follow) = follow {
+                insns.splice(0..0, follow.filter()?);
+            }
+            mechanism.expected_attach_type()
+        }
+        Attach::Tracepoint { .. } if options.filter_tracepoints => {
+            match (follow, options.pid) {
+                (Some(follow), _) => {
+                    insns.splice(0..0, follow.filter()?);
+                }
+                (None, Some(pid)) => {
+                    insns.splice(0..0, crate::follow::pid_filter(pid)?);
+                }
+                (None, None) => {}
+            }
+            None
+        }
+        _ => None,
+    };
+    let opts = LoadOptions {
+        name: spec.name.clone(),
+        expected_attach_type,
+        prog_type: spec.prog_type,
+    };
+    Program::load(&insns, &opts).map_err(|source| Error::Load {
+        program: spec.name.clone(),
+        source,
+    })
+}
+
+/// Attaches a uprobe program at `sites`, one attachment per file.
+fn attach_uprobes(
+    program: &Program,
+    sites: &[AttachSite],
+    retprobe: bool,
+    pid: Option<i32>,
+    mechanism: Mechanism,
+) -> Result<Vec<Attachment>, Error> {
+    let mut by_file: BTreeMap<(&PathBuf, &PathBuf), Vec<UprobeSite>> = BTreeMap::new();
+    for site in sites {
+        by_file
+            .entry((&site.attach_path, &site.path))
+            .or_default()
+            .push(UprobeSite {
+                offset: site.offset,
+                ref_ctr_offset: site.ref_ctr_offset,
+                cookie: site.cookie,
+            });
+    }
+    let mut attachments = Vec::new();
+    for ((attach_path, path), sites) in by_file {
+        let request = UprobeAttach {
+            path: attach_path.clone(),
+            sites,
+            pid,
+            retprobe,
+        };
+        let attachment = request
+            .attach(program, mechanism)
+            .map_err(|source| Error::Attach {
+                path: path.clone(),
+                source,
+            })?;
+        attachments.push(attachment);
+    }
+    Ok(attachments)
 }

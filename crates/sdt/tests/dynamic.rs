@@ -382,3 +382,163 @@ fn without_memfd_the_object_comes_from_a_deleted_temporary_file() {
     fixture.expect("unloaded 1 mapped=false");
     fixture.finish();
 }
+
+/// Runs `sdt ARGS` to its end, with the fixture's standard output mixed
+/// into sdt's as `-c` gives it; returns (stdout, stderr).
+fn sdt_to_the_end(args: &[&str]) -> (String, String) {
+    let out = run(Command::new(sdt_binary()).args(args).stdin(Stdio::null()));
+    assert!(out.status.success(), "sdt {args:?}: {out:?}");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The fixture's own lines, in order: `-c` gives it sdt's standard output.
+fn fixture_lines(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter(|l| {
+            ["loaded ", "fired ", "detached ", "unloaded "]
+                .iter()
+                .any(|s| l.starts_with(s))
+        })
+        .collect()
+}
+
+#[test]
+fn sdt_trace_c_attaches_to_each_provider_the_command_defines_while_it_runs() {
+    if !require_tracing() {
+        return;
+    }
+    const HITS: u64 = 200;
+    let fixture = fixture_crate("dynamic", "sdt-dynamic-fixture");
+    let command = format!("{} {HITS} 2 --stay-traced", fixture.display());
+    let (out, err) = sdt_to_the_end(&[
+        "trace",
+        "-c",
+        &command,
+        "-s",
+        "1",
+        "-s",
+        "3:4",
+        "jit:compiled",
+    ]);
+    // Nothing was enabled before sdt attached to each new object, and
+    // both objects went away when they were unloaded.
+    assert_eq!(
+        fixture_lines(&out),
+        [
+            "loaded 1 Memfd enabled=false",
+            "fired 1",
+            "unloaded 1 mapped=false",
+            "loaded 2 Memfd enabled=false",
+            "fired 2",
+            "unloaded 2 mapped=false",
+        ],
+        "{out}\n{err}"
+    );
+    // Every hit of both rounds, in order, with every argument exact.
+    let events: Vec<&str> = out.lines().filter(|l| l.contains(" jit:")).collect();
+    assert_eq!(events.len() as u64, 2 * HITS, "{out}\n{err}");
+    for (n, event) in events.iter().enumerate() {
+        let i = n as u64 % HITS;
+        assert!(
+            event.ends_with(&format!(
+                " sdt-dynamic-fix jit:compiled arg0={i} arg1=\"hot_loop\" arg2=-7 arg3=\"bytes!\" arg4=6"
+            )),
+            "{event}"
+        );
+    }
+    // The spec waited for an object, and each round's was attached.
+    assert!(err.contains("matches no probe yet"), "{err}");
+    let attached: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("sdt: attached usdt:/proc/") && l.contains("/fd/"))
+        .collect();
+    let pid = events[0].split_whitespace().nth(1).unwrap();
+    assert_eq!(attached.len(), 2, "{err}");
+    for line in attached {
+        assert!(
+            line.starts_with(&format!("sdt: attached usdt:/proc/{pid}/fd/"))
+                && line.ends_with(&format!(":jit:compiled (1 site) in process {pid}")),
+            "{line}"
+        );
+    }
+    assert!(
+        err.contains(&format!("sdt: {} events, 0 lost, 2 sites", 2 * HITS)),
+        "{err}"
+    );
+}
+
+#[test]
+fn sdt_run_c_reads_the_arguments_of_every_round_including_a_probe_added_by_a_rebuild() {
+    if !require_tracing() {
+        return;
+    }
+    const HITS: u64 = 150;
+    let fixture = fixture_crate("dynamic", "sdt-dynamic-fixture");
+    let command = format!("{} {HITS} 2 --stay-traced", fixture.display());
+    let script = "usdt:*:jit:compiled { @compiled[str(arg1), (int32)arg2, str(arg3, arg4)] = count(); @arg0 = sum(arg0); }
+                  usdt::jit:round* { @rounds[arg0] = count(); @arg1 = sum((int64)arg1); }";
+    let (out, err) = sdt_to_the_end(&["run", "-f", "json", "-c", &command, "-e", script]);
+    let maps: Vec<Value> = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &Value| v["type"] == "map")
+        .collect();
+    let map = |name: &str| {
+        maps.iter()
+            .find_map(|m| m["data"].get(name).cloned())
+            .unwrap_or_else(|| panic!("no {name} in:\n{out}\n{err}"))
+    };
+    let sum = (0..HITS).sum::<u64>();
+    assert_eq!(
+        map("@compiled"),
+        serde_json::json!({"hot_loop,-7,bytes!": 2 * HITS}),
+        "{err}"
+    );
+    assert_eq!(map("@arg0"), serde_json::json!(2 * sum));
+    assert_eq!(map("@rounds"), serde_json::json!({"2": HITS}));
+    assert_eq!(map("@arg1"), serde_json::json!(-(sum as i64)));
+}
+
+#[test]
+fn sdt_run_p_attaches_to_the_provider_rebuilt_after_it_started() {
+    if !require_tracing() {
+        return;
+    }
+    const HITS: u64 = 100;
+    let mut fixture = Fixture::start(&[&HITS.to_string(), "2", "--stay-traced"]);
+    let pid = fixture.pid().to_string();
+    fixture.expect("loaded 1 Memfd enabled=false");
+    // Round 1's object is there at the start; round 2's is not, and
+    // neither is its probe `round2`.
+    let script = format!(
+        "usdt:*:jit:compiled {{ @compiled = count(); }}
+         usdt:*:jit:round2 {{ @round2 = count(); @arg1 = sum((int64)arg1); if (@round2 == {HITS}) {{ exit(); }} }}"
+    );
+    let tracer = Command::new(sdt_binary())
+        .args(["run", "-p", &pid, "-e", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    fixture.expect("fired 1");
+    fixture.expect("unloaded 1 mapped=false");
+    fixture.expect("loaded 2 Memfd enabled=false");
+    fixture.expect("fired 2");
+    fixture.expect("unloaded 2 mapped=false");
+    let out = tracer.wait_with_output().unwrap();
+    assert!(out.status.success(), "sdt run: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let sum = (0..HITS).sum::<u64>() as i64;
+    for line in [
+        format!("@compiled: {}", 2 * HITS),
+        format!("@round2: {HITS}"),
+        format!("@arg1: {}", -sum),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+    }
+    fixture.finish();
+}

@@ -1,0 +1,138 @@
+//! Attaching to objects that the traced process tree maps while it is
+//! traced: a library it `dlopen`s, or a provider it defines at run time,
+//! whose object did not exist when the script was compiled.
+//!
+//! The kernel records every executable mapping of the tree
+//! ([`sdt_bpf::MappingEvents`]). At each step of the run, the processes
+//! that mapped something new are listed again through `sdt_elf`, which
+//! opens each object through `/proc/PID/map_files` and checks that it is
+//! the file mapped (so a memfd or a deleted file is read too), and every
+//! object not looked at before goes to [`sdt_script::Growth::add`], whose
+//! programs are loaded and attached into the running session. An object
+//! is looked at once, by device and inode, however many processes map it.
+
+use std::collections::{BTreeSet, HashSet};
+
+use sdt_bpf::{MappingEvents, ProcessEvent};
+use sdt_elf::FileId;
+use sdt_script::{Compilation, Growth};
+use sdt_trace::Session;
+
+use crate::Runtime;
+
+/// The watch over a traced tree's new objects.
+pub(crate) struct LaterObjects {
+    events: MappingEvents,
+    growth: Growth,
+    /// Objects already looked at.
+    seen: HashSet<FileId>,
+    /// Inodes of the objects looked at: the kernel's records carry the
+    /// inode, so a mapping of a known object needs no listing.
+    seen_inodes: HashSet<u64>,
+    /// Processes of the tree that have mapped something, to list again
+    /// when the kernel dropped records.
+    processes: BTreeSet<u32>,
+    /// Processes to list at the next poll whatever the records say.
+    unlisted: BTreeSet<u32>,
+}
+
+impl LaterObjects {
+    /// Starts recording the mappings of `pid` (and, with `follow`, of the
+    /// processes it forks). The objects of the compilation's sites count
+    /// as looked at. With `scan`, the objects `pid` maps now are looked
+    /// at too, at the first [`poll`](Self::poll): those mapped between
+    /// the script's planning and now.
+    pub fn open(
+        compilation: &Compilation,
+        pid: u32,
+        follow: bool,
+        scan: bool,
+    ) -> Result<LaterObjects, sdt_bpf::Error> {
+        let events = MappingEvents::open(pid as i32, follow)?;
+        let mut later = LaterObjects {
+            events,
+            growth: Growth::new(compilation),
+            seen: HashSet::new(),
+            seen_inodes: HashSet::new(),
+            processes: BTreeSet::from([pid]),
+            unlisted: BTreeSet::new(),
+        };
+        for site in &compilation.sites {
+            if let Ok(stat) = rustix::fs::fstat(&*site.attach_fd) {
+                later.look_at(FileId {
+                    device: stat.st_dev,
+                    inode: stat.st_ino,
+                });
+            }
+        }
+        if scan {
+            later.unlisted.insert(pid);
+        }
+        Ok(later)
+    }
+
+    /// Marks an object as looked at; whether it was new.
+    fn look_at(&mut self, id: FileId) -> bool {
+        self.seen_inodes.insert(id.inode);
+        self.seen.insert(id)
+    }
+
+    /// Attaches to what the tree mapped since the last call; returns
+    /// what to tell the user, one line each.
+    pub fn poll(
+        &mut self,
+        compilation: &Compilation,
+        session: &mut Session,
+        runtime: &mut Runtime<'_>,
+    ) -> Vec<String> {
+        let mut to_list = std::mem::take(&mut self.unlisted);
+        for event in self.events.drain() {
+            match event {
+                ProcessEvent::Map(mapped) => {
+                    let known = mapped.inode.is_some_and(|i| self.seen_inodes.contains(&i));
+                    if !known {
+                        to_list.insert(mapped.pid);
+                    }
+                }
+                ProcessEvent::Lost(_) => to_list.extend(self.processes.iter().copied()),
+                ProcessEvent::Fork { .. } | ProcessEvent::Exec { .. } => {}
+            }
+        }
+        let mut notices = Vec::new();
+        for pid in to_list {
+            // A process that has already gone left nothing to attach to.
+            let Ok(objects) = sdt_elf::mapped_objects(pid) else {
+                self.processes.remove(&pid);
+                continue;
+            };
+            self.processes.insert(pid);
+            for object in objects {
+                if !self.look_at(object.id) {
+                    continue;
+                }
+                let added = self.growth.add(compilation, &object);
+                notices.extend(added.warnings);
+                if added.programs.is_empty() {
+                    continue;
+                }
+                // Whatever attaches, its records decode.
+                runtime.grow(&self.growth);
+                match session.add(added.programs) {
+                    Ok(sites) => {
+                        notices.push(format!(
+                            "attached {} ({sites} site{}) in process {pid}",
+                            added.probes.join(", "),
+                            if sites == 1 { "" } else { "s" }
+                        ));
+                    }
+                    Err(e) => notices.push(format!(
+                        "could not attach to {}: {}",
+                        object.path.display(),
+                        e
+                    )),
+                }
+            }
+        }
+        notices
+    }
+}
