@@ -1,19 +1,21 @@
 """Run-time probes from Python through libsdt.so, for tests/python.rs.
 
-python3 probes.py LIBSDT HITS ROUNDS: defines the provider `pyapp` with the
+python3 probes.py LIBSDT HITS ROUNDS [--stay-traced]: defines the provider `pyapp` with the
 probe `request(u64 status, str path, bytes body)`, and in each later round
 one more probe `roundR(i32)`. Each round, one line per step on standard
 output: `loaded R enabled=0`; once a tracer has enabled `request` (and half
 a second more), `request` fires HITS times with (200 + i, "/index.html",
 b"<html>") and each `roundR` HITS times with (-i); `fired R`; once no
 tracer has `request` enabled, `detached R`; then the provider is unloaded
-and `unloaded R mapped=False`.
+and `unloaded R mapped=False`. With --stay-traced, it does not wait for
+the tracer to detach (one that started it with -c stays until it exits).
 """
 import ctypes
 import sys
 import time
 
 libsdt, hits, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+stay_traced = "--stay-traced" in sys.argv[4:]
 
 sdt = ctypes.CDLL(libsdt)
 sdt.sdt_provider_new.restype = ctypes.c_void_p
@@ -81,8 +83,9 @@ for round in range(1, rounds + 1):
         for i in range(hits):
             fire(probe, -i)
     say(f"fired {round}")
-    wait_until("the tracer to detach", lambda: not sdt.sdt_probe_enabled(request))
-    say(f"detached {round}")
+    if not stay_traced:
+        wait_until("the tracer to detach", lambda: not sdt.sdt_probe_enabled(request))
+        say(f"detached {round}")
     check(sdt.sdt_provider_unload(provider))
     with open("/proc/self/maps") as maps:
         mapped = "sdt-pyapp" in maps.read()

@@ -211,3 +211,65 @@ fn python_defines_probes_that_sdt_and_bpftrace_trace() {
     let status = script_run.child.wait().unwrap();
     assert!(status.success(), "probes.py: {status}");
 }
+
+#[test]
+fn sdt_trace_c_sees_the_probes_python_defines_after_it_starts() {
+    if !(require(have("python3"), "python3") && require_root()) {
+        return;
+    }
+    const HITS: u64 = 100;
+    let command = format!(
+        "python3 {} {} {HITS} 2 --stay-traced",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/probes.py")
+            .display(),
+        libsdt().display()
+    );
+    let out = output(
+        Command::new(sdt_binary())
+            .args([
+                "trace",
+                "-c",
+                &command,
+                "-s",
+                "1",
+                "-s",
+                "2:3",
+                "pyapp:request",
+            ])
+            .stdin(Stdio::null()),
+    );
+    assert!(out.status.success(), "sdt trace: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // probes.py's own lines come through sdt's standard output.
+    let steps: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains(" pyapp:request "))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "loaded 1 enabled=0",
+            "fired 1",
+            "unloaded 1 mapped=False",
+            "loaded 2 enabled=0",
+            "fired 2",
+            "unloaded 2 mapped=False"
+        ],
+        "{text}"
+    );
+    let hits: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.split_once(" pyapp:request "))
+        .map(|(_, args)| args.to_string())
+        .collect();
+    let expected: Vec<String> = (0..2 * HITS)
+        .map(|n| {
+            format!(
+                "arg0={} arg1=\"/index.html\" arg2=\"<html>\" arg3=6",
+                200 + n % HITS
+            )
+        })
+        .collect();
+    assert_eq!(hits, expected, "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -759,3 +759,80 @@ fn a_process_on_a_btrfs_subvolume_is_listed() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// A library that the `-c` command loads with `dlopen` does not exist in
+/// its process when sdt plans the probes: a spec without a file is
+/// attached to it once it is mapped, with its semaphore raised.
+#[test]
+fn a_library_the_command_loads_with_dlopen_is_attached_once_mapped() {
+    if !sdt_testing::require_root() {
+        return;
+    }
+    let Some(fixtures) = fixtures() else {
+        return;
+    };
+    let dir = TempDir::new("dlopen-c");
+    let events_file = dir.path().join("events.ndjson");
+    let command = format!("{} {}", fixtures.target.display(), fixtures.lib.display());
+    let mut sdt = sdt()
+        .args(["trace", "--json", "-o"])
+        .arg(&events_file)
+        .args(["-c", &command, "cont:*"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sdt");
+    // The command's standard output is sdt's.
+    let mut stdout = BufReader::new(sdt.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let mut stderr = BufReader::new(sdt.stderr.take().unwrap());
+    let attached = loop {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "sdt ended before attaching to the library"
+        );
+        if line.starts_with("sdt: attached ") {
+            break line;
+        }
+    };
+    assert_eq!(
+        attached
+            .trim_end()
+            .rsplit_once(" in process ")
+            .map(|(a, _)| a),
+        Some(
+            format!(
+                "sdt: attached usdt:{}:cont:mapped_one (1 site)",
+                fixtures.lib.display()
+            )
+            .as_str()
+        ),
+        "{attached}"
+    );
+    let mut stdin = sdt.stdin.take().unwrap();
+    writeln!(stdin, "4").unwrap();
+    stdin.flush().unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    // The library's semaphore, read by the command before it fired: the
+    // kernel raised it when sdt attached.
+    assert_eq!(line, "fired 4 1\n");
+    drop(stdin); // the command exits at the end of its input, and sdt with it
+    let status = sdt.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let events: Vec<Value> = std::fs::read_to_string(&events_file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (summary, events) = events.split_last().unwrap();
+    assert_eq!(
+        hits(events),
+        expected_hits(4, &["cont:in_program", "cont:mapped_one"])
+    );
+    assert_eq!(summary["summary"]["sites"], 2);
+}

@@ -410,9 +410,23 @@ fn sdt_trace_c_attaches_to_each_provider_the_command_defines_while_it_runs() {
     if !require_tracing() {
         return;
     }
+    trace_c_two_rounds("", "Memfd");
+}
+
+#[test]
+fn sdt_trace_c_attaches_to_providers_loaded_from_deleted_temporary_files() {
+    if !require_tracing() {
+        return;
+    }
+    trace_c_two_rounds("--deny-memfd", "TempFile");
+}
+
+/// `sdt trace -c` on the fixture's two rounds, each a new object of
+/// `backing`, with the fixture's `option`.
+fn trace_c_two_rounds(option: &str, backing: &str) {
     const HITS: u64 = 200;
     let fixture = fixture_crate("dynamic", "sdt-dynamic-fixture");
-    let command = format!("{} {HITS} 2 --stay-traced", fixture.display());
+    let command = format!("{} {HITS} 2 --stay-traced {option}", fixture.display());
     let (out, err) = sdt_to_the_end(&[
         "trace",
         "-c",
@@ -428,10 +442,10 @@ fn sdt_trace_c_attaches_to_each_provider_the_command_defines_while_it_runs() {
     assert_eq!(
         fixture_lines(&out),
         [
-            "loaded 1 Memfd enabled=false",
+            format!("loaded 1 {backing} enabled=false").as_str(),
             "fired 1",
             "unloaded 1 mapped=false",
-            "loaded 2 Memfd enabled=false",
+            format!("loaded 2 {backing} enabled=false").as_str(),
             "fired 2",
             "unloaded 2 mapped=false",
         ],
@@ -451,15 +465,22 @@ fn sdt_trace_c_attaches_to_each_provider_the_command_defines_while_it_runs() {
     }
     // The spec waited for an object, and each round's was attached.
     assert!(err.contains("matches no probe yet"), "{err}");
+    // A memfd is named by the descriptor the process holds, a deleted
+    // file by its path.
+    let pid = events[0].split_whitespace().nth(1).unwrap();
+    let object = if backing == "Memfd" {
+        format!("/proc/{pid}/fd/")
+    } else {
+        "/sdt-jit-".to_string()
+    };
     let attached: Vec<&str> = err
         .lines()
-        .filter(|l| l.starts_with("sdt: attached usdt:/proc/") && l.contains("/fd/"))
+        .filter(|l| l.starts_with("sdt: attached "))
         .collect();
-    let pid = events[0].split_whitespace().nth(1).unwrap();
     assert_eq!(attached.len(), 2, "{err}");
     for line in attached {
         assert!(
-            line.starts_with(&format!("sdt: attached usdt:/proc/{pid}/fd/"))
+            line.contains(&object)
                 && line.ends_with(&format!(":jit:compiled (1 site) in process {pid}")),
             "{line}"
         );
