@@ -42,8 +42,10 @@ use crate::pictures::TimelineArgs;
 const AFTER_HELP: &str = "\
 PROBES:
   usdt:PATH:[PROVIDER:]NAME     a USDT probe; PATH may be a program or library name, a
-                                glob over files (usdt:./bin/app*:*), or, with -p, empty
-                                (usdt::NAME) or a glob over the process's objects
+                                glob over files (usdt:./bin/app*:*), or, with -p or -c,
+                                empty (usdt::NAME) or a glob over the process's objects,
+                                which also means the objects it maps later (dlopen,
+                                probes defined at run time): attached when they appear
   uprobe:PATH:FUNCTION          a function's entry; also FUNCTION+OFFSET or an address;
                                 globs match mangled and demangled C++ and Rust names, and
                                 PATH may be a glob over files; `args.NAME` reads a

@@ -22,8 +22,12 @@ PROBES:
   [TARGET:]PROVIDER:NAME, where PROVIDER and NAME may hold globs (* ? [..]).
   TARGET is a path, a program name found through PATH, or a library name
   found through the loader cache (libc, libstdc++, libpython3.11). Without
-  TARGET, -p means every object the process maps and -c means the command's
-  executable. A leading `usdt:` is accepted, as in bpftrace.
+  TARGET (or with a glob over the process's objects), -p means every object
+  the process maps and -c the command's executable, and both also mean every
+  object the traced processes map from then on: a library loaded with dlopen,
+  probes defined at run time (sdt::dynamic, libstapsdt). A probe that matches
+  nothing yet is waited for, with a warning; each object attached later is
+  reported on stderr. A leading `usdt:` is accepted, as in bpftrace.
 
 SCOPE:
   -p PID     trace one process and the processes it starts from then on

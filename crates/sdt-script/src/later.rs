@@ -39,21 +39,21 @@ pub(crate) struct LaterPoint {
     pub written: Option<String>,
 }
 
-/// What a compilation keeps to grow later.
+/// What a compilation keeps to grow later; only [`Growth`] reads it.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Later {
-    pub points: Vec<LaterPoint>,
+pub struct Later {
+    pub(crate) points: Vec<LaterPoint>,
     /// The units of the compilation's programs, in order.
-    pub units: Vec<Unit>,
+    pub(crate) units: Vec<Unit>,
     /// The units compiled only to reserve room (see the module docs).
-    pub reserve: Vec<Unit>,
-    pub codegen: sdt_codegen::Options,
-    pub cookies: bool,
+    pub(crate) reserve: Vec<Unit>,
+    pub(crate) codegen: sdt_codegen::Options,
+    pub(crate) cookies: bool,
 }
 
 impl Later {
     /// The unit that reserves room for attach point `point`'s programs.
-    pub fn reserve_unit(point: &LaterPoint) -> Unit {
+    pub(crate) fn reserve_unit(point: &LaterPoint) -> Unit {
         Unit {
             instance: point.instance,
             prog_type: sdt_bpf::ProgramType::Kprobe,

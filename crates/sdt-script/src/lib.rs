@@ -31,8 +31,8 @@ use sdt_lang::config::MissingProbes;
 use sdt_lang::diag::{Diagnostic, Diagnostics};
 use sdt_lang::hir::{ProbeInstance, ProbeKind, Program};
 
-pub use later::{Added, Growth};
-use later::{Later, LaterPoint};
+use later::LaterPoint;
+pub use later::{Added, Growth, Later};
 
 /// The names of `probe` and `func` values, by the ids the programs send.
 #[derive(Clone, Debug, Default)]
@@ -92,7 +92,7 @@ pub struct Compilation {
     /// (`missing_probes = warn`), as warnings placed in the script.
     pub skipped: Vec<Diagnostic>,
     /// What attaching to objects mapped later needs (see [`Growth`]).
-    later: Later,
+    pub later: Later,
 }
 
 impl Compilation {
