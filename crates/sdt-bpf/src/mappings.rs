@@ -16,7 +16,7 @@
 //! all CPUs are merged in time order, so that a child's `exec` on one CPU
 //! is applied after the `fork` another CPU reported.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
@@ -85,19 +85,21 @@ struct Buffer {
     map: sys::Mmap,
     data_offset: usize,
     data_size: u64,
-    _event: OwnedFd,
+    event: OwnedFd,
 }
 
 impl MappingEvents {
     /// Starts recording for process `pid`, and for the processes it forks
-    /// from then on if `inherit`.
-    pub fn open(pid: i32, inherit: bool) -> Result<MappingEvents> {
+    /// from then on if `inherit`. With `wake`, each buffer's descriptor
+    /// (see [`fds`](Self::fds)) is readable as soon as a record is in it;
+    /// else only once it is half full.
+    pub fn open(pid: i32, inherit: bool, wake: bool) -> Result<MappingEvents> {
         let cpus = sys::online_cpus().map_err(|e| Error::sys("reading online CPUs", e))?;
         let page = sys::page_size();
         let buffers = cpus
             .into_iter()
             .map(|cpu| {
-                let event = sys::perf_event_open_mappings(pid, cpu, inherit)
+                let event = sys::perf_event_open_mappings(pid, cpu, inherit, wake)
                     .map_err(|e| Error::sys("opening a perf event for mappings", e))?;
                 let map = sys::Mmap::map(event.as_fd(), 0, page * (1 + DATA_PAGES), true)
                     .map_err(|e| Error::sys("mapping a perf buffer", e))?;
@@ -114,11 +116,16 @@ impl MappingEvents {
                     map,
                     data_offset,
                     data_size,
-                    _event: event,
+                    event,
                 })
             })
             .collect::<Result<_>>()?;
         Ok(MappingEvents { buffers })
+    }
+
+    /// The buffers' descriptors, to wait on.
+    pub fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.buffers.iter().map(|b| b.event.as_fd())
     }
 
     /// Every record written since the last call, in time order.

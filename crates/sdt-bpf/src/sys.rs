@@ -592,18 +592,28 @@ pub(crate) const SAMPLE_TID_TIME: u64 = (1 << 1) | (1 << 2);
 /// buffer, the executable mappings, `fork`s, `exec`s and exits of process
 /// `pid` (and of its children, with `inherit`) on `cpu`. Each record ends
 /// with the pid, tid and time ([`SAMPLE_TID_TIME`]).
-pub(crate) fn perf_event_open_mappings(pid: i32, cpu: i32, inherit: bool) -> io::Result<OwnedFd> {
-    // flags: inherit (1), mmap (8), comm (9), task (13), sample_id_all
-    // (18), mmap2 (23), comm_exec (24).
+pub(crate) fn perf_event_open_mappings(
+    pid: i32,
+    cpu: i32,
+    inherit: bool,
+    wake: bool,
+) -> io::Result<OwnedFd> {
+    // flags: inherit (1), mmap (8), comm (9), task (13), watermark (14),
+    // sample_id_all (18), mmap2 (23), comm_exec (24).
     let flags = (u64::from(inherit) << 1)
         | (1 << 8)
         | (1 << 9)
         | (1 << 13)
+        | (u64::from(wake) << 14)
         | (1 << 18)
         | (1 << 23)
         | (1 << 24);
     let mut attr = PerfAttr::event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY);
     attr.u64(24, SAMPLE_TID_TIME).u64(40, flags);
+    if wake {
+        // wakeup_watermark: readable as soon as one byte is written.
+        attr.u32(48, 1);
+    }
     perf_event_open(&attr, pid, cpu)
 }
 

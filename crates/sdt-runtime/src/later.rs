@@ -3,7 +3,8 @@
 //! whose object did not exist when the script was compiled.
 //!
 //! The kernel records every executable mapping of the tree
-//! ([`sdt_bpf::MappingEvents`]). At each step of the run, the processes
+//! ([`sdt_bpf::MappingEvents`]), and wakes the run as soon as it has (the
+//! buffers' watermark is one byte). At each step of the run, the processes
 //! that mapped something new are listed again through `sdt_elf`, which
 //! opens each object through `/proc/PID/map_files` and checks that it is
 //! the file mapped (so a memfd or a deleted file is read too), and every
@@ -48,7 +49,7 @@ impl LaterObjects {
         follow: bool,
         scan: bool,
     ) -> Result<LaterObjects, sdt_bpf::Error> {
-        let events = MappingEvents::open(pid as i32, follow)?;
+        let events = MappingEvents::open(pid as i32, follow, true)?;
         let mut later = LaterObjects {
             events,
             growth: Growth::new(compilation),
@@ -69,6 +70,12 @@ impl LaterObjects {
             later.unlisted.insert(pid);
         }
         Ok(later)
+    }
+
+    /// The descriptors that are readable when the tree has mapped
+    /// something, to wake the run at once.
+    pub fn fds(&self) -> impl Iterator<Item = std::os::fd::BorrowedFd<'_>> {
+        self.events.fds()
     }
 
     /// Marks an object as looked at; whether it was new.

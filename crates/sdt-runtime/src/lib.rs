@@ -172,7 +172,7 @@ impl<'p> Runtime<'p> {
     /// them; then only what `/proc` shows when an address is looked up is
     /// known.
     pub fn track(&mut self, pid: u32, follow: bool) -> bool {
-        let events = sdt_bpf::MappingEvents::open(pid as i32, follow);
+        let events = sdt_bpf::MappingEvents::open(pid as i32, follow, false);
         self.known.symbols.refresh(pid);
         match events {
             Ok(events) => {

@@ -19,6 +19,10 @@ use sdt_script::{Compilation, Role};
 /// for action, so the reader looks on its own this often.
 pub const DELIVERY_INTERVAL: Duration = Duration::from_millis(20);
 
+/// The token of the descriptors that say the traced tree has mapped
+/// something; callers' tokens are small.
+const MAPPED: u64 = u64::MAX;
+
 /// A script loaded into the kernel, and the runtime that prints its output.
 pub struct Runner<'c> {
     compilation: &'c Compilation,
@@ -230,13 +234,18 @@ impl<'c> Runner<'c> {
             return true;
         }
         let follow = self.session.following();
-        match LaterObjects::open(self.compilation, pid, follow, scan) {
-            Ok(later) => {
-                self.later = Some(later);
-                true
+        let Ok(later) = LaterObjects::open(self.compilation, pid, follow, scan) else {
+            return false;
+        };
+        // Without the wake-up, a mapping is seen at the next delivery
+        // interval, 20 ms later at most.
+        for fd in later.fds() {
+            if self.session.watch(fd, MAPPED).is_err() {
+                break;
             }
-            Err(_) => false,
         }
+        self.later = Some(later);
+        true
     }
 
     /// Waits for records (at most until the next interval is due), handles
@@ -249,7 +258,8 @@ impl<'c> Runner<'c> {
             .unwrap_or(DELIVERY_INTERVAL)
             .min(DELIVERY_INTERVAL);
         let mut records = Vec::new();
-        let ready = self.session.poll(timeout, |r| records.push(r.to_vec()))?;
+        let mut ready = self.session.poll(timeout, |r| records.push(r.to_vec()))?;
+        ready.retain(|&token| token != MAPPED);
         for record in records {
             self.record(&record);
         }
