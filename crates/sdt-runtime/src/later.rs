@@ -96,8 +96,13 @@ impl LaterObjects {
         for event in self.events.drain() {
             match event {
                 ProcessEvent::Map(mapped) => {
+                    // Anonymous executable memory (`//anon`: JIT code) and
+                    // the kernel's own (`[vdso]`) are not files.
+                    let file = mapped.path.starts_with('/')
+                        && !mapped.path.starts_with("//")
+                        && mapped.inode != Some(0);
                     let known = mapped.inode.is_some_and(|i| self.seen_inodes.contains(&i));
-                    if !known {
+                    if file && !known {
                         to_list.insert(mapped.pid);
                     }
                 }
