@@ -23,6 +23,9 @@ pub const DELIVERY_INTERVAL: Duration = Duration::from_millis(20);
 /// something; callers' tokens are small.
 const MAPPED: u64 = u64::MAX;
 
+/// The least time between two wake-ups by mappings.
+const MAPPED_SPACING: Duration = Duration::from_millis(1);
+
 /// A script loaded into the kernel, and the runtime that prints its output.
 pub struct Runner<'c> {
     compilation: &'c Compilation,
@@ -35,6 +38,8 @@ pub struct Runner<'c> {
     /// Objects the traced tree maps from now on, for attach points that
     /// mean them.
     later: Option<LaterObjects>,
+    /// When a mapping last woke [`step`](Self::step).
+    last_mapped_wakeup: Option<Instant>,
 }
 
 /// What went wrong, if anything, and what was lost, at the end.
@@ -143,6 +148,7 @@ impl<'c> Runner<'c> {
             intervals,
             exit: None,
             later: None,
+            last_mapped_wakeup: None,
         })
     }
 
@@ -259,7 +265,10 @@ impl<'c> Runner<'c> {
             .min(DELIVERY_INTERVAL);
         let mut records = Vec::new();
         let mut ready = self.session.poll(timeout, |r| records.push(r.to_vec()))?;
-        ready.retain(|&token| token != MAPPED);
+        if ready.contains(&MAPPED) {
+            ready.retain(|&token| token != MAPPED);
+            self.space_mapping_wakeups();
+        }
         for record in records {
             self.record(&record);
         }
@@ -297,6 +306,22 @@ impl<'c> Runner<'c> {
             exit: self.exit.is_some(),
             notices,
         })
+    }
+
+    /// Keeps wake-ups by mappings at least [`MAPPED_SPACING`] apart, so
+    /// that a program that maps executable memory in a loop does not keep
+    /// sdt switching in and out for each mapping; what arrives meanwhile
+    /// is handled together. (20,000 mappings in a row: 487 ms without
+    /// the spacing, 387 ms with it, 185 ms untraced; see the README.)
+    fn space_mapping_wakeups(&mut self) {
+        let now = Instant::now();
+        if let Some(last) = self.last_mapped_wakeup {
+            let due = last + MAPPED_SPACING;
+            if now < due {
+                std::thread::sleep(due - now);
+            }
+        }
+        self.last_mapped_wakeup = Some(Instant::now());
     }
 
     fn drain(&mut self) {
