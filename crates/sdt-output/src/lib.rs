@@ -70,6 +70,13 @@ pub trait Sink {
     fn hit(&mut self, hit: &Hit<'_>);
     /// `sdt trace`'s counts at the end.
     fn summary(&mut self, summary: &TraceSummary);
+    /// Probes were attached during the run (in objects mapped after the
+    /// start): `probes` is every probe the run may now report, as
+    /// `(provider, name)`. Only a timeline cares, to pair them; the
+    /// default ignores it.
+    fn probes_added(&mut self, probes: &[(&str, &str)]) {
+        let _ = probes;
+    }
     /// Something a thread did over a time, paired by a tool that knows
     /// the pair. Only a timeline shows it; the default ignores it.
     fn span(&mut self, span: &Span<'_>) {

@@ -76,6 +76,10 @@ impl Sink for Tee<'_> {
         self.sinks.iter_mut().for_each(|s| s.summary(summary));
     }
 
+    fn probes_added(&mut self, probes: &[(&str, &str)]) {
+        self.sinks.iter_mut().for_each(|s| s.probes_added(probes));
+    }
+
     fn span(&mut self, span: &Span<'_>) {
         self.sinks.iter_mut().for_each(|s| s.span(span));
     }

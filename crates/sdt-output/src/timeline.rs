@@ -177,7 +177,13 @@ impl<'w> Timeline<'w> {
     /// the run may report) into slices where their names pair.
     pub fn pairing<'p>(mut self, probes: impl IntoIterator<Item = (&'p str, &'p str)>) -> Self {
         let probes: Vec<(&str, &str)> = probes.into_iter().collect();
-        for &(provider, name) in &probes {
+        self.pair(&probes);
+        self
+    }
+
+    /// Adds the pairs among `probes` not known yet.
+    fn pair(&mut self, probes: &[(&str, &str)]) {
+        for &(provider, name) in probes {
             let Some((stem, separator, word)) = split(name) else {
                 continue;
             };
@@ -209,7 +215,6 @@ impl<'w> Timeline<'w> {
                 known.insert(probe.to_string(), boundary);
             }
         }
-        self
     }
 
     /// Whether another event fits; counts it as left out if not.
@@ -484,6 +489,10 @@ fn strings(hit: &Hit<'_>) -> Vec<Vec<u8>> {
 }
 
 impl Sink for Timeline<'_> {
+    fn probes_added(&mut self, probes: &[(&str, &str)]) {
+        self.pair(probes);
+    }
+
     fn printf(&mut self, printf: &mut dyn Printed) {
         let Some(stamp) = printf.stamp() else {
             return;

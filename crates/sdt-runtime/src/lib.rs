@@ -191,6 +191,12 @@ impl<'p> Runtime<'p> {
             outputs: growth.outputs.clone(),
             sites: growth.sites().to_vec(),
         });
+        let probes: Vec<(&str, &str)> = growth
+            .sites()
+            .iter()
+            .map(|s| (s.provider.as_str(), s.name.as_str()))
+            .collect();
+        self.sink.probes_added(&probes);
     }
 
     /// Reads the mappings of `pid` again from `/proc`.

@@ -311,3 +311,27 @@ fn a_full_disk_is_an_error_that_names_the_file() {
     }
     assert_eq!(notes, b"");
 }
+
+#[test]
+fn probes_attached_during_the_run_pair_from_then_on() {
+    let (events, notes) = timeline(&[], DEFAULT_LIMIT, |t| {
+        let s = |s: &'static str| Arg::Str(Ok(s.as_bytes()));
+        // Not known to pair yet: an instant.
+        t.hit(&hit(1_000, 10, "call__entry", &[s("early")]));
+        t.probes_added(&[("p", "call__entry"), ("p", "call__return")]);
+        // Known twice: pairs are added once.
+        t.probes_added(&[("p", "call__entry"), ("p", "call__return")]);
+        t.hit(&hit(2_000, 10, "call__entry", &[s("late")]));
+        t.hit(&hit(5_000, 10, "call__return", &[s("late")]));
+    });
+    let slices: Vec<(&str, f64)> = of_phase(&events, "X")
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e["dur"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(slices, [("p:call(late)", 3.0)]);
+    let instants: Vec<&str> = of_phase(&events, "i")
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(instants, ["p:call__entry"], "{notes}");
+}
