@@ -50,7 +50,9 @@ pub struct Mapped {
     pub len: u64,
     /// The file offset of `start`.
     pub pgoff: u64,
-    /// The file's inode number, where the kernel reported it.
+    /// The file's device (as `st_dev` encodes it, see `makedev(3)`) and
+    /// inode number, where the kernel reported them.
+    pub device: Option<u64>,
     pub inode: Option<u64>,
     /// The path, as the process's mount namespace names it.
     pub path: String,
@@ -195,8 +197,12 @@ fn parse(record: &[u8]) -> Option<(u64, ProcessEvent)> {
     let time = u64_at(record.len() - 8)?;
     let event = match kind {
         RECORD_MMAP2 => {
-            let inode = (misc & MISC_MMAP_BUILD_ID == 0)
-                .then(|| u64_at(48))
+            // Without a build id, the record names the file by device
+            // and inode.
+            let by_inode = misc & MISC_MMAP_BUILD_ID == 0;
+            let inode = by_inode.then(|| u64_at(48)).flatten();
+            let device = by_inode
+                .then(|| Some(rustix::fs::makedev(u32_at(40)?, u32_at(44)?)))
                 .flatten();
             let name = record.get(72..body_end)?;
             let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
@@ -205,6 +211,7 @@ fn parse(record: &[u8]) -> Option<(u64, ProcessEvent)> {
                 start: u64_at(16)?,
                 len: u64_at(24)?,
                 pgoff: u64_at(32)?,
+                device,
                 inode,
                 path: String::from_utf8_lossy(name).into_owned(),
             })
@@ -249,7 +256,8 @@ mod tests {
         for v in [0x5000u64, 0x2000, 0x1000] {
             body.extend_from_slice(&v.to_ne_bytes());
         }
-        body.extend_from_slice(&[0; 8]); // maj, min
+        body.extend_from_slice(&0xfdu32.to_ne_bytes()); // maj
+        body.extend_from_slice(&0x1au32.to_ne_bytes()); // min
         body.extend_from_slice(&42u64.to_ne_bytes()); // ino
         body.extend_from_slice(&[0; 8]); // ino_generation
         body.extend_from_slice(&[0; 8]); // prot, flags
@@ -263,6 +271,7 @@ mod tests {
                 start: 0x5000,
                 len: 0x2000,
                 pgoff: 0x1000,
+                device: Some(rustix::fs::makedev(0xfd, 0x1a)),
                 inode: Some(42),
                 path: "/usr/bin/x".into(),
             })

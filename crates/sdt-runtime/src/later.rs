@@ -25,11 +25,10 @@ use crate::Runtime;
 pub(crate) struct LaterObjects {
     events: MappingEvents,
     growth: Growth,
-    /// Objects already looked at.
+    /// Objects already looked at, by the device and inode that the
+    /// kernel's records and the maps name them by: a mapping of one of
+    /// them needs no listing.
     seen: HashSet<FileId>,
-    /// Inodes of the objects looked at: the kernel's records carry the
-    /// inode, so a mapping of a known object needs no listing.
-    seen_inodes: HashSet<u64>,
     /// Processes of the tree that have mapped something, to list again
     /// when the kernel dropped records.
     processes: BTreeSet<u32>,
@@ -40,7 +39,9 @@ pub(crate) struct LaterObjects {
 impl LaterObjects {
     /// Starts recording the mappings of `pid` (and, with `follow`, of the
     /// processes it forks). The objects of the compilation's sites count
-    /// as looked at. With `scan`, the objects `pid` maps now are looked
+    /// as looked at (by `fstat`, which on btrfs gives another device than
+    /// the maps: such an object is listed and read once more, never
+    /// missed). With `scan`, the objects `pid` maps now are looked
     /// at too, at the first [`poll`](Self::poll): those mapped between
     /// the script's planning and now.
     pub fn open(
@@ -54,7 +55,6 @@ impl LaterObjects {
             events,
             growth: Growth::new(compilation),
             seen: HashSet::new(),
-            seen_inodes: HashSet::new(),
             processes: BTreeSet::from([pid]),
             unlisted: BTreeSet::new(),
         };
@@ -80,7 +80,6 @@ impl LaterObjects {
 
     /// Marks an object as looked at; whether it was new.
     fn look_at(&mut self, id: FileId) -> bool {
-        self.seen_inodes.insert(id.inode);
         self.seen.insert(id)
     }
 
@@ -101,7 +100,12 @@ impl LaterObjects {
                     let file = mapped.path.starts_with('/')
                         && !mapped.path.starts_with("//")
                         && mapped.inode != Some(0);
-                    let known = mapped.inode.is_some_and(|i| self.seen_inodes.contains(&i));
+                    let known = match (mapped.device, mapped.inode) {
+                        (Some(device), Some(inode)) => {
+                            self.seen.contains(&FileId { device, inode })
+                        }
+                        _ => false,
+                    };
                     if file && !known {
                         to_list.insert(mapped.pid);
                     }
