@@ -273,3 +273,60 @@ fn sdt_trace_c_sees_the_probes_python_defines_after_it_starts() {
         .collect();
     assert_eq!(hits, expected, "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn sdt_trace_c_follows_forked_workers_that_each_define_probes() {
+    if !(require(have("python3"), "python3") && require_root()) {
+        return;
+    }
+    const WORKERS: u64 = 3;
+    const HITS: u64 = 50;
+    let command = format!(
+        "python3 {} {} {WORKERS} {HITS}",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/forked.py")
+            .display(),
+        libsdt().display()
+    );
+    let out = output(
+        Command::new(sdt_binary())
+            .args(["trace", "--json", "-c", &command, "pyfork:hit"])
+            .stdin(Stdio::null()),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "sdt trace: {out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.lines().any(|l| l == "workers done"), "{stdout}");
+    let events: Vec<Value> = stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (summary, hits) = events.split_last().unwrap();
+    // Each worker's hits, in its order, from its own process.
+    let mut by_worker: std::collections::BTreeMap<u64, (Vec<u64>, Vec<u64>)> = Default::default();
+    for hit in hits {
+        let worker = hit["args"][0].as_u64().unwrap();
+        let entry = by_worker.entry(worker).or_default();
+        entry.0.push(hit["args"][1].as_u64().unwrap());
+        entry.1.push(hit["pid"].as_u64().unwrap());
+    }
+    assert_eq!(by_worker.len() as u64, WORKERS, "{stderr}");
+    let mut pids = std::collections::BTreeSet::new();
+    for (worker, (is, worker_pids)) in &by_worker {
+        assert_eq!(*is, (0..HITS).collect::<Vec<_>>(), "worker {worker}");
+        assert!(worker_pids.iter().all(|p| *p == worker_pids[0]));
+        pids.insert(worker_pids[0]);
+    }
+    assert_eq!(pids.len() as u64, WORKERS, "one process each");
+    // One object per worker, each attached once.
+    assert_eq!(summary["summary"]["sites"], WORKERS, "{stderr}");
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.starts_with("sdt: attached "))
+            .count() as u64,
+        WORKERS,
+        "{stderr}"
+    );
+}

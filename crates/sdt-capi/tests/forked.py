@@ -1,0 +1,57 @@
+"""A server that forks its workers, each of which defines probes at run
+time through libsdt.so, for tests/python.rs.
+
+python3 forked.py LIBSDT WORKERS HITS: forks WORKERS children. Each
+defines the provider `pyfork` with the probe `hit(u64 worker, u64 i)`,
+loads it (its own memfd object), waits until a tracer has enabled it (a
+minute at most), fires it HITS times with (worker, i), unloads it and
+exits. The parent waits for them all and prints `workers done`.
+"""
+import ctypes
+import os
+import sys
+import time
+
+libsdt, workers, hits = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+
+
+def worker(number):
+    sdt = ctypes.CDLL(libsdt)
+    sdt.sdt_provider_new.restype = ctypes.c_void_p
+    sdt.sdt_provider_new.argtypes = [ctypes.c_char_p]
+    sdt.sdt_provider_add_probe.argtypes = [
+        ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.c_size_t]
+    sdt.sdt_provider_load.argtypes = [ctypes.c_void_p]
+    sdt.sdt_provider_unload.argtypes = [ctypes.c_void_p]
+    sdt.sdt_provider_probe.restype = ctypes.c_void_p
+    sdt.sdt_provider_probe.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    sdt.sdt_probe_enabled.argtypes = [ctypes.c_void_p]
+    sdt.sdt_probe_fire.argtypes = [
+        ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+    U64 = 4
+    provider = sdt.sdt_provider_new(b"pyfork")
+    sdt.sdt_provider_add_probe(provider, b"hit", (ctypes.c_int * 2)(U64, U64), 2)
+    if sdt.sdt_provider_load(provider) != 0:
+        return 1
+    probe = sdt.sdt_provider_probe(provider, b"hit")
+    start = time.monotonic()
+    while not sdt.sdt_probe_enabled(probe):
+        if time.monotonic() - start > 60:
+            return 2
+        time.sleep(0.002)
+    for i in range(hits):
+        sdt.sdt_probe_fire(probe, (ctypes.c_uint64 * 2)(number, i), 2)
+    sdt.sdt_provider_unload(provider)
+    return 0
+
+
+children = []
+for number in range(workers):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(worker(number))
+    children.append(pid)
+failed = [pid for pid in children if os.waitpid(pid, 0)[1] != 0]
+if failed:
+    sys.exit(f"forked.py: workers {failed} failed")
+print("workers done", flush=True)
