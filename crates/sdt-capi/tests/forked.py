@@ -12,23 +12,15 @@ import os
 import sys
 import time
 
-libsdt, workers, hits = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
+import libsdt  # noqa: E402  (beside this script)
+from libsdt import U64
+
+library, workers, hits = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 
 
 def worker(number):
-    sdt = ctypes.CDLL(libsdt)
-    sdt.sdt_provider_new.restype = ctypes.c_void_p
-    sdt.sdt_provider_new.argtypes = [ctypes.c_char_p]
-    sdt.sdt_provider_add_probe.argtypes = [
-        ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.c_size_t]
-    sdt.sdt_provider_load.argtypes = [ctypes.c_void_p]
-    sdt.sdt_provider_unload.argtypes = [ctypes.c_void_p]
-    sdt.sdt_provider_probe.restype = ctypes.c_void_p
-    sdt.sdt_provider_probe.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    sdt.sdt_probe_enabled.argtypes = [ctypes.c_void_p]
-    sdt.sdt_probe_fire.argtypes = [
-        ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
-    U64 = 4
+    sdt = libsdt.load(library)
     provider = sdt.sdt_provider_new(b"pyfork")
     sdt.sdt_provider_add_probe(provider, b"hit", (ctypes.c_int * 2)(U64, U64), 2)
     if sdt.sdt_provider_load(provider) != 0:

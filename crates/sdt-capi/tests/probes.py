@@ -14,25 +14,14 @@ import ctypes
 import sys
 import time
 
-libsdt, hits, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
+import libsdt  # noqa: E402  (beside this script)
+from libsdt import BYTES, I32, STR, U64
+
+library, hits, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 stay_traced = "--stay-traced" in sys.argv[4:]
 
-sdt = ctypes.CDLL(libsdt)
-sdt.sdt_provider_new.restype = ctypes.c_void_p
-sdt.sdt_provider_new.argtypes = [ctypes.c_char_p]
-sdt.sdt_provider_add_probe.argtypes = [
-    ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.c_size_t]
-sdt.sdt_provider_load.argtypes = [ctypes.c_void_p]
-sdt.sdt_provider_unload.argtypes = [ctypes.c_void_p]
-sdt.sdt_provider_free.argtypes = [ctypes.c_void_p]
-sdt.sdt_provider_probe.restype = ctypes.c_void_p
-sdt.sdt_provider_probe.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-sdt.sdt_probe_enabled.argtypes = [ctypes.c_void_p]
-sdt.sdt_probe_fire.argtypes = [
-    ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
-sdt.sdt_last_error.restype = ctypes.c_char_p
-
-U64, I32, STR, BYTES = 4, 7, 10, 11
+sdt = libsdt.load(library)
 
 
 def check(result):

@@ -196,16 +196,10 @@ impl Growth {
             added.probes.clear();
             return added;
         }
-        added.programs = compiled.programs[first_unit..lowering.units.len()]
-            .iter()
-            .zip(&lowering.attach)
-            .map(|(p, attach)| ProgramSpec {
-                name: p.name.clone(),
-                prog_type: p.prog_type,
-                insns: p.insns.clone(),
-                attach: attach.clone(),
-            })
-            .collect();
+        added.programs = crate::program_specs(
+            &compiled.programs[first_unit..lowering.units.len()],
+            &lowering.attach,
+        );
         lowering.roles.clear();
         lowering.attach.clear();
         self.lowering = lowering;

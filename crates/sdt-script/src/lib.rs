@@ -104,18 +104,22 @@ impl Compilation {
 
     /// The programs with their attach targets, for the session.
     pub fn program_specs(&self) -> Vec<ProgramSpec> {
-        self.compiled
-            .programs
-            .iter()
-            .zip(&self.attach)
-            .map(|(p, attach)| ProgramSpec {
-                name: p.name.clone(),
-                prog_type: p.prog_type,
-                insns: p.insns.clone(),
-                attach: attach.clone(),
-            })
-            .collect()
+        program_specs(&self.compiled.programs, &self.attach)
     }
+}
+
+/// Generated programs with their attach targets, for the session.
+fn program_specs(programs: &[sdt_codegen::CompiledProgram], attach: &[Attach]) -> Vec<ProgramSpec> {
+    programs
+        .iter()
+        .zip(attach)
+        .map(|(p, attach)| ProgramSpec {
+            name: p.name.clone(),
+            prog_type: p.prog_type,
+            insns: p.insns.clone(),
+            attach: attach.clone(),
+        })
+        .collect()
 }
 
 /// Compiles script text.
