@@ -123,6 +123,14 @@ pub struct CallsArgs {
     #[arg(long, value_name = "FILE")]
     flamegraph: Option<std::path::PathBuf>,
 
+    /// The output format: text (the table), json (one object per line,
+    /// as --json), or folded: the calls' stacks as `frame;frame count`
+    /// lines on standard output (counted by calls, or with -L in
+    /// nanoseconds spent), the input of flamegraph.pl, inferno and
+    /// speedscope, with the table on standard error.
+    #[arg(short = 'f', long = "format", value_name = "FORMAT", value_parser = ["text", "json", "folded"], conflicts_with = "format")]
+    output_format: Option<String>,
+
     #[command(flatten)]
     timeline: crate::pictures::TimelineArgs,
 
@@ -204,10 +212,13 @@ pub fn calls(args: CallsArgs) -> anyhow::Result<ExitCode> {
     pictures.extend(args.timeline.sink([])?);
     let pusher = args.spans.start()?;
     pictures.extend(crate::fleet::tool_spans(&pusher));
-    let common = sdt_tools::Common {
+    let mut common = sdt_tools::Common {
         pictures: sdt_tools::Pictures::new(pictures),
         ..args.common.tools()
     };
+    if let Some(format) = args.output_format.as_deref().and_then(Format::named) {
+        common.format = format;
+    }
     let status = calls::run(&common, &args.options.tools(interval, count));
     crate::fleet::finish_spans(pusher);
     status

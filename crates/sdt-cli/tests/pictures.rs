@@ -787,6 +787,30 @@ fn calls_flame_graph_of_python_fib_has_the_exact_depths_of_fib_15() {
     }
     assert_eq!(deepest, by_depth, "the slices' depths");
 
+    // The same stacks as folded lines on standard output, the table on
+    // standard error: a line per depth of the recursion, counting the
+    // calls at that depth.
+    let out = sdt_ok(&["calls", "-f", "folded", "-c", &command]);
+    let folded = String::from_utf8_lossy(&out.stdout);
+    let module = format!("{}.<module>", script.display());
+    let fib_lines: Vec<(usize, u64)> = folded
+        .lines()
+        .filter_map(|l| {
+            let (stack, count) = l.rsplit_once(' ').expect("a count");
+            let frames: Vec<&str> = stack.split(';').collect();
+            (frames.first() == Some(&module.as_str()) && frames.len() > 1).then(|| {
+                assert!(frames[1..].iter().all(|f| *f == frame), "{l}");
+                (frames.len() - 1, count.parse().unwrap())
+            })
+        })
+        .collect();
+    let wanted_lines: Vec<(usize, u64)> = (1..).zip(by_depth.iter().copied()).collect();
+    assert_eq!(fib_lines, wanted_lines, "{folded}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("# CALLS"),
+        "the table goes to standard error"
+    );
+
     // By time: the same stacks, each frame as wide as the time in it,
     // so narrower the deeper it is.
     let svg = dir.join("latency.svg");

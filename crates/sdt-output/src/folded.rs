@@ -14,8 +14,10 @@
 //! reported) is the one frame `[no stack]`. A `;` in a frame would split
 //! it in two, so it becomes `:`; control characters become `?`.
 //!
-//! Everything else a run produces (maps without a stack, `printf`,
-//! values, a language tool's reports) is not a stack: it goes to standard error as text, so that
+//! A language tool's own stacks (`sdt calls`' call stacks) are printed
+//! as they come, one line each. Everything else a run produces (maps
+//! without a stack, `printf`, values, a language tool's reports) is not
+//! a stack: it goes to standard error as text, so that
 //! standard output holds only folded lines.
 
 use std::io::Write;
@@ -83,6 +85,15 @@ impl Sink for Folded<'_> {
 
     fn summary(&mut self, summary: &TraceSummary) {
         self.rest.summary(summary);
+    }
+
+    /// A language tool's stacks (`sdt calls -f folded`), already folded.
+    fn stacks(&mut self, _name: &str, _counted: &str, stacks: &[(String, i128)]) {
+        let mut lines = String::new();
+        for (path, count) in stacks {
+            lines.push_str(&format!("{path} {count}\n"));
+        }
+        self.out.write(lines.as_bytes());
     }
 
     fn table(&mut self, table: &Table) {

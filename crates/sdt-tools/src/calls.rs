@@ -44,8 +44,9 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         TOOL.program
     }
     .to_string();
-    // The pictures are drawn from every entry and return.
-    let drawn = common.pictures.any();
+    // The pictures, and folded stacks, are drawn from every entry and
+    // return.
+    let drawn = common.pictures.any() || common.format.name == "folded";
     if drawn {
         template.push_str(EVENTS);
     }
