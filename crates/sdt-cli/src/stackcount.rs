@@ -30,6 +30,7 @@ EXAMPLES:\n  \
     sdt stackcount -c ./server app:slow_path                 stacks as text, at the end\n  \
     sdt stackcount -f folded -p 1234 'libc:malloc' > s.folded\n  \
     sdt stackcount --flamegraph alloc.svg -p 1234 uprobe:libc:malloc\n  \
+    sdt stackcount -P -f folded -c ./prefork-server app:request   each worker apart\n  \
     sdt stackcount --print-program -c ./server 'app:*'       the program it runs")]
 pub struct StackcountArgs {
     /// Probes whose stacks to count (see below).
@@ -59,13 +60,19 @@ pub struct StackcountArgs {
     #[arg(short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,
 
+    /// Count each process's stacks apart, as BCC's -P does: the command
+    /// name and PID come first in the key, so they are the root frames of
+    /// folded stacks and flame graphs (`server;1234;main;...`).
+    #[arg(short = 'P', long = "per-process")]
+    per_process: bool,
+
     /// Print the program the tool runs (for `sdt run`) and exit.
     #[arg(long)]
     print_program: bool,
 }
 
 pub fn run(args: StackcountArgs) -> anyhow::Result<ExitCode> {
-    let program = program(&args.probes)?;
+    let program = program(&args.probes, args.per_process)?;
     if args.print_program {
         print!("{program}");
         return Ok(ExitCode::SUCCESS);
@@ -89,14 +96,19 @@ pub fn run(args: StackcountArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The program that counts the stacks at `probes`: one block, every probe
-/// an attach point of it.
-fn program(probes: &[String]) -> anyhow::Result<String> {
+/// an attach point of it; `per_process`, by process too.
+fn program(probes: &[String], per_process: bool) -> anyhow::Result<String> {
     let points = probes
         .iter()
         .map(|p| attach_point(p))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let key = if per_process {
+        "comm, pid, ustack"
+    } else {
+        "ustack"
+    };
     Ok(format!(
-        "// sdt stackcount: how often each user stack reaches the probes.\n{} {{\n  @[ustack] = count();\n}}\n",
+        "// sdt stackcount: how often each user stack reaches the probes.\n{} {{\n  @[{key}] = count();\n}}\n",
         points.join(",\n")
     ))
 }
@@ -150,7 +162,7 @@ mod tests {
             "uprobe:x:shop::checkout(int)".to_string(),
         ];
         assert_eq!(
-            program(&probes).unwrap(),
+            program(&probes, false).unwrap(),
             "// sdt stackcount: how often each user stack reaches the probes.\n\
              usdt::app:slow_path,\n\
              usdt:\"/bin/x\":p:n*,\n\
@@ -161,9 +173,16 @@ mod tests {
     }
 
     #[test]
+    fn per_process_keys_by_command_and_pid_first() {
+        assert!(program(&["app:slow".to_string()], true)
+            .unwrap()
+            .contains("@[comm, pid, ustack] = count();"));
+    }
+
+    #[test]
     fn bad_probes_are_refused() {
         for bad in ["uprobe:libc", "uprobe::malloc", "slow_path", "a::b"] {
-            assert!(program(&[bad.to_string()]).is_err(), "{bad}");
+            assert!(program(&[bad.to_string()], false).is_err(), "{bad}");
         }
     }
 }

@@ -173,6 +173,17 @@ fn stackcount_counts_the_three_call_paths() {
         let out = sdt_ok(&["stackcount", "-f", "folded", "-c", &command, &probe]);
         assert_three_paths(&String::from_utf8_lossy(&out.stdout), "");
     }
+    // Per process: the command's name and PID are the root frames.
+    let probe = format!("{bin}:stacks:leaf");
+    let out = sdt_ok(&["stackcount", "-P", "-f", "folded", "-c", &command, &probe]);
+    let folded = String::from_utf8_lossy(&out.stdout);
+    assert_three_paths(&folded, "pictures;");
+    let pids: std::collections::BTreeSet<&str> = folded
+        .lines()
+        .map(|l| l.split(';').nth(1).unwrap())
+        .collect();
+    assert_eq!(pids.len(), 1, "{folded}");
+    assert!(pids.iter().all(|p| p.parse::<u32>().is_ok()), "{folded}");
 
     // As text, each stack leaf first with its count; and as a flame graph.
     let svg = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stackcount.svg");
