@@ -7,23 +7,18 @@ python3 loads.py LIBSDT LOADS [PATIENCE_S]: prints one line,
 tracer attached to within PATIENCE_S seconds (default 2).
 """
 import ctypes
+import os
 import sys
 import time
 
-libsdt, loads = sys.argv[1], int(sys.argv[2])
-patience = float(sys.argv[3]) if len(sys.argv) > 3 else 2.0
-sdt = ctypes.CDLL(libsdt)
-sdt.sdt_provider_new.restype = ctypes.c_void_p
-sdt.sdt_provider_new.argtypes = [ctypes.c_char_p]
-sdt.sdt_provider_add_probe.argtypes = [
-    ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.c_size_t]
-sdt.sdt_provider_load.argtypes = [ctypes.c_void_p]
-sdt.sdt_provider_unload.argtypes = [ctypes.c_void_p]
-sdt.sdt_provider_probe.restype = ctypes.c_void_p
-sdt.sdt_provider_probe.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-sdt.sdt_probe_enabled.argtypes = [ctypes.c_void_p]
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../crates/sdt-capi/python"))
+import libsdt  # noqa: E402
+from libsdt import U64  # noqa: E402
 
-U64 = 4
+library, loads = sys.argv[1], int(sys.argv[2])
+patience = float(sys.argv[3]) if len(sys.argv) > 3 else 2.0
+sdt = libsdt.load(library)
 provider = sdt.sdt_provider_new(b"late")
 sdt.sdt_provider_add_probe(provider, b"loaded", (ctypes.c_int * 1)(U64), 1)
 waits = []

@@ -13,7 +13,8 @@ import sys
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the checkout
-import libsdt  # noqa: E402  (beside this script)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import libsdt  # noqa: E402  (crates/sdt-capi/python)
 from libsdt import U64
 
 library, workers, hits = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

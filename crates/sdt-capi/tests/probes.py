@@ -11,11 +11,13 @@ and `unloaded R mapped=False`. With --stay-traced, it does not wait for
 the tracer to detach (one that started it with -c stays until it exits).
 """
 import ctypes
+import os
 import sys
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the checkout
-import libsdt  # noqa: E402  (beside this script)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import libsdt  # noqa: E402  (crates/sdt-capi/python)
 from libsdt import BYTES, I32, STR, U64
 
 library, hits, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -28,6 +28,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::folded::frame;
 use crate::model::{Span, Thread};
 use crate::Sink;
 
@@ -209,17 +210,6 @@ impl CallStacks {
     pub fn unpaired(&self) -> Unpaired {
         self.unpaired
     }
-}
-
-/// A name as a frame: what would break a folded line replaced.
-fn frame(name: &str) -> String {
-    name.chars()
-        .map(|c| match c {
-            ';' => ':',
-            c if c.is_control() => '?',
-            c => c,
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -175,8 +175,9 @@ fn stack_frames(stack: &Stack) -> Box<dyn Iterator<Item = String> + '_> {
 /// The frame of a stack without frames.
 const NO_STACK: &str = "[no stack]";
 
-/// A frame's text, with what would break a folded line replaced.
-fn frame(text: &str) -> String {
+/// A frame's text, with what would break a folded line replaced; also
+/// the frames of a language tool's call stacks ([`crate::calls`]).
+pub(crate) fn frame(text: &str) -> String {
     text.chars()
         .map(|c| match c {
             ';' => ':',

@@ -231,10 +231,8 @@ fn plan_object(
 pub fn plan_mapped(spec: &ProbeSpec, object: &MappedObject) -> Plan {
     let mut plan = Plan::default();
     if let Some(target) = spec.target.as_deref() {
-        let selected = globset::Glob::new(target).is_ok_and(|g| {
-            let g = g.compile_matcher();
-            g.is_match(&object.path) || object.path.file_name().is_some_and(|n| g.is_match(n))
-        });
+        let selected = globset::Glob::new(target)
+            .is_ok_and(|g| glob_selects(&g.compile_matcher(), &object.path));
         if !selected {
             return plan;
         }
@@ -333,9 +331,7 @@ pub(crate) fn objects(
                 let in_process: Vec<Object> = mapped(process_objects, pid)?
                     .iter()
                     .filter(|o| match &glob {
-                        Some(g) => {
-                            g.is_match(&o.path) || o.path.file_name().is_some_and(|n| g.is_match(n))
-                        }
+                        Some(g) => glob_selects(g, &o.path),
                         None => names_object(target, resolved.as_deref(), &o.path),
                     })
                     .map(in_process)
@@ -383,6 +379,12 @@ pub(crate) fn objects(
             }),
         };
     Ok(objects)
+}
+
+/// Whether a glob over a process's objects picks the one at `path`: by
+/// its whole path or by its file name.
+fn glob_selects(glob: &globset::GlobMatcher, path: &Path) -> bool {
+    glob.is_match(path) || path.file_name().is_some_and(|n| glob.is_match(n))
 }
 
 pub(crate) fn is_glob(text: &str) -> bool {

@@ -172,15 +172,11 @@ impl Session {
     /// number of sites and tracepoints attached.
     pub fn attach(&mut self) -> Result<usize, Error> {
         let mut count = 0;
-        // Followed: the tree is kept before any uprobe can fire, and the
-        // uprobes are attached for every process (the programs filter).
-        let pid = match &self.follow {
-            Some(follow) => {
-                self.attachments.extend(follow.attach()?);
-                None
-            }
-            None => self.options.pid,
-        };
+        // Followed: the tree is kept before any uprobe can fire.
+        if let Some(follow) = &self.follow {
+            self.attachments.extend(follow.attach()?);
+        }
+        let pid = self.uprobe_pid();
         // The kernel runs the programs of one uprobe newest first (those of
         // a tracepoint oldest first): uprobes attached last to first run
         // in the script's order, as in bpftrace.
@@ -220,11 +216,7 @@ impl Session {
     /// (for objects mapped after the start); returns the number of sites.
     /// The programs' map references hold indices into the session's maps.
     pub fn add(&mut self, programs: Vec<ProgramSpec>) -> Result<usize, Error> {
-        let pid = if self.follow.is_some() {
-            None
-        } else {
-            self.options.pid
-        };
+        let pid = self.uprobe_pid();
         let mut count = 0;
         for spec in programs {
             let Attach::Uprobe { sites, retprobe } = &spec.attach else {
@@ -247,6 +239,16 @@ impl Session {
             self.programs.push((program, spec.attach));
         }
         Ok(count)
+    }
+
+    /// The process uprobes are attached for: none when the tree is
+    /// followed (they are attached for every process, and the programs
+    /// filter), else the one traced, if any.
+    fn uprobe_pid(&self) -> Option<i32> {
+        match self.follow {
+            Some(_) => None,
+            None => self.options.pid,
+        }
     }
 
     /// Runs program `index` once, in this task, now.

@@ -1,5 +1,6 @@
-"""libsdt.so through ctypes, with its functions' types declared, for the
-test scripts beside this one."""
+"""libsdt.so through ctypes, with its functions' types declared: the
+binding that the tests' scripts and bench/late.sh use, and that a Python
+program can copy."""
 import ctypes
 
 # enum sdt_arg_type
