@@ -222,8 +222,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let options = ServiceOptions {
         prefix: args.fleet.metrics_prefix.clone(),
         ring_size: args.buffer_size,
-        map_entries: crate::run::map_entries()?,
-        mechanism: sdt_trace::mechanism(None)?,
+        mechanism: sdt_job::mechanism(None)?,
         spans: pusher.as_ref().map(sdt_otlp::Pusher::spans),
     };
     Service::new(&args.dir, options, exporter).run_until_stopped(&signals)?;

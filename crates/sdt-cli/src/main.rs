@@ -130,7 +130,7 @@ fn main() -> ExitCode {
         match Cli::parse().command {
             Command::List(args) => list::run(args),
             Command::Trace(args) => trace::run(args),
-            Command::Run(args) => run::run(*args, run::Mode::Sdt),
+            Command::Run(args) => run::run(*args, sdt_job::Voice::Sdt),
             Command::Calls(args) => tools::calls(args),
             Command::Flow(args) => tools::flow(args),
             Command::Gc(args) => tools::gc(args),
@@ -151,7 +151,7 @@ fn main() -> ExitCode {
             }
             Command::Release { socket } => {
                 if let Ok(fds) = sdt_proc::receive(&socket) {
-                    sdt_runtime::traced::close_all(fds);
+                    sdt_job::close_all(fds);
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -176,6 +176,15 @@ fn parse_mechanism(text: &str) -> Result<sdt_bpf::Mechanism, String> {
         .into_iter()
         .find(|m| m.name().replace('_', "-") == text)
         .ok_or_else(|| format!("`{text}` is not one of uprobe-multi, perf-link, perf-ioctl"))
+}
+
+/// `-f FORMAT`: one of the output formats, by name (`--help` lists them).
+fn format_parser() -> impl clap::builder::TypedValueParser<Value = sdt_output::Format> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(sdt_output::Format::names()).map(|name| {
+        // Only the names of formats are possible values.
+        sdt_output::Format::named(&name).unwrap_or(sdt_output::Format::TEXT)
+    })
 }
 
 fn parse_size(text: &str) -> Result<u32, String> {
@@ -207,14 +216,6 @@ fn parse_size(text: &str) -> Result<u32, String> {
     Ok(bytes as u32)
 }
 
-fn size_text(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
-        b => format!("{}K", b >> 10),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +231,5 @@ mod tests {
         assert!(parse_size("1K").is_err());
         assert!(parse_size("8X").is_err());
         assert!(parse_size("99999999999999999999G").is_err());
-        assert_eq!(size_text(128 << 20), "128M");
     }
 }

@@ -10,33 +10,21 @@
 //! a first line of bpftrace's shape for each error in a script, the usage
 //! on a bad option, and bpftrace's exit statuses.
 
-mod diagnostics;
-mod include;
 mod info;
-mod listing;
-mod output;
 
 use std::collections::HashMap;
-use std::io::{self, IsTerminal, Read, Write};
+use std::io::{self, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser};
-use sdt_lang::ast::Script;
-use sdt_lang::check::{CheckOptions, MAX_STRLEN};
-use sdt_lang::config::{Config, ConfigError};
-use sdt_lang::diag::Diagnostics;
-use sdt_lang::getopt::{self, BindError};
+use sdt_job::{listing, Buffering, Hooks, Job, Output, Prepared, Request, Source, Target, Voice};
 use sdt_output::tee::Tee;
-use sdt_output::{Format, Losses, Sink};
-use sdt_runtime::run::{RunOptions, Runner, Summary};
-use sdt_runtime::traced::Traced;
-use sdt_script::Compilation;
-use sdt_serve::fleet::{Fleet, FleetError};
+use sdt_output::{Format, Sink};
+use sdt_serve::fleet::{Fleet, FleetError, FleetOptions};
 use sdt_serve::program::ProgramFiles;
 
-use self::output::{Buffering, Output};
 use crate::pictures::TimelineArgs;
 
 const AFTER_HELP: &str = "\
@@ -271,24 +259,11 @@ pub struct RunArgs {
     buffer_size: u32,
 }
 
-/// How the command line was given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// `sdt run`.
-    Sdt,
-    /// As `bpftrace`: bpftrace's messages on standard output.
-    Bpftrace,
-}
-
 /// Exit status of a script error, as bpftrace.
 const EXIT_SCRIPT_ERROR: u8 = 1;
 
 /// bpftrace's largest PID (`PID_MAX_LIMIT` on 64-bit machines).
 const PID_MAX: u64 = 0x40_0000;
-
-/// The environment variable bpftrace's test engine sets to learn when the
-/// probes are attached.
-const NOTIFY: &str = "__BPFTRACE_NOTIFY_PROBES_ATTACHED";
 
 /// `bpftrace ARGS`: bpftrace's command line, its help, and its usage on a
 /// bad option.
@@ -336,10 +311,11 @@ pub fn bpftrace(args: Vec<std::ffi::OsString>) -> anyhow::Result<ExitCode> {
         eprint!("{usage}");
         return Ok(ExitCode::from(1));
     }
-    run(args, Mode::Bpftrace)
+    run(args, Voice::Bpftrace)
 }
 
-pub fn run(args: RunArgs, mode: Mode) -> anyhow::Result<ExitCode> {
+/// `sdt run ARGS`, or bpftrace's command line in bpftrace's `voice`.
+pub fn run(args: RunArgs, voice: Voice) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     if args.info {
         info::print();
@@ -347,10 +323,7 @@ pub fn run(args: RunArgs, mode: Mode) -> anyhow::Result<ExitCode> {
     }
     let pid = args.pid.as_deref().map(parse_pid).transpose()?;
     let format = Format::named(&args.format).ok_or_else(|| {
-        let names: Vec<String> = sdt_output::FORMATS
-            .iter()
-            .map(|f| format!("'{}'", f.name))
-            .collect();
+        let names: Vec<String> = Format::names().map(|name| format!("'{name}'")).collect();
         anyhow::anyhow!(
             "Invalid output format \"{}\"\nValid formats: {}",
             args.format,
@@ -359,94 +332,182 @@ pub fn run(args: RunArgs, mode: Mode) -> anyhow::Result<ExitCode> {
     })?;
     let (positional, named) = split_parameters(&args.args);
     if args.list {
-        return list(&args, mode, pid, &positional);
+        return list(&args, voice, pid, &positional);
     }
-    let (name, source, params) = script_source(&args, &positional)?;
-    let script = match sdt_lang::parser::parse(&source) {
-        Ok(script) => script,
-        Err(d) => return Ok(report(&d.into(), mode, &name, &source)),
-    };
-    let Prepared { script, config } = match prepare(script, &args, mode, &name, &source)? {
+    let (source, params) = script_source(&args, &positional)?;
+    let request = args.request(source, params, named, pid, voice)?;
+    let prepared = match Job::prepare(request) {
         Ok(prepared) => prepared,
-        Err(code) => return Ok(code),
+        Err(failure) => return failure.report(voice),
     };
-    let declared = getopt::declarations(&source);
-    match getopt::bind(&declared, &named) {
-        Ok(()) => {}
-        Err(e) => return Ok(named_parameter_error(e, mode)),
+    let (job, fleet) = match args.fleet.options(args.serve.as_deref())? {
+        None => match prepared.compile() {
+            Ok(job) => (job, None),
+            Err(failure) => return failure.report(voice),
+        },
+        Some(options) => match served(prepared, &args, voice, options, started)? {
+            Ok((job, fleet)) => (job, Some(fleet)),
+            Err(code) => return Ok(code),
+        },
+    };
+    job.print_warnings(args.verbose);
+    if args.dump {
+        job.dump(&mut io::stdout().lock())?;
+        return Ok(ExitCode::SUCCESS);
     }
-    let traced = Traced::start(pid, args.command.as_deref())?;
-    let run = Run {
-        args: &args,
-        mode,
-        format,
-        config,
-        name: &name,
-        source: &source,
-        params,
-        named,
-        started,
+    if let Some(fleet) = &fleet {
+        if let Some(address) = fleet.address() {
+            eprintln!("sdt: serving metrics at http://{address}/metrics");
+        }
+    }
+    let sink = args.sink(format, voice, fleet.as_ref())?;
+    let hooks = Hooks {
+        started: Box::new(|started| {
+            if let Some(fleet) = &fleet {
+                let up = started
+                    .map_reader()
+                    .map(|reader| fleet.up(reader, started.probes()));
+                if let Err(e) = up {
+                    eprintln!("sdt: cannot read the maps for metrics: {e:#}");
+                }
+            }
+        }),
+        ..Hooks::default()
     };
-    run.start(script, traced)
+    let outcome = match job.run(sink, hooks) {
+        Ok(outcome) => outcome,
+        Err(failure) => return failure.report(voice),
+    };
+    if let Some(fleet) = fleet {
+        crate::fleet::report_push(fleet.finish());
+    }
+    if let (Some(code), true) = (outcome.command_status, args.verbose) {
+        eprintln!("sdt: the command exited with status {code}");
+    }
+    Ok(ExitCode::from(outcome.status))
 }
 
-/// A parsed script with its includes read, its probes filtered, and the
-/// configuration it runs with.
-struct Prepared {
-    script: Script,
-    config: Config,
-}
-
-/// Reads the includes, filters the probes, resolves the configuration;
-/// an error in the script is reported and its exit status returned.
-fn prepare(
-    mut script: Script,
+/// The job of a program whose maps are served (`--serve`) or pushed
+/// (`--otlp`): compiled with the blocks its span pragmas add, its maps
+/// named as metrics, its endpoint listening. An error in the script or
+/// its pragmas is reported here, and its exit status returned.
+fn served(
+    prepared: Prepared,
     args: &RunArgs,
-    mode: Mode,
-    name: &str,
-    source: &str,
-) -> anyhow::Result<Result<Prepared, ExitCode>> {
-    let base = Path::new(name).parent().filter(|_| name != "stdin");
-    for file in &args.include {
-        if include::locate(file, &args.include_dirs, base).is_none() {
-            anyhow::bail!("--include {}: file not found", file.display());
-        }
-    }
-    if let Err(d) = include::read(&mut script, &args.include, &args.include_dirs, base) {
-        return Ok(Err(report(&d, mode, name, source)));
-    }
-    if let Some(filter) = &args.probe_filter {
-        let regex = regex::Regex::new(filter)
-            .with_context(|| format!("--probe-filter {filter}: not a regular expression"))?;
-        filter_probes(&mut script, &regex);
-    }
-    let env = |variable: &str| std::env::var(variable).ok();
-    let resolved = match sdt_lang::config::resolve(&script.config, &env) {
-        Ok(r) => r,
-        Err(ConfigError::Script(errors)) => {
-            return Ok(Err(report(&Diagnostics(errors), mode, name, source)))
-        }
-        Err(ConfigError::Environment(why)) => anyhow::bail!("{why}"),
+    voice: Voice,
+    options: FleetOptions,
+    started: std::time::Instant,
+) -> anyhow::Result<Result<(Job, Fleet), ExitCode>> {
+    let source = prepared.source();
+    let files = if args.program.is_some() {
+        ProgramFiles::inline(source.text.clone())
+    } else {
+        ProgramFiles::new(source.name.as_ref(), source.text.clone())
     };
-    if !args.no_warnings && !resolved.warnings.is_empty() {
-        report(&Diagnostics(resolved.warnings), mode, name, source);
-    }
-    Ok(Ok(Prepared {
-        script,
-        config: resolved.config,
-    }))
+    let compile = |text: &str| prepared.compile_text(text);
+    let (text, compilation, mut fleet) = match Fleet::compile(&options, files, &compile, started) {
+        Ok(compiled) => compiled,
+        Err(FleetError::Script { text, diagnostics }) => {
+            return prepared.failure(diagnostics, text).report(voice).map(Err);
+        }
+        Err(FleetError::Config(e)) => {
+            eprintln!("{e}");
+            return Ok(Err(ExitCode::from(EXIT_SCRIPT_ERROR)));
+        }
+    };
+    fleet.start(&options)?;
+    Ok(Ok((prepared.into_job(text, compilation), fleet)))
 }
 
-/// Removes the attach points `--probe-filter` does not match, and the
-/// probes left with none; BEGIN and END stay.
-fn filter_probes(script: &mut Script, regex: &regex::Regex) {
-    for probe in &mut script.probes {
-        probe.attach_points.retain(|ap| {
-            let kind = ap.fields[0].to_ascii_lowercase();
-            (ap.fields.len() == 1 && (kind == "begin" || kind == "end")) || regex.is_match(&ap.text)
-        });
+impl RunArgs {
+    /// The job these arguments ask for.
+    fn request(
+        &self,
+        source: Source,
+        params: Vec<String>,
+        named: sdt_job::Named,
+        pid: Option<i32>,
+        voice: Voice,
+    ) -> anyhow::Result<Request> {
+        if let Some(filter) = &self.probe_filter {
+            regex::Regex::new(filter)
+                .with_context(|| format!("--probe-filter {filter}: not a regular expression"))?;
+        }
+        let mechanism = match (&self.attach_with, &self.no_feature) {
+            (Some(m), _) => Some(*m),
+            (None, Some(features)) if features.split(',').any(|f| f.trim() == "uprobe_multi") => {
+                Some(sdt_job::Mechanism::PerfLink)
+            }
+            _ => None,
+        };
+        let target = match (pid, &self.command) {
+            (Some(pid), _) => Target::Pid(pid),
+            (None, Some(command)) => Target::Command(command.clone()),
+            (None, None) => Target::Everything,
+        };
+        Ok(Request {
+            params,
+            named,
+            includes: self.include.clone(),
+            include_dirs: self.include_dirs.clone(),
+            probe_filter: self.probe_filter.clone(),
+            target,
+            follow: !self.no_follow,
+            ring_size: self.buffer_size,
+            suggest_buffer_size: true,
+            mechanism,
+            allow_unsafe: self.allow_unsafe,
+            debug_dirs: self.debuginfo.clone(),
+            stamp_printf: self.timeline.timeline.is_some(),
+            voice,
+            warnings: !self.no_warnings,
+            announce: !self.quiet,
+            compile_only: self.dump,
+            ..Request::new(source)
+        })
     }
-    script.probes.retain(|p| !p.attach_points.is_empty());
+
+    /// Where the output goes: the format on standard output or `-o`,
+    /// buffered as `-B` says, the pictures beside it, the fleet's spans
+    /// taken out of it.
+    fn sink(
+        &self,
+        format: Format,
+        voice: Voice,
+        fleet: Option<&Fleet>,
+    ) -> anyhow::Result<Box<dyn Sink>> {
+        let notify = std::env::var_os(sdt_job::NOTIFY).is_some();
+        let buffering = match self.buffering.as_deref() {
+            Some("none") => Buffering::None,
+            Some("full") => Buffering::Full,
+            Some(_) => Buffering::Line,
+            // BEGIN's output waits in the buffer for the notification.
+            None if notify => Buffering::Full,
+            None if self.output.is_none() && io::stdout().is_terminal() => Buffering::Line,
+            None => Buffering::Full,
+        };
+        let out = Box::new(Output::open(self.output.as_deref(), buffering)?);
+        let sink: Box<dyn Sink> = match format {
+            // bpftrace ends a program with two newlines on standard output,
+            // also with -o, where the file does not get them.
+            format
+                if format == Format::TEXT && voice == Voice::Bpftrace && self.output.is_some() =>
+            {
+                Box::new(sdt_output::text::Text::new(out).separator_to(Box::new(io::stdout())))
+            }
+            format => format.sink(out),
+        };
+        let mut pictures: Vec<Box<dyn Sink>> = Vec::new();
+        if let Some(path) = &self.flamegraph {
+            pictures.push(Box::new(crate::pictures::flamegraph(path)?));
+        }
+        pictures.extend(self.timeline.sink([])?);
+        let sink = Tee::of(sink, pictures);
+        Ok(match fleet {
+            Some(fleet) => fleet.sink(sink),
+            None => sink,
+        })
+    }
 }
 
 /// bpftrace's check of `-p`: a decimal number no larger than the largest
@@ -468,7 +529,7 @@ fn parse_pid(text: &str) -> anyhow::Result<i32> {
 /// named ones: a word that starts with `--` can only have come after `--`
 /// (before it, it would have been taken as an option), and is `--NAME` or
 /// `--NAME=VALUE`.
-fn split_parameters(words: &[String]) -> (Vec<String>, getopt::Given) {
+fn split_parameters(words: &[String]) -> (Vec<String>, sdt_job::Named) {
     let mut positional = Vec::new();
     let mut named = HashMap::new();
     for word in words {
@@ -486,57 +547,10 @@ fn split_parameters(words: &[String]) -> (Vec<String>, getopt::Given) {
     (positional, named)
 }
 
-/// Reports a named parameter the program does not take, or `--help`.
-fn named_parameter_error(e: BindError, mode: Mode) -> ExitCode {
-    let prefix = |kind: &str| match mode {
-        Mode::Bpftrace => format!("{}: ", kind.to_ascii_uppercase()),
-        Mode::Sdt => format!("sdt: {kind}: "),
-    };
-    match e {
-        BindError::Help(options) if options.is_empty() => {
-            eprintln!("{}no custom program options defined.", prefix("hint"));
-        }
-        BindError::Help(options) => {
-            eprintln!("{}expected program options:", prefix("hint"));
-            for option in options {
-                eprintln!("{option}");
-            }
-        }
-        BindError::Unexpected {
-            unexpected,
-            expected,
-        } => {
-            let list = |names: &[String]| {
-                names
-                    .iter()
-                    .map(|n| format!("--{n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            eprintln!(
-                "{}unexpected program command line options: {}",
-                prefix("error"),
-                list(&unexpected)
-            );
-            if expected.is_empty() {
-                eprintln!("{}no custom program options defined.", prefix("hint"));
-            } else {
-                eprintln!(
-                    "{}expected program options: {}",
-                    prefix("hint"),
-                    list(&expected)
-                );
-            }
-        }
-        BindError::Invalid(why) => eprintln!("{}{why}", prefix("error")),
-    }
-    ExitCode::from(EXIT_SCRIPT_ERROR)
-}
-
 /// `-l`: the probes of a pattern, of a program, or of the `-p` process.
 fn list(
     args: &RunArgs,
-    mode: Mode,
+    voice: Voice,
     pid: Option<i32>,
     positional: &[String],
 ) -> anyhow::Result<ExitCode> {
@@ -544,469 +558,34 @@ fn list(
         anyhow::bail!("-l takes one pattern or program file, not {positional:?}");
     }
     let word = positional.first().map(String::as_str);
-    let program = match (&args.program, word) {
-        (Some(text), _) => Some(("stdin".to_string(), text.clone())),
-        (None, Some(file)) if Path::new(file).is_file() => {
-            Some((file.to_string(), read_file(file)?))
+    let (source, params) = match (&args.program, word) {
+        (Some(text), _) => (Source::inline(text.clone()), positional.to_vec()),
+        (None, Some(file)) if Path::new(file).is_file() => (Source::file(file)?, Vec::new()),
+        _ => {
+            let pattern = word.unwrap_or("");
+            return listing::list(pattern, pid, args.verbose, &args.debuginfo, voice);
         }
-        _ => None,
     };
-    let Some((name, source)) = program else {
-        let pattern = word.unwrap_or("");
-        if pattern.contains('.') && !pattern.contains([':', '*']) {
-            eprintln!(
-                "{}It appears that '{pattern}' is a filename but the file does not exist. Treating '{pattern}' as a search pattern.",
-                match mode {
-                    Mode::Bpftrace => "WARNING: ",
-                    Mode::Sdt => "sdt: warning: ",
-                }
-            );
-        }
-        return listing::list(pattern, pid, args.verbose, &args.debuginfo);
-    };
-    let script = match sdt_lang::parser::parse(&source) {
-        Ok(script) => script,
-        Err(d) => return Ok(report(&d.into(), mode, &name, &source)),
-    };
-    let params = match &args.program {
-        Some(_) => positional.to_vec(),
-        None => Vec::new(),
-    };
-    match listing::list_program(&script, &params, pid, args.verbose, &args.debuginfo) {
-        Ok(listed) => listed,
-        Err(d) => Ok(report(&d, mode, &name, &source)),
+    match listing::list_program(&source, &params, pid, args.verbose, &args.debuginfo) {
+        Ok(listed) => Ok(listed),
+        Err(failure) => failure.report(voice),
     }
 }
 
-/// The script's name for messages, its text, and its positional parameters.
-fn script_source(
-    args: &RunArgs,
-    positional: &[String],
-) -> anyhow::Result<(String, String, Vec<String>)> {
+/// The script and its positional parameters.
+fn script_source(args: &RunArgs, positional: &[String]) -> anyhow::Result<(Source, Vec<String>)> {
     if let Some(program) = &args.program {
-        return Ok(("stdin".to_string(), program.clone(), positional.to_vec()));
+        return Ok((Source::inline(program.clone()), positional.to_vec()));
     }
     let Some((file, params)) = positional.split_first() else {
         anyhow::bail!("no program: give one with -e 'PROGRAM' or as a file (see sdt run --help)");
     };
     let source = if file == "-" {
-        let mut text = String::new();
-        io::stdin()
-            .read_to_string(&mut text)
-            .context("cannot read the program from standard input")?;
-        return Ok(("stdin".to_string(), text, params.to_vec()));
+        Source::stdin()?
     } else {
-        read_file(file)?
+        Source::file(file)?
     };
-    Ok((file.clone(), source, params.to_vec()))
-}
-
-/// A program file's text, or bpftrace's message for one that cannot be read.
-fn read_file(file: &str) -> anyhow::Result<String> {
-    std::fs::read_to_string(file)
-        .map_err(|e| anyhow::anyhow!("failed to open file '{file}': {}", os_message(&e)))
-}
-
-/// An I/O error's message without Rust's ` (os error N)`.
-pub fn os_message(e: &io::Error) -> String {
-    let text = e.to_string();
-    match text.find(" (os error ") {
-        Some(at) => text[..at].to_string(),
-        None => text,
-    }
-}
-
-/// Everything a run is started with.
-struct Run<'a> {
-    args: &'a RunArgs,
-    mode: Mode,
-    format: Format,
-    config: Config,
-    name: &'a str,
-    source: &'a str,
-    params: Vec<String>,
-    named: getopt::Given,
-    /// When sdt started, for the program's load time in its metrics.
-    started: std::time::Instant,
-}
-
-impl Run<'_> {
-    fn strlen(&self) -> u32 {
-        let wanted = self.config.max_strlen;
-        if wanted > u64::from(MAX_STRLEN) {
-            self.warn(&format!(
-                "max_strlen {wanted} is more than sdt's {MAX_STRLEN}: strings are cut at {MAX_STRLEN} bytes"
-            ));
-        }
-        wanted.clamp(1, u64::from(MAX_STRLEN)) as u32
-    }
-
-    fn warn(&self, text: &str) {
-        if self.args.no_warnings {
-            return;
-        }
-        match self.mode {
-            Mode::Bpftrace => eprintln!("WARNING: {text}"),
-            Mode::Sdt => eprintln!("sdt: warning: {text}"),
-        }
-    }
-
-    /// `--include` and `--probe-filter` applied again, to the text the
-    /// fleet compiles (they worked on the script already).
-    fn reprepare(&self, mut script: Script) -> Result<Script, Diagnostics> {
-        let base = Path::new(self.name)
-            .parent()
-            .filter(|_| self.name != "stdin");
-        let args = self.args;
-        include::read(&mut script, &args.include, &args.include_dirs, base)?;
-        if let Some(regex) = args
-            .probe_filter
-            .as_deref()
-            .and_then(|f| regex::Regex::new(f).ok())
-        {
-            filter_probes(&mut script, &regex);
-        }
-        Ok(script)
-    }
-
-    fn start(&self, script: Script, traced: Traced) -> anyhow::Result<ExitCode> {
-        let args = self.args;
-        let wanted = match (&args.attach_with, &args.no_feature) {
-            (Some(m), _) => Some(*m),
-            (None, Some(features)) if features.split(',').any(|f| f.trim() == "uprobe_multi") => {
-                Some(sdt_bpf::Mechanism::PerfLink)
-            }
-            _ => None,
-        };
-        let mechanism = if args.dump {
-            wanted.unwrap_or(sdt_bpf::Mechanism::UprobeMulti)
-        } else {
-            sdt_trace::mechanism(wanted)?
-        };
-        let options = sdt_script::Options {
-            check: CheckOptions {
-                params: self.params.clone(),
-                strlen: self.strlen(),
-                allow_unsafe: args.allow_unsafe,
-                named_params: self.named.clone(),
-                internal: false,
-            },
-            scope: sdt_trace::Scope {
-                debug_dirs: args.debuginfo.clone(),
-                ..traced.scope(args.allow_unsafe)
-            },
-            mechanism,
-            missing_probes: self.config.missing_probes,
-            codegen: sdt_codegen::Options {
-                wake_at: args.buffer_size / 8,
-                start_ns: monotonic_ns(),
-                cpid: traced.cpid(),
-                map_entries: u32::try_from(self.config.max_map_keys.max(1)).unwrap_or(u32::MAX),
-                ring_size: args.buffer_size,
-                stamp_printf: args.timeline.timeline.is_some(),
-                machine: sdt_codegen::Machine::current(),
-            },
-        };
-        let (text, compilation, fleet) = match args.fleet.options(args.serve.as_deref())? {
-            None => match sdt_script::compile_parsed(self.name, self.source, script, &options) {
-                Ok(c) => (self.source.to_string(), c, None),
-                Err(diagnostics) => {
-                    return Ok(report(&diagnostics, self.mode, self.name, self.source))
-                }
-            },
-            Some(fleet_options) => {
-                // The fleet adds the blocks of span pragmas to the text, so
-                // it compiles text: prepared again as the script was.
-                let compile = |text: &str| {
-                    let parsed = sdt_lang::parser::parse(text).map_err(Diagnostics::from)?;
-                    let prepared = self.reprepare(parsed)?;
-                    sdt_script::compile_parsed(self.name, text, prepared, &options)
-                };
-                let files = if args.program.is_some() {
-                    ProgramFiles::inline(self.source.to_string())
-                } else {
-                    ProgramFiles::new(self.name.as_ref(), self.source.to_string())
-                };
-                match Fleet::compile(&fleet_options, files, &compile, self.started) {
-                    Ok((text, compilation, fleet)) => {
-                        (text, compilation, Some((fleet, fleet_options)))
-                    }
-                    Err(FleetError::Script { text, diagnostics }) => {
-                        return Ok(report(&diagnostics, self.mode, self.name, &text))
-                    }
-                    Err(FleetError::Config(e)) => {
-                        eprintln!("{e}");
-                        return Ok(ExitCode::from(EXIT_SCRIPT_ERROR));
-                    }
-                }
-            }
-        };
-        let source = text.as_str();
-        if !args.no_warnings && !compilation.skipped.is_empty() {
-            let skipped = Diagnostics(compilation.skipped.clone());
-            diagnostics::print(&skipped, self.mode == Mode::Bpftrace, self.name, source);
-        }
-        for warning in &compilation.warnings {
-            self.warn(warning);
-        }
-        if args.verbose {
-            for note in &compilation.program.type_notes {
-                eprintln!("sdt: {note}");
-            }
-        }
-        if args.dump {
-            dump(&compilation);
-            return Ok(ExitCode::SUCCESS);
-        }
-        let fleet = match fleet {
-            Some((mut fleet, fleet_options)) => {
-                fleet.start(&fleet_options)?;
-                if let Some(address) = fleet.address() {
-                    eprintln!("sdt: serving metrics at http://{address}/metrics");
-                }
-                Some(fleet)
-            }
-            None => None,
-        };
-
-        let notify = std::env::var_os(NOTIFY).is_some();
-        let buffering = match args.buffering.as_deref() {
-            Some("none") => Buffering::None,
-            Some("full") => Buffering::Full,
-            Some(_) => Buffering::Line,
-            // BEGIN's output waits in the buffer for the notification.
-            None if notify => Buffering::Full,
-            None if args.output.is_none() && io::stdout().is_terminal() => Buffering::Line,
-            None => Buffering::Full,
-        };
-        let out = Box::new(Output::open(args.output.as_deref(), buffering)?);
-        let sink: Box<dyn Sink> = match self.format {
-            // bpftrace ends a program with two newlines on standard output,
-            // also with -o, where the file does not get them.
-            format
-                if format == Format::TEXT
-                    && self.mode == Mode::Bpftrace
-                    && args.output.is_some() =>
-            {
-                Box::new(sdt_output::text::Text::new(out).separator_to(Box::new(io::stdout())))
-            }
-            format => format.sink(out),
-        };
-        let mut pictures: Vec<Box<dyn Sink>> = Vec::new();
-        if let Some(path) = &args.flamegraph {
-            pictures.push(Box::new(crate::pictures::flamegraph(path)?));
-        }
-        pictures.extend(args.timeline.sink([])?);
-        let sink = Tee::of(sink, pictures);
-        let sink = match &fleet {
-            Some(fleet) => fleet.sink(sink),
-            None => sink,
-        };
-        let run = RunOptions {
-            mechanism,
-            pid: traced.pid,
-            follow: !args.no_follow,
-            allow_unsafe: args.allow_unsafe,
-            filter_tracepoints: args.pid.is_some(),
-            max_cat_bytes: self.config.max_cat_bytes,
-        };
-        let mut runner = Runner::load(&compilation, &run, sink)
-            .map_err(|e| load_error(e, &compilation, self.name, source))?;
-        if !args.quiet {
-            let count = compilation.probe_count;
-            match self.mode {
-                Mode::Bpftrace => runner.runtime().sink().attached(count),
-                Mode::Sdt => eprintln!(
-                    "Attaching {count} probe{}...",
-                    if count == 1 { "" } else { "s" }
-                ),
-            }
-            runner.runtime().flush();
-        }
-        let attached = |runner: &mut Runner<'_>, probes: usize| {
-            if let Some(fleet) = &fleet {
-                if let Err(e) = fleet.up(runner, probes) {
-                    eprintln!("sdt: cannot read the maps for metrics: {e:#}");
-                }
-            }
-            if notify {
-                // Before what BEGIN printed, which is still buffered, and
-                // on standard output whatever -o says, as bpftrace prints
-                // it: bpftrace prints BEGIN's output once it has attached.
-                let mut stdout = io::stdout().lock();
-                let _ = writeln!(stdout, "{NOTIFY}");
-                let _ = stdout.flush();
-            }
-        };
-        let print_maps = self.config.print_maps_on_exit;
-        let mut ended = traced.run(runner, print_maps, &|| false, attached)?;
-        report_losses(&ended.summary, ended.runtime.sink());
-        if let Some(fleet) = fleet {
-            crate::fleet::report_push(fleet.finish());
-        }
-        ended.runtime.sink().finish();
-        if let Some(e) = ended.runtime.error() {
-            if e.kind() != io::ErrorKind::BrokenPipe {
-                anyhow::bail!("cannot write the output: {e}");
-            }
-        }
-        let exit_code = ended.summary.exit_code.map_or(0, |c| c as u8);
-        match (ended.command_status, self.mode) {
-            // bpftrace's status is the program's (exit(N)), whatever the
-            // command's was.
-            (Some(code), Mode::Bpftrace) => {
-                if args.verbose {
-                    eprintln!("sdt: the command exited with status {code}");
-                }
-                Ok(ExitCode::from(exit_code))
-            }
-            (Some(code), Mode::Sdt) => {
-                if args.verbose {
-                    eprintln!("sdt: the command exited with status {code}");
-                }
-                Ok(ExitCode::from(code))
-            }
-            (None, _) => Ok(ExitCode::from(exit_code)),
-        }
-    }
-}
-
-/// Reports what was lost, to the output (which may record it) and on
-/// standard error.
-fn report_losses(summary: &Summary, sink: &mut dyn Sink) {
-    sink.lost(&Losses {
-        events: summary.lost_events,
-        stacks: summary.lost_stacks,
-        full_maps: summary.full_maps.clone(),
-    });
-    if summary.lost_events > 0 {
-        eprintln!(
-            "sdt: {} records lost because the ring buffer was full; try a larger --buffer-size or -o FILE",
-            summary.lost_events
-        );
-    }
-    if summary.lost_stacks > 0 {
-        eprintln!("sdt: {} stacks could not be recorded", summary.lost_stacks);
-    }
-    for (map, n) in &summary.full_maps {
-        eprintln!("sdt: {n} updates of {map} were dropped because it was full; raise max_map_keys (BPFTRACE_MAX_MAP_KEYS)");
-    }
-}
-
-/// Prints diagnostics and returns bpftrace's exit status for them.
-fn report(diagnostics: &Diagnostics, mode: Mode, name: &str, source: &str) -> ExitCode {
-    diagnostics::print(diagnostics, mode == Mode::Bpftrace, name, source);
-    ExitCode::from(EXIT_SCRIPT_ERROR)
-}
-
-/// A load failure: a verifier rejection is mapped back to the script.
-fn load_error(
-    e: sdt_trace::Error,
-    compilation: &Compilation,
-    name: &str,
-    source: &str,
-) -> anyhow::Error {
-    if let sdt_trace::Error::Load {
-        program,
-        source: sdt_bpf::Error::Verifier { log, .. },
-    } = &e
-    {
-        if let Some(p) = compilation
-            .compiled
-            .programs
-            .iter()
-            .find(|p| &p.name == program)
-        {
-            let span = verifier_span(log.as_str(), &p.spans)
-                .unwrap_or(p.spans.first().map_or_else(Default::default, |s| s.1));
-            let d = sdt_lang::diag::Diagnostic::error(span, format!("the kernel's verifier rejected the program for {}", p.display))
-                .label("the verifier stopped here")
-                .hint(log.summary().lines().last().unwrap_or("").to_string())
-                .hint("sdt run --dump prints the program; a loop the verifier cannot bound is the usual cause");
-            let text = d.to_text(name, source);
-            return anyhow::anyhow!("{}", text.trim_end());
-        }
-    }
-    anyhow::Error::from(e)
-}
-
-/// The script span of the last instruction the verifier looked at.
-fn verifier_span(
-    log: &str,
-    spans: &[(usize, sdt_lang::diag::Span)],
-) -> Option<sdt_lang::diag::Span> {
-    let insn: usize = log
-        .lines()
-        .rev()
-        .find_map(|l| l.split(':').next()?.trim().parse().ok())?;
-    spans
-        .iter()
-        .rev()
-        .find(|(start, _)| *start <= insn)
-        .map(|s| s.1)
-}
-
-/// `--dump`: the sites and the generated programs.
-fn dump(compilation: &Compilation) {
-    let mut out = io::stdout().lock();
-    for b in compilation.bound.iter().flatten() {
-        let _ = writeln!(out, "{}", b.text);
-        if let sdt_bind::Target::Usdt(sites) = &b.target {
-            for s in sites {
-                let _ = writeln!(
-                    out,
-                    "  {}:{} {} {:#x} (file offset {:#x})",
-                    s.provider,
-                    s.name,
-                    s.path.display(),
-                    s.address,
-                    s.attach_offset
-                );
-            }
-        }
-        if let sdt_bind::Target::Functions(fs) = &b.target {
-            for f in fs {
-                let _ = writeln!(
-                    out,
-                    "  {} {} {:#x} (file offset {:#x})",
-                    f.function,
-                    f.path.display(),
-                    f.address,
-                    f.file_offset
-                );
-            }
-        }
-    }
-    let names = compilation.compiled.map_names();
-    for p in &compilation.compiled.programs {
-        let listing = sdt_bpf::disasm::Disassembler::new()
-            .map_names(names.clone())
-            .listing(&p.insns);
-        let _ = writeln!(
-            out,
-            "\nprogram {} ({}, {} instructions):\n{listing}",
-            p.display,
-            p.name,
-            p.insns.len()
-        );
-    }
-}
-
-fn monotonic_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
-
-/// Entries of each map of a served program: BPFTRACE_MAP_KEYS_MAX, as
-/// bpftrace, else 4096.
-pub fn map_entries() -> anyhow::Result<u32> {
-    match std::env::var("BPFTRACE_MAP_KEYS_MAX") {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .with_context(|| format!("BPFTRACE_MAP_KEYS_MAX={v} is not a number")),
-        Err(_) => Ok(4096),
-    }
+    Ok((source, params.to_vec()))
 }
 
 #[cfg(test)]

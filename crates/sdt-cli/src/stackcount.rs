@@ -49,8 +49,8 @@ pub struct StackcountArgs {
     /// Output format: text (each stack, leaf first, with its count), folded
     /// (`frame;frame count`, root first, for flame graph tools) or json.
     #[arg(short = 'f', value_name = "FORMAT", default_value = "text",
-          value_parser = ["text", "folded", "json"])]
-    format: String,
+          value_parser = crate::format_parser())]
+    format: sdt_output::Format,
 
     /// Also write the stacks as an interactive SVG flame graph to FILE.
     #[arg(long, value_name = "FILE")]
@@ -77,7 +77,7 @@ pub fn run(args: StackcountArgs) -> anyhow::Result<ExitCode> {
         print!("{program}");
         return Ok(ExitCode::SUCCESS);
     }
-    let mut argv: Vec<OsString> = vec!["sdt run".into(), "-f".into(), args.format.into()];
+    let mut argv: Vec<OsString> = vec!["sdt run".into(), "-f".into(), args.format.name.into()];
     if let Some(pid) = args.pid {
         argv.extend(["-p".into(), pid.to_string().into()]);
     }
@@ -92,7 +92,7 @@ pub fn run(args: StackcountArgs) -> anyhow::Result<ExitCode> {
     }
     argv.extend(["-e".into(), program.into()]);
     let run_args = RunArgs::try_parse_from(argv)?;
-    run::run(run_args, run::Mode::Sdt)
+    run::run(run_args, sdt_job::Voice::Sdt)
 }
 
 /// The program that counts the stacks at `probes`: one block, every probe

@@ -128,8 +128,8 @@ pub struct CallsArgs {
     /// lines on standard output (counted by calls, or with -L in
     /// nanoseconds spent), the input of flamegraph.pl, inferno and
     /// speedscope, with the table on standard error.
-    #[arg(short = 'f', long = "format", value_name = "FORMAT", value_parser = ["text", "json", "folded"], conflicts_with = "format")]
-    output_format: Option<String>,
+    #[arg(short = 'f', long = "format", value_name = "FORMAT", value_parser = crate::format_parser(), conflicts_with = "format")]
+    output_format: Option<Format>,
 
     #[command(flatten)]
     timeline: crate::pictures::TimelineArgs,
@@ -216,7 +216,7 @@ pub fn calls(args: CallsArgs) -> anyhow::Result<ExitCode> {
         pictures: sdt_tools::Pictures::new(pictures),
         ..args.common.tools()
     };
-    if let Some(format) = args.output_format.as_deref().and_then(Format::named) {
+    if let Some(format) = args.output_format {
         common.format = format;
     }
     let status = calls::run(&common, &args.options.tools(interval, count));

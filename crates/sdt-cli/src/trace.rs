@@ -5,15 +5,12 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
-use sdt_lang::check::CheckOptions;
+use anyhow::Context;
+use sdt_job::{Failure, Hooks, Job, Outcome, Request, Source, Target};
 use sdt_lang::hir::StringArg;
 use sdt_output::tee::Tee;
-use sdt_output::{Format, TraceSummary};
-use sdt_runtime::run::{RunOptions, Runner};
+use sdt_output::{Event, Format, TraceSummary};
 use sdt_trace::ProbeSpec;
-
-use sdt_runtime::traced::Traced;
 
 use crate::pictures::TimelineArgs;
 
@@ -154,41 +151,26 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|p| ProbeSpec::parse(p))
         .collect::<Result<Vec<_>, _>>()?;
-    let traced = Traced::start(args.pid, args.command.as_deref())?;
-    let mechanism = sdt_trace::mechanism(args.attach_with)?;
-    let options = sdt_script::Options {
-        check: CheckOptions {
-            internal: true,
-            ..CheckOptions::default()
-        },
-        scope: traced.scope(false),
-        mechanism,
-        missing_probes: Default::default(),
-        codegen: sdt_codegen::Options {
-            wake_at: args.buffer_size / 8,
-            ring_size: args.buffer_size,
-            machine: sdt_codegen::Machine::current(),
-            ..sdt_codegen::Options::default()
-        },
+    let target = match (args.pid, &args.command) {
+        (Some(pid), _) => Target::Pid(pid),
+        (None, Some(command)) => Target::Command(command.clone()),
+        (None, None) => Target::Everything,
     };
-    let source = script(&specs, &args.strings);
-    let compilation = sdt_script::compile(&source, &options).map_err(|d| {
-        // The script is sdt's own: show what is wrong with the spec it
-        // came from, and the hints, without the script.
-        let lines: Vec<String> =
-            d.0.iter()
-                .map(|d| {
-                    std::iter::once(d.message.clone())
-                        .chain(d.hints.iter().cloned())
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                })
-                .collect();
-        anyhow::anyhow!("{}", lines.join("\n"))
-    })?;
-    for warning in &compilation.warnings {
-        eprintln!("sdt: warning: {warning}");
-    }
+    let request = Request {
+        target,
+        follow: !args.no_follow,
+        ring_size: args.buffer_size,
+        suggest_buffer_size: true,
+        mechanism: args.attach_with,
+        internal: true,
+        print_maps: false,
+        ..Request::new(Source::inline(script(&specs, &args.strings)))
+    };
+    // The script is sdt's own: what is wrong is said of the spec it came
+    // from, with the hints, without the script.
+    let job = Job::compile(request).map_err(Failure::without_script)?;
+    job.print_warnings(false);
+    let compilation = job.compilation();
     // A site is traced even where one of its arguments cannot be read.
     for site in &compilation.sites {
         for (n, arg) in site.args.iter().enumerate() {
@@ -205,13 +187,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if args.dump {
-        let names = compilation.compiled.map_names();
-        for p in &compilation.compiled.programs {
-            let listing = sdt_bpf::disasm::Disassembler::new()
-                .map_names(names.clone())
-                .listing(&p.insns);
-            eprintln!("program {}:\n{listing}", p.name);
-        }
+        job.dump(&mut io::stderr().lock())?;
     }
     let out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(
@@ -225,67 +201,53 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     } else {
         Format::TEXT
     };
-    let run = RunOptions {
-        mechanism,
-        pid: traced.pid,
-        follow: !args.no_follow,
-        allow_unsafe: false,
-        filter_tracepoints: false,
-        max_cat_bytes: u64::MAX,
-    };
     let probes = compilation
         .sites
         .iter()
         .map(|s| (s.provider.as_str(), s.name.as_str()));
     let timeline = args.timeline.sink(probes)?;
     let sink = Tee::of(format.sink(out), timeline.into_iter().collect());
-    let runner = Runner::load(&compilation, &run, sink)?;
     let sites = compilation.sites.len();
     let later = if compilation.attaches_later() {
         " and what matches in objects it maps from now on"
     } else {
         ""
     };
-    // A closed pipe or a full disk stops the trace (the runner's output
-    // has failed, which the run loop sees).
-    let mut ended = traced.run(runner, false, &|| false, |runner, _| {
-        // After the command is released, so the message costs it nothing;
-        // in one write, so that scripts waiting for it never see half of it.
-        let live = format!(
-            "sdt: tracing {sites} site{}{later} ({}); Ctrl-C to stop\n",
-            if sites == 1 { "" } else { "s" },
-            runner.mechanism().name()
-        );
-        let _ = io::stderr().write_all(live.as_bytes());
-    })?;
-    let hits = ended.runtime.hits();
-    let summary = TraceSummary {
-        events: hits.delivered,
-        lost: ended.summary.lost_events + hits.undecodable,
-        sites: ended.runtime.sites(),
+    let hooks = Hooks {
+        started: Box::new(|started| {
+            // After the command is released, so the message costs it
+            // nothing; in one write, so that scripts waiting for it never
+            // see half of it.
+            let live = format!(
+                "sdt: tracing {sites} site{}{later} ({}); Ctrl-C to stop\n",
+                if sites == 1 { "" } else { "s" },
+                started.mechanism().name()
+            );
+            let _ = io::stderr().write_all(live.as_bytes());
+        }),
+        ending: Box::new(|sink, outcome| sink.event(Event::Summary(&summary(outcome)))),
+        ..Hooks::default()
     };
-    let sink = ended.runtime.sink();
-    sink.summary(&summary);
-    sink.finish();
-    if let Some(err) = sink.error() {
-        if err.kind() != io::ErrorKind::BrokenPipe {
-            bail!("cannot write events: {err}");
-        }
-    }
+    // A closed pipe or a full disk stops the trace (the output has
+    // failed, which the run loop sees).
+    let outcome = job.run(sink, hooks).map_err(Failure::without_script)?;
     if !args.json {
+        let summary = summary(&outcome);
         eprintln!(
             "sdt: {} events, {} lost, {} sites",
             summary.events, summary.lost, summary.sites
         );
     }
-    if summary.lost > 0 {
-        eprintln!(
-            "sdt: {} events lost because the ring buffer was full; try --buffer-size {} or -o FILE",
-            summary.lost,
-            crate::size_text(u64::from(args.buffer_size) * 4)
-        );
+    Ok(ExitCode::from(outcome.status))
+}
+
+/// The counts at the end: every hit delivered, or lost.
+fn summary(outcome: &Outcome) -> TraceSummary {
+    TraceSummary {
+        events: outcome.hits.delivered,
+        lost: outcome.summary.lost_events + outcome.hits.undecodable,
+        sites: outcome.sites,
     }
-    Ok(ExitCode::from(ended.command_status.unwrap_or(0)))
 }
 
 fn parse_string_arg(text: &str) -> Result<StringArg, String> {

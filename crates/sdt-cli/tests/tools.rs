@@ -825,7 +825,7 @@ fn calls_that_do_not_fit_are_reported_as_lost() {
     let lost: Value = serde_json::from_str(lines.next().expect("a loss record")).unwrap();
     let message = lost["lost"][0].as_str().unwrap();
     assert!(
-        message.ends_with("updates of @calls dropped because it was full"),
+        message.ends_with("updates of @calls were dropped because it was full"),
         "{message}"
     );
     let dropped: u64 = message.split(' ').next().unwrap().parse().unwrap();

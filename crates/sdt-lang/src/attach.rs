@@ -17,6 +17,8 @@ pub enum AttachSpec {
     End,
     Interval {
         period_ns: u64,
+        /// The unit as written, which listings show.
+        unit: TimeUnit,
     },
     Usdt {
         /// A path, a program or library name, a glob over a process's
@@ -35,6 +37,55 @@ pub enum AttachSpec {
         category: String,
         name: String,
     },
+}
+
+/// The unit of a period (`interval:ms:100`), as written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeUnit {
+    S,
+    Ms,
+    Us,
+    Ns,
+    /// Times a second.
+    Hz,
+}
+
+impl TimeUnit {
+    /// As a probe writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeUnit::S => "s",
+            TimeUnit::Ms => "ms",
+            TimeUnit::Us => "us",
+            TimeUnit::Ns => "ns",
+            TimeUnit::Hz => "hz",
+        }
+    }
+
+    fn named(text: &str) -> Option<TimeUnit> {
+        [
+            TimeUnit::S,
+            TimeUnit::Ms,
+            TimeUnit::Us,
+            TimeUnit::Ns,
+            TimeUnit::Hz,
+        ]
+        .into_iter()
+        .find(|u| u.name() == text)
+    }
+
+    /// The period of `count` of this unit, in nanoseconds; `None` when it
+    /// does not fit, or is less than one.
+    pub fn period_ns(self, count: u64) -> Option<u64> {
+        let ns = match self {
+            TimeUnit::S => count.checked_mul(1_000_000_000)?,
+            TimeUnit::Ms => count.checked_mul(1_000_000)?,
+            TimeUnit::Us => count.checked_mul(1_000)?,
+            TimeUnit::Ns => count,
+            TimeUnit::Hz => 1_000_000_000u64.checked_div(count)?,
+        };
+        (ns > 0).then_some(ns)
+    }
 }
 
 /// Where in a file a uprobe goes.
@@ -210,15 +261,9 @@ fn parse_interval(rest: &[String]) -> Option<AttachSpec> {
     if count == 0 {
         return None;
     }
-    let period_ns = match unit {
-        "s" => count.checked_mul(1_000_000_000)?,
-        "ms" => count.checked_mul(1_000_000)?,
-        "us" => count.checked_mul(1_000)?,
-        "ns" => count,
-        "hz" => 1_000_000_000 / count,
-        _ => return None,
-    };
-    (period_ns > 0).then_some(AttachSpec::Interval { period_ns })
+    let unit = TimeUnit::named(unit)?;
+    let period_ns = unit.period_ns(count)?;
+    Some(AttachSpec::Interval { period_ns, unit })
 }
 
 /// `PATH@FILE:LINE` or `PATH@FILE:LINE:COLUMN`, split at the colons:
@@ -366,7 +411,8 @@ mod tests {
         assert_eq!(
             spec("$1", &["i:ms:5"]).unwrap(),
             AttachSpec::Interval {
-                period_ns: 5_000_000
+                period_ns: 5_000_000,
+                unit: TimeUnit::Ms
             }
         );
         assert_eq!(
@@ -473,25 +519,29 @@ mod tests {
         assert_eq!(
             spec("interval:ms:250", &[]).unwrap(),
             AttachSpec::Interval {
-                period_ns: 250_000_000
+                period_ns: 250_000_000,
+                unit: TimeUnit::Ms
             }
         );
         assert_eq!(
             spec("i:s:1", &[]).unwrap(),
             AttachSpec::Interval {
-                period_ns: 1_000_000_000
+                period_ns: 1_000_000_000,
+                unit: TimeUnit::S
             }
         );
         assert_eq!(
             spec("interval:100ms", &[]).unwrap(),
             AttachSpec::Interval {
-                period_ns: 100_000_000
+                period_ns: 100_000_000,
+                unit: TimeUnit::Ms
             }
         );
         assert_eq!(
             spec("interval:hz:4", &[]).unwrap(),
             AttachSpec::Interval {
-                period_ns: 250_000_000
+                period_ns: 250_000_000,
+                unit: TimeUnit::Hz
             }
         );
         assert!(spec("interval:s:0", &[]).is_err());

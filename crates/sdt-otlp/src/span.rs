@@ -17,9 +17,7 @@
 use std::collections::HashMap;
 use std::io;
 
-use sdt_output::{
-    Cell, Datum, Hit, Losses, MapPrint, Note, Printed, Sink, Stream, Table, TextKind, TraceSummary,
-};
+use sdt_output::{Datum, Event, Sink};
 
 use crate::pusher::SpanSender;
 
@@ -133,59 +131,16 @@ impl<'a> SpanSink<'a> {
 }
 
 impl Sink for SpanSink<'_> {
-    fn printf(&mut self, printf: &mut dyn Printed) {
-        match self.rules.get(&printf.format()) {
-            Some(rule) => {
+    fn event(&mut self, mut event: Event<'_>) {
+        if let Event::Printf(printf) = &mut event {
+            if let Some(rule) = self.rules.get(&printf.format()) {
                 if let Some(span) = rule.span(&printf.args(), self.wall_offset) {
                     self.spans.send(span);
                 }
+                return;
             }
-            None => self.inner.printf(printf),
         }
-    }
-
-    fn value(&mut self, value: &Datum) {
-        self.inner.value(value)
-    }
-
-    fn map(&mut self, map: &MapPrint) {
-        self.inner.map(map)
-    }
-
-    fn text(&mut self, kind: TextKind, text: &[u8]) {
-        self.inner.text(kind, text)
-    }
-
-    fn attached(&mut self, probes: usize) {
-        self.inner.attached(probes)
-    }
-
-    fn maps_follow(&mut self) {
-        self.inner.maps_follow()
-    }
-
-    fn lost(&mut self, losses: &Losses) {
-        self.inner.lost(losses)
-    }
-
-    fn hit(&mut self, hit: &Hit<'_>) {
-        self.inner.hit(hit)
-    }
-
-    fn summary(&mut self, summary: &TraceSummary) {
-        self.inner.summary(summary)
-    }
-
-    fn table(&mut self, table: &Table) {
-        self.inner.table(table)
-    }
-
-    fn row(&mut self, stream: &Stream, row: &[Cell]) {
-        self.inner.row(stream, row)
-    }
-
-    fn note(&mut self, note: &Note) {
-        self.inner.note(note)
+        self.inner.event(event);
     }
 
     fn flush(&mut self) {
@@ -214,7 +169,10 @@ impl ToolSpans {
 }
 
 impl Sink for ToolSpans {
-    fn span(&mut self, span: &sdt_output::Span<'_>) {
+    fn event(&mut self, event: Event<'_>) {
+        let Event::Span(span) = event else {
+            return;
+        };
         let unix = |t: u64| u64::try_from(i128::from(t) + self.wall_offset).unwrap_or(0);
         self.spans.send(Span {
             name: span.name.to_string(),
@@ -228,23 +186,6 @@ impl Sink for ToolSpans {
                 .map(|(name, datum)| (name.to_string(), Attribute::of(datum)))
                 .collect(),
         });
-    }
-
-    fn printf(&mut self, _: &mut dyn Printed) {}
-    fn value(&mut self, _: &Datum) {}
-    fn map(&mut self, _: &MapPrint) {}
-    fn text(&mut self, _: TextKind, _: &[u8]) {}
-    fn attached(&mut self, _: usize) {}
-    fn maps_follow(&mut self) {}
-    fn lost(&mut self, _: &Losses) {}
-    fn hit(&mut self, _: &Hit<'_>) {}
-    fn summary(&mut self, _: &TraceSummary) {}
-    fn table(&mut self, _: &Table) {}
-    fn row(&mut self, _: &Stream, _: &[Cell]) {}
-    fn note(&mut self, _: &Note) {}
-    fn flush(&mut self) {}
-    fn error(&self) -> Option<&io::Error> {
-        None
     }
 }
 

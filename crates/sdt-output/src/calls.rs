@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::folded::frame;
 use crate::model::{Span, Thread};
-use crate::Sink;
+use crate::{Event, Sink};
 
 /// What a folded line counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,13 +171,13 @@ impl CallStacks {
             caller.callees_ns += took;
         }
         if let Some(sink) = sink {
-            sink.span(&Span {
+            sink.event(Event::Span(&Span {
                 thread,
                 start_ns: open.start_ns,
                 end_ns: time_ns,
                 name: &self.nodes[open.node].name,
                 args: &[],
-            });
+            }));
         }
         if calls.open.is_empty() {
             self.threads.remove(&thread.tid);
@@ -274,25 +274,11 @@ mod tests {
     fn what_does_not_pair_is_counted_and_shifts_nothing() {
         struct Spans(Vec<(String, u64, u64)>);
         impl Sink for Spans {
-            fn printf(&mut self, _: &mut dyn crate::Printed) {}
-            fn value(&mut self, _: &crate::Datum) {}
-            fn map(&mut self, _: &crate::MapPrint) {}
-            fn text(&mut self, _: crate::TextKind, _: &[u8]) {}
-            fn attached(&mut self, _: usize) {}
-            fn maps_follow(&mut self) {}
-            fn lost(&mut self, _: &crate::Losses) {}
-            fn hit(&mut self, _: &crate::Hit<'_>) {}
-            fn summary(&mut self, _: &crate::TraceSummary) {}
-            fn table(&mut self, _: &crate::Table) {}
-            fn row(&mut self, _: &crate::Stream, _: &[crate::Cell]) {}
-            fn note(&mut self, _: &crate::Note) {}
-            fn span(&mut self, span: &Span<'_>) {
-                self.0
-                    .push((span.name.to_string(), span.start_ns, span.end_ns));
-            }
-            fn flush(&mut self) {}
-            fn error(&self) -> Option<&std::io::Error> {
-                None
+            fn event(&mut self, event: Event<'_>) {
+                if let Event::Span(span) = event {
+                    self.0
+                        .push((span.name.to_string(), span.start_ns, span.end_ns));
+                }
             }
         }
         let mut spans = Spans(Vec::new());

@@ -22,11 +22,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::folded;
-use crate::model::{
-    Cell, Datum, Hit, Losses, MapKind, MapPrint, Note, Printed, Stream, Table, TextKind,
-    TraceSummary,
-};
-use crate::Sink;
+use crate::model::MapKind;
+use crate::{Event, Sink};
 
 /// A stack-keyed map: its name, what its values count, and its folded
 /// stacks.
@@ -157,46 +154,30 @@ fn counted(kind: MapKind) -> &'static str {
 }
 
 impl Sink for Flamegraph<'_> {
-    fn printf(&mut self, _: &mut dyn Printed) {}
-
-    fn value(&mut self, _: &Datum) {}
-
-    fn map(&mut self, map: &MapPrint) {
-        let Some(stacks) = folded::fold(map) else {
-            return;
-        };
-        let entry = (map.name.clone(), counted(map.kind).to_string(), stacks);
-        match self.maps.iter_mut().find(|m| m.0 == map.name) {
-            Some(kept) => *kept = entry,
-            None => self.maps.push(entry),
+    /// Keeps the maps keyed by stacks (the last print of each), and a
+    /// tool's own stacks, drawn like a map's.
+    fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Map(map) => {
+                let Some(stacks) = folded::fold(map) else {
+                    return;
+                };
+                let entry = (map.name.clone(), counted(map.kind).to_string(), stacks);
+                match self.maps.iter_mut().find(|m| m.0 == map.name) {
+                    Some(kept) => *kept = entry,
+                    None => self.maps.push(entry),
+                }
+            }
+            Event::Stacks {
+                name,
+                counted,
+                stacks,
+            } => self
+                .maps
+                .push((name.to_string(), counted.to_string(), stacks.to_vec())),
+            _ => {}
         }
     }
-
-    fn text(&mut self, _: TextKind, _: &[u8]) {}
-
-    fn attached(&mut self, _: usize) {}
-
-    fn maps_follow(&mut self) {}
-
-    fn lost(&mut self, _: &Losses) {}
-
-    fn hit(&mut self, _: &Hit<'_>) {}
-
-    fn summary(&mut self, _: &TraceSummary) {}
-
-    /// Drawn like a map's.
-    fn stacks(&mut self, name: &str, counted: &str, stacks: &[(String, i128)]) {
-        self.maps
-            .push((name.to_string(), counted.to_string(), stacks.to_vec()));
-    }
-
-    fn table(&mut self, _: &Table) {}
-
-    fn row(&mut self, _: &Stream, _: &[Cell]) {}
-
-    fn note(&mut self, _: &Note) {}
-
-    fn flush(&mut self) {}
 
     fn finish(&mut self) {
         if !std::mem::replace(&mut self.finished, true) {
@@ -212,7 +193,7 @@ impl Sink for Flamegraph<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Frame, MapRow, MapValue, Stack};
+    use crate::model::{Datum, Frame, MapPrint, MapRow, MapValue, Stack};
 
     fn stack(names: &[&str]) -> Datum {
         Datum::Stack(Stack {
@@ -263,22 +244,22 @@ mod tests {
         {
             let mut sink = Flamegraph::new(&path, Box::new(&mut notes));
             // Not keyed by a stack: not drawn.
-            sink.map(&MapPrint {
+            sink.event(Event::Map(&MapPrint {
                 rows: vec![MapRow {
                     key: vec![Datum::int(1)],
                     value: MapValue::Number(4),
                 }],
                 ..map("@n", &[])
-            });
-            sink.map(&map(
+            }));
+            sink.event(Event::Map(&map(
                 "@s",
                 &[(&["main", "a", "leaf"], 3), (&["main", "b", "leaf"], 5)],
-            ));
+            )));
             // Printed again at the end: this print is the one drawn.
-            sink.map(&map(
+            sink.event(Event::Map(&map(
                 "@s",
                 &[(&["main", "a", "leaf"], 6), (&["main", "b", "leaf"], 2)],
-            ));
+            )));
             sink.finish();
             assert!(sink.error().is_none());
         }
@@ -310,8 +291,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("flame.svg");
         let mut sink = Flamegraph::new(&path, Box::new(io::sink()));
-        sink.map(&map("@", &[(&["main", "a"], 1)]));
-        sink.map(&map("@other", &[(&["main", "b"], 2)]));
+        sink.event(Event::Map(&map("@", &[(&["main", "a"], 1)])));
+        sink.event(Event::Map(&map("@other", &[(&["main", "b"], 2)])));
         sink.finish();
         assert!(sink.error().is_none());
         let a = std::fs::read_to_string(dir.join("flame@.svg")).unwrap();
@@ -328,7 +309,7 @@ mod tests {
         let mut notes = Vec::new();
         {
             let mut sink = Flamegraph::new(&path, Box::new(&mut notes));
-            sink.value(&Datum::int(1));
+            sink.event(Event::Value(&Datum::int(1)));
             sink.finish();
         }
         assert!(!path.exists());

@@ -22,11 +22,9 @@
 
 use std::io::Write;
 
-use crate::model::{
-    Cell, Datum, Hit, Losses, MapPrint, Note, Printed, Stack, Stream, Table, TextKind, TraceSummary,
-};
+use crate::model::{Datum, MapPrint, Stack};
 use crate::text::{self, Context};
-use crate::{Out, Sink};
+use crate::{Event, Out, Sink};
 
 /// The folded format.
 pub struct Folded<'w> {
@@ -45,67 +43,24 @@ impl<'w> Folded<'w> {
 }
 
 impl Sink for Folded<'_> {
-    fn printf(&mut self, printf: &mut dyn Printed) {
-        self.rest.printf(printf);
-    }
-
-    fn value(&mut self, value: &Datum) {
-        self.rest.value(value);
-    }
-
-    fn map(&mut self, map: &MapPrint) {
-        let Some(stacks) = fold(map) else {
-            self.rest.map(map);
-            return;
+    /// Maps keyed by stacks and a tool's own stacks (already folded) as
+    /// folded lines; everything else as text, on standard error.
+    fn event(&mut self, event: Event<'_>) {
+        let stacks = match event {
+            Event::Map(map) => match fold(map) {
+                Some(stacks) => stacks,
+                None => return self.rest.event(event),
+            },
+            Event::Stacks { stacks, .. } => stacks.to_vec(),
+            // Nothing separates the maps from what came before.
+            Event::MapsFollow => return,
+            other => return self.rest.event(other),
         };
         let mut lines = String::new();
         for (path, count) in stacks {
             lines.push_str(&format!("{path} {count}\n"));
         }
         self.out.write(lines.as_bytes());
-    }
-
-    fn text(&mut self, kind: TextKind, text: &[u8]) {
-        self.rest.text(kind, text);
-    }
-
-    fn attached(&mut self, probes: usize) {
-        self.rest.attached(probes);
-    }
-
-    fn maps_follow(&mut self) {}
-
-    fn lost(&mut self, losses: &Losses) {
-        self.rest.lost(losses);
-    }
-
-    fn hit(&mut self, hit: &Hit<'_>) {
-        self.rest.hit(hit);
-    }
-
-    fn summary(&mut self, summary: &TraceSummary) {
-        self.rest.summary(summary);
-    }
-
-    /// A language tool's stacks (`sdt calls -f folded`), already folded.
-    fn stacks(&mut self, _name: &str, _counted: &str, stacks: &[(String, i128)]) {
-        let mut lines = String::new();
-        for (path, count) in stacks {
-            lines.push_str(&format!("{path} {count}\n"));
-        }
-        self.out.write(lines.as_bytes());
-    }
-
-    fn table(&mut self, table: &Table) {
-        self.rest.table(table);
-    }
-
-    fn row(&mut self, stream: &Stream, row: &[Cell]) {
-        self.rest.row(stream, row);
-    }
-
-    fn note(&mut self, note: &Note) {
-        self.rest.note(note);
     }
 
     fn flush(&mut self) {
@@ -234,7 +189,7 @@ mod tests {
         let mut out = Vec::new();
         {
             let mut sink = Folded::new(Box::new(&mut out));
-            sink.map(&map);
+            sink.event(Event::Map(&map));
             sink.flush();
         }
         assert_eq!(

@@ -16,7 +16,7 @@ use crate::model::{
     Stream, Table, TextKind, TraceSummary,
 };
 use crate::text::{self, Context};
-use crate::{Out, Sink};
+use crate::{Event, Out, Sink};
 
 /// The JSON format.
 pub struct Json<'w> {
@@ -38,7 +38,7 @@ impl<'w> Json<'w> {
     }
 }
 
-impl Sink for Json<'_> {
+impl Json<'_> {
     fn printf(&mut self, printf: &mut dyn Printed) {
         let data = string(printf.text());
         self.object("printf", &data);
@@ -72,8 +72,6 @@ impl Sink for Json<'_> {
         );
         self.out.write(line.as_bytes());
     }
-
-    fn maps_follow(&mut self) {}
 
     fn lost(&mut self, losses: &Losses) {
         if losses.events > 0 {
@@ -138,6 +136,25 @@ impl Sink for Json<'_> {
         write_object(&mut line, [(note.key, &note.value)]);
         line.push(b'\n');
         self.out.write(&line);
+    }
+}
+
+impl Sink for Json<'_> {
+    fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Printf(printf) => self.printf(printf),
+            Event::Value(value) => self.value(value),
+            Event::Map(map) => self.map(map),
+            Event::Text(kind, text) => self.text(kind, text),
+            Event::Attached(probes) => self.attached(probes),
+            Event::Lost(losses) => self.lost(losses),
+            Event::Hit(hit) => self.hit(hit),
+            Event::Summary(summary) => self.summary(summary),
+            Event::Table(table) => self.table(table),
+            Event::Row(stream, row) => self.row(stream, row),
+            Event::Note(note) => self.note(note),
+            Event::MapsFollow | Event::ProbesAdded(_) | Event::Span(_) | Event::Stacks { .. } => {}
+        }
     }
 
     fn flush(&mut self) {

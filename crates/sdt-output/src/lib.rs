@@ -1,5 +1,6 @@
-//! Output: one trait, [`Sink`], receives everything a run produces, and
-//! each output format is one implementation of it in a file of its own.
+//! Output: one trait, [`Sink`], receives everything a run produces as
+//! [`Event`]s, and each output format is one implementation of it in a
+//! file of its own, which handles the events it shows.
 //!
 //! What comes in: the resolved data of [`model`]: `printf` records, map
 //! prints, values, the text of `time()`, `join()`, `system()` and `cat()`,
@@ -50,54 +51,15 @@ pub use model::{
     MapValue, Note, Printed, Span, Stack, Stamp, Stream, Table, TextKind, Thread, TraceSummary,
 };
 
-/// Receives what a run produces, in the order it happens.
+/// Receives what a run produces, in the order it happens: one
+/// [`Event`] at a time. A sink handles the events it cares about and
+/// ignores the rest; a sink that passes events on (a tee, the folded
+/// format's text for what is not a stack) passes each whole.
 pub trait Sink {
-    /// A `printf`.
-    fn printf(&mut self, printf: &mut dyn Printed);
-    /// `print(value)`.
-    fn value(&mut self, value: &Datum);
-    /// `print(@m)` where it stands, or a map at the end of the run.
-    fn map(&mut self, map: &MapPrint);
-    /// `time()`, `join()`, and what `system()` and `cat()` produced.
-    fn text(&mut self, kind: TextKind, text: &[u8]);
-    /// The probes are attached: bpftrace's `Attaching N probes...`.
-    fn attached(&mut self, probes: usize);
-    /// The run has ended and its maps follow.
-    fn maps_follow(&mut self);
-    /// What was lost during the run.
-    fn lost(&mut self, losses: &Losses);
-    /// One hit of a probe traced by `sdt trace`.
-    fn hit(&mut self, hit: &Hit<'_>);
-    /// `sdt trace`'s counts at the end.
-    fn summary(&mut self, summary: &TraceSummary);
-    /// Probes were attached during the run (in objects mapped after the
-    /// start): `probes` is every probe the run may now report, as
-    /// `(provider, name)`. Only a timeline cares, to pair them; the
-    /// default ignores it.
-    fn probes_added(&mut self, probes: &[(&str, &str)]) {
-        let _ = probes;
-    }
-    /// Something a thread did over a time, paired by a tool that knows
-    /// the pair. Only a timeline shows it; the default ignores it.
-    fn span(&mut self, span: &Span<'_>) {
-        let _ = span;
-    }
-    /// Folded stacks that are no map's (a tool's own, built by
-    /// [`calls`]), named `name`, their counts counting `counted`. Only a
-    /// flame graph shows them; the default ignores them.
-    fn stacks(&mut self, name: &str, counted: &str, stacks: &[(String, i128)]) {
-        let _ = (name, counted, stacks);
-    }
-    /// A language tool's report, whole (`sdt calls`, once an interval).
-    fn table(&mut self, table: &Table);
-    /// One row of a language tool's report that streams (`sdt flow`):
-    /// a cell for each of `stream`'s columns.
-    fn row(&mut self, stream: &Stream, row: &[Cell]);
-    /// What a language tool says after a stream's last row: what could
-    /// not be paired, what was lost.
-    fn note(&mut self, note: &Note);
+    /// Something the run produced.
+    fn event(&mut self, event: Event<'_>);
     /// Pushes what is buffered to the writer.
-    fn flush(&mut self);
+    fn flush(&mut self) {}
     /// The run is over: nothing else will come. Called once, last, after
     /// the maps, the losses and the summary. A sink that writes its file
     /// at the end (a flame graph) or must close what it wrote (a
@@ -108,13 +70,98 @@ pub trait Sink {
     }
     /// The first error writing the output (a closed pipe, a full disk);
     /// nothing is written after it.
-    fn error(&self) -> Option<&io::Error>;
+    fn error(&self) -> Option<&io::Error> {
+        None
+    }
+}
+
+/// What a run produces, in three kinds: what the program printed, what
+/// happened to the run, and the language tools' reports.
+pub enum Event<'a> {
+    // What the program printed.
+    /// A `printf`.
+    Printf(&'a mut dyn Printed),
+    /// `print(value)`.
+    Value(&'a Datum),
+    /// `print(@m)` where it stands, or a map at the end of the run.
+    Map(&'a MapPrint),
+    /// `time()`, `join()`, and what `system()` and `cat()` produced.
+    Text(TextKind, &'a [u8]),
+
+    // What happened to the run.
+    /// The probes are attached: bpftrace's `Attaching N probes...`.
+    Attached(usize),
+    /// The run has ended and its maps follow.
+    MapsFollow,
+    /// Probes were attached during the run (in objects mapped after the
+    /// start): every probe the run may now report, as `(provider, name)`.
+    ProbesAdded(&'a [(&'a str, &'a str)]),
+    /// What was lost during the run.
+    Lost(&'a Losses),
+    /// One hit of a probe traced by `sdt trace`.
+    Hit(&'a Hit<'a>),
+    /// `sdt trace`'s counts at the end.
+    Summary(&'a TraceSummary),
+
+    // The language tools' reports.
+    /// A report, whole (`sdt calls`, once an interval).
+    Table(&'a Table),
+    /// One row of a report that streams (`sdt flow`): a cell for each of
+    /// the stream's columns.
+    Row(&'a Stream, &'a [Cell]),
+    /// What a tool says after a stream's last row: what could not be
+    /// paired, what was lost.
+    Note(&'a Note),
+    /// Something a thread did over a time, paired by a tool that knows
+    /// the pair.
+    Span(&'a Span<'a>),
+    /// Folded stacks that are no map's (a tool's own, built by
+    /// [`calls`]), named `name`, their counts counting `counted`.
+    Stacks {
+        name: &'a str,
+        counted: &'a str,
+        stacks: &'a [(String, i128)],
+    },
+}
+
+impl Event<'_> {
+    /// The same event, borrowed again, to hand to one sink of several.
+    pub fn reborrow(&mut self) -> Event<'_> {
+        match self {
+            Event::Printf(printf) => Event::Printf(&mut **printf),
+            Event::Value(value) => Event::Value(value),
+            Event::Map(map) => Event::Map(map),
+            Event::Text(kind, text) => Event::Text(*kind, text),
+            Event::Attached(probes) => Event::Attached(*probes),
+            Event::MapsFollow => Event::MapsFollow,
+            Event::ProbesAdded(probes) => Event::ProbesAdded(probes),
+            Event::Lost(losses) => Event::Lost(losses),
+            Event::Hit(hit) => Event::Hit(hit),
+            Event::Summary(summary) => Event::Summary(summary),
+            Event::Table(table) => Event::Table(table),
+            Event::Row(stream, row) => Event::Row(stream, row),
+            Event::Note(note) => Event::Note(note),
+            Event::Span(span) => Event::Span(span),
+            Event::Stacks {
+                name,
+                counted,
+                stacks,
+            } => Event::Stacks {
+                name,
+                counted,
+                stacks,
+            },
+        }
+    }
 }
 
 /// An output format: its name, as `-f` takes it, and how to make its sink.
 #[derive(Clone, Copy)]
 pub struct Format {
     pub name: &'static str,
+    /// Whether it shows stacks ([`Event::Stacks`], maps keyed by stacks)
+    /// and little else: a tool then builds its stacks for it.
+    pub shows_stacks: bool,
     make: for<'w> fn(Box<dyn Write + 'w>) -> Box<dyn Sink + 'w>,
 }
 
@@ -122,7 +169,10 @@ pub struct Format {
 pub const FORMATS: &[Format] = &[
     Format::TEXT,
     Format::JSON,
-    Format::new("folded", |w| Box::new(folded::Folded::new(w))),
+    Format {
+        shows_stacks: true,
+        ..Format::new("folded", |w| Box::new(folded::Folded::new(w)))
+    },
 ];
 
 impl Format {
@@ -133,7 +183,16 @@ impl Format {
         name: &'static str,
         make: for<'w> fn(Box<dyn Write + 'w>) -> Box<dyn Sink + 'w>,
     ) -> Format {
-        Format { name, make }
+        Format {
+            name,
+            shows_stacks: false,
+            make,
+        }
+    }
+
+    /// The names of every format, as `-f` takes them.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        FORMATS.iter().map(|f| f.name)
     }
 
     /// The format named `name`.

@@ -9,10 +9,7 @@
 
 use std::io;
 
-use crate::model::{
-    Cell, Datum, Hit, Losses, MapPrint, Note, Printed, Span, Stream, Table, TextKind, TraceSummary,
-};
-use crate::Sink;
+use crate::{Event, Sink};
 
 /// Hands everything to several sinks.
 pub struct Tee<'w> {
@@ -38,68 +35,10 @@ impl<'w> Tee<'w> {
 }
 
 impl Sink for Tee<'_> {
-    fn printf(&mut self, printf: &mut dyn Printed) {
+    fn event(&mut self, mut event: Event<'_>) {
         for sink in &mut self.sinks {
-            sink.printf(printf);
+            sink.event(event.reborrow());
         }
-    }
-
-    fn value(&mut self, value: &Datum) {
-        self.sinks.iter_mut().for_each(|s| s.value(value));
-    }
-
-    fn map(&mut self, map: &MapPrint) {
-        self.sinks.iter_mut().for_each(|s| s.map(map));
-    }
-
-    fn text(&mut self, kind: TextKind, text: &[u8]) {
-        self.sinks.iter_mut().for_each(|s| s.text(kind, text));
-    }
-
-    fn attached(&mut self, probes: usize) {
-        self.sinks.iter_mut().for_each(|s| s.attached(probes));
-    }
-
-    fn maps_follow(&mut self) {
-        self.sinks.iter_mut().for_each(|s| s.maps_follow());
-    }
-
-    fn lost(&mut self, losses: &Losses) {
-        self.sinks.iter_mut().for_each(|s| s.lost(losses));
-    }
-
-    fn hit(&mut self, hit: &Hit<'_>) {
-        self.sinks.iter_mut().for_each(|s| s.hit(hit));
-    }
-
-    fn summary(&mut self, summary: &TraceSummary) {
-        self.sinks.iter_mut().for_each(|s| s.summary(summary));
-    }
-
-    fn probes_added(&mut self, probes: &[(&str, &str)]) {
-        self.sinks.iter_mut().for_each(|s| s.probes_added(probes));
-    }
-
-    fn span(&mut self, span: &Span<'_>) {
-        self.sinks.iter_mut().for_each(|s| s.span(span));
-    }
-
-    fn stacks(&mut self, name: &str, counted: &str, stacks: &[(String, i128)]) {
-        self.sinks
-            .iter_mut()
-            .for_each(|s| s.stacks(name, counted, stacks));
-    }
-
-    fn table(&mut self, table: &Table) {
-        self.sinks.iter_mut().for_each(|s| s.table(table));
-    }
-
-    fn row(&mut self, stream: &Stream, row: &[Cell]) {
-        self.sinks.iter_mut().for_each(|s| s.row(stream, row));
-    }
-
-    fn note(&mut self, note: &Note) {
-        self.sinks.iter_mut().for_each(|s| s.note(note));
     }
 
     fn flush(&mut self) {
@@ -119,6 +58,7 @@ impl Sink for Tee<'_> {
 mod tests {
     use super::*;
     use crate::text::Text;
+    use crate::{Datum, Printed};
     use std::cell::RefCell;
     use std::rc::Rc;
 
@@ -169,8 +109,8 @@ mod tests {
             vec![Box::new(Text::new(Box::new(b.clone())))],
         );
         let mut line = Line;
-        tee.printf(&mut line);
-        tee.value(&Datum::int(5));
+        tee.event(Event::Printf(&mut line));
+        tee.event(Event::Value(&Datum::int(5)));
         tee.finish();
         assert_eq!(*a.0.borrow(), b"hello\n5\n");
         assert_eq!(*b.0.borrow(), b"hello\n5\n");
@@ -180,7 +120,7 @@ mod tests {
             Box::new(Text::new(Box::new(a.clone()))),
             vec![Box::new(Text::new(Box::new(Full)))],
         );
-        tee.value(&Datum::int(6));
+        tee.event(Event::Value(&Datum::int(6)));
         assert_eq!(tee.error().unwrap().to_string(), "no space left");
     }
 }

@@ -20,10 +20,10 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::model::{
-    Align, Arg, Bucket, Cell, Column, Datum, Hit, Losses, MapKind, MapPrint, MapValue, Note,
-    Printed, Stream, Table, TextKind, TraceSummary,
+    Align, Arg, Bucket, Cell, Column, Datum, Hit, MapKind, MapPrint, MapValue, Printed, Stream,
+    Table, TextKind,
 };
-use crate::{Out, Sink};
+use crate::{Event, Out, Sink};
 
 /// Where a value is printed, which changes a few renderings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +68,7 @@ impl<'w> Text<'w> {
     }
 }
 
-impl Sink for Text<'_> {
+impl Text<'_> {
     fn printf(&mut self, printf: &mut dyn Printed) {
         self.out.write(printf.text());
     }
@@ -108,17 +108,11 @@ impl Sink for Text<'_> {
         }
     }
 
-    /// Losses are told on standard error, by whoever ran the program.
-    fn lost(&mut self, _: &Losses) {}
-
     fn hit(&mut self, hit: &Hit<'_>) {
         self.line.clear();
         hit_line(&mut self.line, hit, self.start_ns);
         self.out.write(&self.line);
     }
-
-    /// The summary is told on standard error, by `sdt trace`.
-    fn summary(&mut self, _: &TraceSummary) {}
 
     /// The header, the rows, the notes that have sentences under a
     /// heading each, then a blank line.
@@ -144,9 +138,31 @@ impl Sink for Text<'_> {
         }
         self.out.write(row_line(&stream.columns, row).as_bytes());
     }
+}
 
-    /// Notes after a stream are told on standard error, by the tool.
-    fn note(&mut self, _: &Note) {}
+impl Sink for Text<'_> {
+    fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Printf(printf) => self.printf(printf),
+            Event::Value(value) => self.value(value),
+            Event::Map(map) => self.map(map),
+            Event::Text(kind, text) => self.text(kind, text),
+            Event::Attached(probes) => self.attached(probes),
+            Event::MapsFollow => self.maps_follow(),
+            Event::Hit(hit) => self.hit(hit),
+            Event::Table(table) => self.table(table),
+            Event::Row(stream, row) => self.row(stream, row),
+            // Losses and `sdt trace`'s summary are told on standard
+            // error, by whoever ran the program; so are the notes after
+            // a stream, by the tool.
+            Event::Lost(_)
+            | Event::Summary(_)
+            | Event::Note(_)
+            | Event::ProbesAdded(_)
+            | Event::Span(_)
+            | Event::Stacks { .. } => {}
+        }
+    }
 
     fn flush(&mut self) {
         self.out.flush();

@@ -44,11 +44,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{self, Write};
 
 use crate::json::{self, lossy_string};
-use crate::model::{
-    Arg, Cell, Datum, Hit, Losses, MapPrint, Note, Printed, Span, Stream, Table, TextKind, Thread,
-    TraceSummary,
-};
-use crate::{Out, Sink};
+use crate::model::{Arg, Hit, Printed, Span, Thread};
+use crate::{Event, Out, Sink};
 
 /// Events a timeline holds unless told otherwise: about 150 MB of JSON.
 pub const DEFAULT_LIMIT: u64 = 1_000_000;
@@ -488,11 +485,7 @@ fn strings(hit: &Hit<'_>) -> Vec<Vec<u8>> {
         .collect()
 }
 
-impl Sink for Timeline<'_> {
-    fn probes_added(&mut self, probes: &[(&str, &str)]) {
-        self.pair(probes);
-    }
-
+impl Timeline<'_> {
     fn printf(&mut self, printf: &mut dyn Printed) {
         let Some(stamp) = printf.stamp() else {
             return;
@@ -508,18 +501,6 @@ impl Sink for Timeline<'_> {
         };
         self.instant(&line, "printf", time_ns, thread, b"");
     }
-
-    fn value(&mut self, _: &Datum) {}
-
-    fn map(&mut self, _: &MapPrint) {}
-
-    fn text(&mut self, _: TextKind, _: &[u8]) {}
-
-    fn attached(&mut self, _: usize) {}
-
-    fn maps_follow(&mut self) {}
-
-    fn lost(&mut self, _: &Losses) {}
 
     fn hit(&mut self, hit: &Hit<'_>) {
         let args = hit_args(hit);
@@ -561,14 +542,6 @@ impl Sink for Timeline<'_> {
         }
     }
 
-    fn summary(&mut self, _: &TraceSummary) {}
-
-    fn table(&mut self, _: &Table) {}
-
-    fn row(&mut self, _: &Stream, _: &[Cell]) {}
-
-    fn note(&mut self, _: &Note) {}
-
     fn span(&mut self, span: &Span<'_>) {
         let mut args = Vec::new();
         for (i, (name, value)) in span.args.iter().enumerate() {
@@ -586,6 +559,18 @@ impl Sink for Timeline<'_> {
             span.thread,
             &args,
         );
+    }
+}
+
+impl Sink for Timeline<'_> {
+    fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::ProbesAdded(probes) => self.pair(probes),
+            Event::Printf(printf) => self.printf(printf),
+            Event::Hit(hit) => self.hit(hit),
+            Event::Span(span) => self.span(span),
+            _ => {}
+        }
     }
 
     fn flush(&mut self) {

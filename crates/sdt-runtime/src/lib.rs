@@ -9,9 +9,8 @@
 //! each into data, resolves what only user space knows (symbols, names,
 //! times) and hands it to the sink: a `printf`, a `print(@m)` snapshot, an
 //! `exit()` that asks the caller to stop. How anything looks is the sink's
-//! business; this crate must never format output itself. [`traced::Traced`]
-//! is the loop around a runner: what is traced (`-p`, `-c`, everything),
-//! and when the run ends.
+//! business; this crate must never format output itself. What is traced
+//! (`-p`, `-c`, everything) and when a run ends is `sdt-job`'s.
 //!
 //! What it must never depend on: the command line (`sdt-cli`) or anything
 //! built on top of it (`sdt-tools`). They hand it a compilation and a sink.
@@ -24,7 +23,6 @@ mod maps;
 pub mod run;
 pub mod scrape;
 mod symbols;
-pub mod traced;
 pub mod value;
 
 use std::collections::HashMap;
@@ -36,7 +34,7 @@ use sdt_lang::format::{Arg, Conv};
 use sdt_lang::hir::{MapId, Program};
 use sdt_lang::types::TypeRegistry;
 use sdt_output::text::{escape_buffer, hex_buffer, raw_text, Context};
-use sdt_output::{Printed, Sink, Stamp, TextKind, Thread};
+use sdt_output::{Event, Printed, Sink, Stamp, TextKind, Thread};
 use sdt_script::{Compilation, Growth, Names};
 use sdt_trace::PlannedSite;
 
@@ -196,7 +194,7 @@ impl<'p> Runtime<'p> {
             .iter()
             .map(|s| (s.provider.as_str(), s.name.as_str()))
             .collect();
-        self.sink.probes_added(&probes);
+        self.sink.event(Event::ProbesAdded(&probes));
     }
 
     /// Reads the mappings of `pid` again from `/proc`.
@@ -245,7 +243,7 @@ impl<'p> Runtime<'p> {
                     stamp: when,
                     text: None,
                 };
-                self.sink.printf(&mut printed);
+                self.sink.event(Event::Printf(&mut printed));
             }
             OutputInfo::Message {
                 format,
@@ -283,7 +281,7 @@ impl<'p> Runtime<'p> {
                     &program.registry,
                 );
                 let value = resolve(&value, &mut self.known.env(maps));
-                self.sink.value(&value);
+                self.sink.event(Event::Value(&value));
             }
             OutputInfo::Exit { has_code } => {
                 let code = has_code.then(|| u64_at(record, HEADER as usize) as i64);
@@ -298,7 +296,7 @@ impl<'p> Runtime<'p> {
                     .cloned()
                     .unwrap_or_default();
                 let now = value::format_time(&format, now_wall_ns());
-                self.sink.text(TextKind::Time, now.as_bytes());
+                self.sink.event(Event::Text(TextKind::Time, now.as_bytes()));
             }
             OutputInfo::Join { separator, size } => {
                 let count = (u64_at(record, HEADER as usize) as usize)
@@ -320,14 +318,15 @@ impl<'p> Runtime<'p> {
                     .get(separator as usize)
                     .cloned()
                     .unwrap_or_else(|| " ".into());
-                self.sink.text(TextKind::Join, parts.join(&sep).as_bytes());
+                self.sink
+                    .event(Event::Text(TextKind::Join, parts.join(&sep).as_bytes()));
             }
             OutputInfo::Event { .. } => {
                 match event::decode(record, &tables.outputs, &tables.sites, self.hits.latest_ns) {
                     Some(hit) => {
                         self.hits.latest_ns = hit.time_ns;
                         self.hits.delivered += 1;
-                        self.sink.hit(&hit);
+                        self.sink.event(Event::Hit(&hit));
                     }
                     None => self.hits.undecodable += 1,
                 }
@@ -346,7 +345,9 @@ impl<'p> Runtime<'p> {
             .arg(&command)
             .output()
         {
-            Ok(output) => self.sink.text(TextKind::System, &output.stdout),
+            Ok(output) => self
+                .sink
+                .event(Event::Text(TextKind::System, &output.stdout)),
             Err(e) => eprintln!("sdt: system(\"{command}\") failed: {e}"),
         }
     }
@@ -360,7 +361,7 @@ impl<'p> Runtime<'p> {
             Ok(bytes)
         });
         match read {
-            Ok(bytes) => self.sink.text(TextKind::Cat, &bytes),
+            Ok(bytes) => self.sink.event(Event::Text(TextKind::Cat, &bytes)),
             Err(e) => eprintln!("sdt: cat(\"{path}\"): {e}"),
         }
     }
@@ -443,13 +444,13 @@ impl<'p> Runtime<'p> {
             return;
         };
         let print = map_print(decl, entries, top, div, &mut self.known.env(maps));
-        self.sink.map(&print);
+        self.sink.event(Event::Map(&print));
     }
 
     /// Prints every map but sdt's own, sorted by name, as bpftrace does
     /// when a program ends.
     pub fn print_all_maps(&mut self, maps: &dyn Maps) {
-        self.sink.maps_follow();
+        self.sink.event(Event::MapsFollow);
         let program = self.known.program;
         let mut order: Vec<MapId> = (0..program.maps.len())
             .filter(|&id| !program.maps[id].name.starts_with(INTERNAL_MAP_PREFIX))

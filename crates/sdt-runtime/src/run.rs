@@ -53,6 +53,8 @@ pub struct Summary {
     pub full_maps: Vec<(String, u64)>,
     /// The code `exit(N)` gave, if any.
     pub exit_code: Option<i64>,
+    /// Whether the program called `exit()`.
+    pub exited: bool,
 }
 
 /// How a run ended.
@@ -367,6 +369,7 @@ impl<'c> Runner<'c> {
             self.session.detach();
         }
         self.drain();
+        let exited = self.exit.is_some();
         let exit_code = self.exit.flatten();
         // END's records are handled even after exit().
         self.exit = None;
@@ -394,6 +397,7 @@ impl<'c> Runner<'c> {
             lost_stacks: lost(layout::LOST_STACKS),
             full_maps,
             exit_code,
+            exited,
         };
         let attached = self.session.take_attachments();
         Ok(Finished {

@@ -379,7 +379,7 @@ impl Lowering {
                 let (role, display, short) = match b.spec {
                     AttachSpec::Begin => (Role::Begin, "BEGIN".to_string(), "begin"),
                     AttachSpec::End => (Role::End, "END".to_string(), "end"),
-                    AttachSpec::Interval { period_ns } => (
+                    AttachSpec::Interval { period_ns, .. } => (
                         Role::Interval { period_ns },
                         interval_name(period_ns),
                         "interval",

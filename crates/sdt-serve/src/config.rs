@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use sdt_lang::diag::{Diagnostic, Span};
+use sdt_job::program::{Diagnostic, Span};
 
 /// What a program's pragmas and config file say.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -23,8 +23,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use sdt_job::MapReader;
 use sdt_output::metrics::{merge, Family, Kind, Naming as FamilyNaming, Series, Source, Value};
-use sdt_runtime::scrape::MapReader;
 
 use crate::naming::{Naming, PROGRAM_LABEL};
 

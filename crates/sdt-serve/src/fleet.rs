@@ -14,12 +14,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sdt_lang::diag::Diagnostics;
+use sdt_job::program::Compilation;
+use sdt_job::program::Diagnostics;
 use sdt_otlp::{PushOptions, Pusher, SpanRule, SpanSink, Stats};
 use sdt_output::metrics::Source;
 use sdt_output::Sink;
-use sdt_runtime::run::Runner;
-use sdt_script::Compilation;
 
 use crate::config::{Config, ConfigError};
 use crate::exporter::{Exporter, Running};
@@ -136,18 +135,18 @@ impl Fleet {
         }
     }
 
-    /// The probes are attached: the maps are metrics from now on.
-    pub fn up(&self, runner: &Runner<'_>, probes: usize) -> io::Result<()> {
+    /// The probes are attached: the maps, read through `reader`, are
+    /// metrics from now on.
+    pub fn up(&self, reader: sdt_job::MapReader, probes: usize) {
         self.exporter.up(
             &self.files.name,
             Running {
-                reader: runner.map_reader()?,
+                reader,
                 naming: self.naming.clone(),
                 probes,
                 load: self.started.elapsed(),
             },
         );
-        Ok(())
     }
 
     /// Stops serving and pushes one last time; what the pusher did, if

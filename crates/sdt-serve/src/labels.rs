@@ -8,7 +8,7 @@
 //! They come from the syntax tree, before types: a name is about how the
 //! script spells the key, not about what it holds.
 
-use sdt_lang::ast::{Block, Expr, ExprKind, MapRef, Script, StmtKind};
+use sdt_job::program::{Block, Expr, ExprKind, MapRef, Script, StmtKind};
 
 /// The key expressions of the first assignment to `@name`, or of its
 /// first use with keys when it is never assigned with them.
@@ -147,7 +147,7 @@ mod tests {
     use super::*;
 
     fn labels(script: &str, map: &str) -> Vec<String> {
-        let script = sdt_lang::parser::parse(script).unwrap();
+        let script = sdt_job::program::parse(script).unwrap();
         first_keys(&script, map)
             .unwrap_or_default()
             .iter()

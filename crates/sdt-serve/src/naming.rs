@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use sdt_lang::ast::Script;
-use sdt_lang::diag::Diagnostic;
-use sdt_lang::hir::MapDecl;
-use sdt_lang::types::Agg;
+use sdt_job::program::Agg;
+use sdt_job::program::Diagnostic;
+use sdt_job::program::MapDecl;
+use sdt_job::program::Script;
 use sdt_output::metrics::{is_label_name, is_metric_name};
 
 use crate::config::{Config, ConfigError, FileKind, Origin};
@@ -24,7 +24,7 @@ pub const PROGRAM_LABEL: &str = "program";
 
 /// Maps of this prefix are sdt's own (what a span pragma adds): never
 /// exported, never printed.
-pub use sdt_runtime::INTERNAL_MAP_PREFIX;
+pub use sdt_job::INTERNAL_MAP_PREFIX;
 
 /// Names sdt's own metrics take; no map may take them.
 pub const RESERVED: &[&str] = &[
@@ -278,7 +278,7 @@ fn default_labels(script: &Script, decl: &MapDecl) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sdt_lang::types::{Ty, INT64};
+    use sdt_job::program::{Ty, INT64};
 
     fn decl(name: &str, keys: usize, value: Ty) -> MapDecl {
         MapDecl {
@@ -295,7 +295,7 @@ mod tests {
             script: ("t.bt", script),
             config: Some(("t.conf", config)),
         };
-        let parsed = sdt_lang::parser::parse(script).unwrap();
+        let parsed = sdt_job::program::parse(script).unwrap();
         let config = Config::read(files.script, files.config).map_err(|e| e.to_string())?;
         Naming::new(&parsed, maps, &config, DEFAULT_PREFIX, &files).map_err(|e| e.to_string())
     }

@@ -5,8 +5,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use sdt_lang::ast::Script;
-use sdt_lang::hir::MapDecl;
+use sdt_job::program::MapDecl;
+use sdt_job::program::Script;
 
 use crate::config::{Config, ConfigError};
 use crate::naming::{Files, Naming};

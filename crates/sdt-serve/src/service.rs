@@ -27,11 +27,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use rustix::event::{PollFd, PollFlags};
-use sdt_lang::check::{CheckOptions, DEFAULT_STRLEN};
-use sdt_proc::Signals;
-use sdt_runtime::run::{RunOptions, Runner};
-use sdt_script::Compilation;
-use sdt_trace::Scope;
+use sdt_job::{Failure, Hooks, Job, Request, Signals, Source};
 
 use sdt_otlp::{SpanRule, SpanSender, SpanSink};
 use sdt_output::Sink;
@@ -48,10 +44,8 @@ pub struct ServiceOptions {
     pub prefix: String,
     /// Bytes of each program's ring buffer.
     pub ring_size: u32,
-    /// Entries of each map.
-    pub map_entries: u32,
-    /// How programs attach (`sdt_trace::mechanism`).
-    pub mechanism: sdt_bpf::Mechanism,
+    /// How programs attach ([`sdt_job::mechanism`]).
+    pub mechanism: sdt_job::Mechanism,
     /// Where spans go, when they are pushed: the programs' span pragmas
     /// are compiled in only then.
     pub spans: Option<SpanSender>,
@@ -214,25 +208,71 @@ fn serve_program(
     stop: &AtomicBool,
 ) {
     let name = &files.name;
-    let started = Instant::now();
-    let result = compile(files, options).and_then(|(compilation, naming, rules)| {
-        let sink = sdt_output::Format::TEXT.sink(Box::new(io::LineWriter::new(io::stdout())));
-        let sink: Box<dyn Sink> = match &options.spans {
-            Some(spans) => Box::new(SpanSink::new(sink, rules, spans.clone())),
-            None => sink,
-        };
-        let program = Compiled {
-            compilation: &compilation,
-            naming,
-            files,
-            mechanism: options.mechanism,
-        };
-        program.run(sink, exporter, stop, started)
-    });
-    if let Err(message) = result {
+    if let Err(message) = run(files, options, exporter, stop) {
         log(name, &message);
         exporter.down(name);
     }
+}
+
+/// Runs one program until `stop` or `exit()`; an error in one line.
+fn run(
+    files: &ProgramFiles,
+    options: &ServiceOptions,
+    exporter: &Exporter,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let name = &files.name;
+    let started = Instant::now();
+    let (job, naming, rules) = compile(files, options)?;
+    let sink = sdt_output::Format::TEXT.sink(Box::new(io::LineWriter::new(io::stdout())));
+    let sink: Box<dyn Sink> = match &options.spans {
+        Some(spans) => Box::new(SpanSink::new(sink, rules, spans.clone())),
+        None => sink,
+    };
+    let probe_count = job.compilation().probe_count;
+    let hooks = Hooks {
+        started: Box::new(|run| {
+            let probes = if run.exited_in_begin() {
+                0
+            } else {
+                probe_count
+            };
+            match run.map_reader() {
+                Ok(reader) => {
+                    let load = started.elapsed();
+                    exporter.up(
+                        name,
+                        Running {
+                            reader,
+                            naming,
+                            probes,
+                            load,
+                        },
+                    );
+                    log(
+                        name,
+                        &format!(
+                            "up: {probes} probe{} attached in {:.0} ms",
+                            if probes == 1 { "" } else { "s" },
+                            load.as_secs_f64() * 1e3
+                        ),
+                    );
+                }
+                Err(e) => log(name, &format!("cannot read the maps: {e}")),
+            }
+        }),
+        stop_asked: Box::new(|| stop.load(Ordering::Relaxed)),
+        ..Hooks::default()
+    };
+    let outcome = job.run(sink, hooks).map_err(|f| f.one_line())?;
+    if outcome.summary.exited {
+        log(
+            name,
+            "the program called exit(); it is served no more until it changes or sdt reloads",
+        );
+        exporter.down(name);
+    }
+    Ok(())
 }
 
 /// The program compiled (with its span blocks when spans are pushed),
@@ -241,52 +281,27 @@ fn serve_program(
 fn compile(
     files: &ProgramFiles,
     options: &ServiceOptions,
-) -> Result<(Compilation, Naming, Vec<SpanRule>), String> {
+) -> Result<(Job, Naming, Vec<SpanRule>), String> {
     let mut config = files.config().map_err(|e| e.one_line())?;
     let (script_name, source) = (&files.script.0, &files.script.1);
-    let compile_options = sdt_script::Options {
-        check: CheckOptions {
-            params: Vec::new(),
-            strlen: DEFAULT_STRLEN,
-            // Served programs never run commands.
-            allow_unsafe: false,
-            named_params: Default::default(),
-            internal: false,
-        },
-        scope: Scope {
-            pid: None,
-            default_target: None,
-            debug_dirs: Vec::new(),
-            allow_unsafe: false,
-        },
-        mechanism: options.mechanism,
-        missing_probes: sdt_lang::config::Config::default().missing_probes,
-        codegen: sdt_codegen::Options {
-            wake_at: options.ring_size / 8,
-            start_ns: monotonic_ns(),
-            cpid: 0,
-            map_entries: options.map_entries,
-            ring_size: options.ring_size,
-            machine: sdt_codegen::Machine::current(),
-            stamp_printf: false,
-        },
+    let request = Request {
+        ring_size: options.ring_size,
+        mechanism: Some(options.mechanism),
+        // Served programs never run commands.
+        allow_unsafe: false,
+        // Told below, in the service's log.
+        warnings: false,
+        print_maps: false,
+        in_service: true,
+        ..Request::new(Source::named(script_name, source.clone()))
     };
+    let prepared = Job::prepare(request).map_err(|f| served_error(&f))?;
     if options.spans.is_none() {
         config.spans.clear();
     }
-    let compile = |text: &str| sdt_script::compile(text, &compile_options);
-    let (_, compilation, rules) =
-        compile_with_spans(source, &config, &compile).map_err(|(text, diagnostics)| {
-            let first = diagnostics.0.first();
-            let (line, column) = first.map_or((0, 0), |d| d.line_column(&text));
-            let message = first.map_or_else(|| diagnostics.to_string(), |d| d.message.clone());
-            let served = if message.contains("system()") {
-                " (served programs never run commands)"
-            } else {
-                ""
-            };
-            format!("{script_name}:{line}:{column}: error: {message}{served}")
-        })?;
+    let compile = |text: &str| prepared.compile_text(text);
+    let (text, compilation, rules) = compile_with_spans(source, &config, &compile)
+        .map_err(|(text, diagnostics)| served_error(&prepared.failure(diagnostics, text)))?;
     for warning in &compilation.warnings {
         log(&files.name, &format!("warning: {warning}"));
     }
@@ -298,96 +313,16 @@ fn compile(
             &options.prefix,
         )
         .map_err(|e| e.one_line())?;
-    Ok((compilation, naming, rules))
+    Ok((prepared.into_job(text, compilation), naming, rules))
 }
 
-/// A compiled program, ready to run.
-struct Compiled<'p> {
-    compilation: &'p Compilation,
-    naming: Naming,
-    files: &'p ProgramFiles,
-    mechanism: sdt_bpf::Mechanism,
-}
-
-impl Compiled<'_> {
-    /// Loads, attaches and runs the program until `stop` or `exit()`,
-    /// its output into `sink`.
-    fn run(
-        self,
-        sink: Box<dyn Sink + '_>,
-        exporter: &Exporter,
-        stop: &AtomicBool,
-        started: Instant,
-    ) -> Result<(), String> {
-        let name = &self.files.name;
-        let run_options = RunOptions {
-            mechanism: self.mechanism,
-            pid: None,
-            follow: false,
-            allow_unsafe: false,
-            filter_tracepoints: false,
-            max_cat_bytes: sdt_lang::config::Config::default().max_cat_bytes,
-        };
-        let mut runner = Runner::load(self.compilation, &run_options, sink)
-            .map_err(|e| one_line(&e.to_string()))?;
-        let mut exited = runner.begin().map_err(|e| e.to_string())?;
-        let probes = if exited {
-            0
-        } else {
-            runner.attach().map_err(|e| one_line(&e.to_string()))?;
-            self.compilation.probe_count
-        };
-        let reader = runner.map_reader().map_err(|e| e.to_string())?;
-        exporter.up(
-            name,
-            Running {
-                reader,
-                naming: self.naming,
-                probes,
-                load: started.elapsed(),
-            },
-        );
-        log(
-            name,
-            &format!(
-                "up: {probes} probe{} attached in {:.0} ms",
-                if probes == 1 { "" } else { "s" },
-                started.elapsed().as_secs_f64() * 1e3
-            ),
-        );
-        while !exited && !stop.load(Ordering::Relaxed) {
-            exited = runner.step().map_err(|e| e.to_string())?.exit;
-        }
-        if exited {
-            log(
-                name,
-                "the program called exit(); it is served no more until it changes or sdt reloads",
-            );
-        }
-        let finished = runner.finish(false).map_err(|e| e.to_string())?;
-        // Detaching waits for the kernel; nobody needs to wait with it.
-        let attached = finished.attached;
-        std::thread::spawn(move || drop(attached));
-        if exited {
-            exporter.down(name);
-        }
-        Ok(())
-    }
-}
-
-/// The first line of a message, with what follows on it counted.
-fn one_line(text: &str) -> String {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let first = lines.next().unwrap_or("").trim().to_string();
-    let more = lines.count();
-    if more == 0 {
-        first
+/// A failure in one line; `system()` is refused for a reason of the
+/// service's own, which it says.
+fn served_error(failure: &Failure) -> String {
+    let line = failure.one_line();
+    if line.contains("system()") {
+        format!("{line} (served programs never run commands)")
     } else {
-        format!("{first} (and {more} more lines; `sdt run` on the file shows them)")
+        line
     }
-}
-
-fn monotonic_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }

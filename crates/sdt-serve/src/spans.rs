@@ -19,10 +19,10 @@
 //! The maps this adds are named `@__sdt_span...`: sdt's own, never
 //! printed or exported.
 
-use sdt_bind::Target;
-use sdt_lang::diag::Diagnostics;
+use sdt_job::program::BoundTarget as Target;
+use sdt_job::program::Compilation;
+use sdt_job::program::Diagnostics;
 use sdt_otlp::{SpanRule, Timing};
-use sdt_script::Compilation;
 
 use crate::config::{Config, SpanConfig};
 use crate::naming::INTERNAL_MAP_PREFIX;
@@ -179,7 +179,7 @@ mod tests {
              delete(@__sdt_span0_start[tid]); delete(@__sdt_span0_a0[tid]); }\n"
         );
         // The checker takes it as it takes any script.
-        let (program, _) = sdt_script::compile_offline(&text, &[]).unwrap();
+        let (program, _) = sdt_job::program::compile_offline(&text, &[]).unwrap();
         let compilation = Compilation {
             program,
             ..Compilation::default()

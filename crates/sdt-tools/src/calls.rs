@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use sdt_output::calls::{CallStacks, Weight};
-use sdt_output::{Cell, Column, Datum, MapPrint, MapRow, Sink, Table, Thread};
+use sdt_output::{Cell, Column, Datum, Event, MapPrint, MapRow, Sink, Table, Thread};
 
-use crate::execute::{interval_block, Job, Reports};
+use crate::execute::{interval_block, Reports, ToolJob};
 use crate::pairing::{method_name, Unpaired};
 use crate::report::{unsigned, Report};
 use crate::runtimes::{Frame, Probes};
@@ -46,12 +46,12 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     .to_string();
     // The pictures, and folded stacks, are drawn from every entry and
     // return.
-    let drawn = common.pictures.any() || common.format.name == "folded";
+    let drawn = common.pictures.any() || common.format.shows_stacks;
     if drawn {
         template.push_str(EVENTS);
     }
     let reports = Reports::new(options.count);
-    let job = Job::on_runtime(&TOOL, common, &template, |language| {
+    let job = ToolJob::on_runtime(&TOOL, common, &template, |language| {
         let mut values = vec![
             ("INTERVAL", interval_block(options.interval, report)),
             ("REPORT", report.to_string()),
@@ -219,7 +219,11 @@ impl Report for Calls {
             );
         }
         let counted = if self.latency { "ns" } else { "calls" };
-        out.stacks("the calls' stacks", counted, &folded);
+        out.event(Event::Stacks {
+            name: "the calls' stacks",
+            counted,
+            stacks: &folded,
+        });
     }
 
     fn map(&mut self, map: &MapPrint, out: &mut dyn Sink) {
@@ -236,7 +240,7 @@ impl Report for Calls {
             "@nsecs" => self.nsecs = map.rows.clone(),
             "@calls" => {
                 let table = self.table(&map.rows);
-                out.table(&table);
+                out.event(Event::Table(&table));
                 self.reports.add();
             }
             _ => {}

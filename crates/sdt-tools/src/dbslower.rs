@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use sdt_output::{Cell, Column};
 
-use crate::execute::{fill, Job};
+use crate::execute::{fill, ToolJob};
 use crate::pairing::UnpairedSpans;
 use crate::report::{unsigned, Rows};
 use crate::{Common, Tool, Traces};
@@ -73,7 +73,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
             ),
         ],
     );
-    let job = Job {
+    let job = ToolJob {
         tool: &TOOL,
         common,
         program,
@@ -218,7 +218,7 @@ fn server(common: &Common, options: &Options) -> anyhow::Result<PathBuf> {
     }
     if let Some(command) = &common.command {
         // The program the command runs, past `env` and scripts.
-        return sdt_proc::launch::read(command)?.program.ok_or_else(|| {
+        return sdt_job::launch::read(command)?.program.ok_or_else(|| {
             anyhow::anyhow!(
                 "cannot tell which program `{command}` runs: name the server with -x PATH"
             )

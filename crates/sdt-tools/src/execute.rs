@@ -15,12 +15,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
 
-use sdt_lang::check::CheckOptions;
-use sdt_output::{
-    Datum, Hit, Losses, MapPrint, Note, Printed, Sink, Stream, Table, TextKind, TraceSummary,
-};
-use sdt_runtime::run::{RunOptions, Runner};
-use sdt_runtime::traced::Traced;
+use sdt_job::{Hooks, Job, Request, Source, Target};
+use sdt_output::{Event, Losses, Note, Sink};
 
 use crate::report::Report;
 use crate::runtimes::{self, Detected, Language};
@@ -91,7 +87,7 @@ impl Reports {
 }
 
 /// A tool about to run: its program, filled in, and what it traces.
-pub(crate) struct Job<'a> {
+pub(crate) struct ToolJob<'a> {
     pub tool: &'static Tool,
     pub common: &'a Common,
     pub program: String,
@@ -105,7 +101,7 @@ pub(crate) struct Job<'a> {
     pub reports: Option<Reports>,
 }
 
-impl<'a> Job<'a> {
+impl<'a> ToolJob<'a> {
     /// A tool that traces a runtime's probes ([`Traces::Runtime`]): the
     /// runtime found (see [`runtimes::detect`]), and `template` filled
     /// with the placeholders of its probes and `more` (which the runtime
@@ -115,7 +111,7 @@ impl<'a> Job<'a> {
         common: &'a Common,
         template: &str,
         more: impl FnOnce(&'static Language) -> Vec<(&'static str, String)>,
-    ) -> anyhow::Result<Job<'a>> {
+    ) -> anyhow::Result<ToolJob<'a>> {
         let Traces::Runtime(probes) = tool.traces else {
             anyhow::bail!("sdt {} traces no runtime (a bug in sdt)", tool.name);
         };
@@ -126,7 +122,7 @@ impl<'a> Job<'a> {
         )?;
         let mut values = runtimes::placeholders(language, probes, &objects)?;
         values.extend(more(language));
-        Ok(Job {
+        Ok(ToolJob {
             tool,
             common,
             program: fill(template, &values),
@@ -137,8 +133,8 @@ impl<'a> Job<'a> {
     }
 
     /// Stops the run after these reports.
-    pub(crate) fn stopping(self, reports: &Reports) -> Job<'a> {
-        Job {
+    pub(crate) fn stopping(self, reports: &Reports) -> ToolJob<'a> {
+        ToolJob {
             reports: Some(reports.clone()),
             ..self
         }
@@ -148,7 +144,7 @@ impl<'a> Job<'a> {
     /// `report` gets its output. Returns the exit status (the command's,
     /// with `-c`).
     pub(crate) fn run(self, report: impl Report + 'static) -> anyhow::Result<ExitCode> {
-        let Job {
+        let ToolJob {
             tool,
             common,
             program,
@@ -174,41 +170,25 @@ impl<'a> Job<'a> {
             }
             _ => None,
         };
-        let traced = Traced::start(common.pid, common.command.as_deref())?;
-        let mechanism = sdt_trace::mechanism(None)?;
-        let options = sdt_script::Options {
-            check: CheckOptions {
-                strlen: tool.strlen(),
-                ..CheckOptions::default()
-            },
-            scope: traced.scope(false),
-            mechanism,
-            missing_probes: Default::default(),
-            codegen: sdt_codegen::Options {
-                wake_at: (4 << 20) / 8,
-                start_ns: 0,
-                cpid: traced.cpid(),
-                // As `sdt run`: a full map is reported, never silent.
-                map_entries: 4096,
-                ring_size: 4 << 20,
-                stamp_printf: false,
-                machine: sdt_codegen::Machine::current(),
-            },
+        let target = match (common.pid, &common.command) {
+            (Some(pid), _) => Target::Pid(pid),
+            (None, Some(command)) => Target::Command(command.clone()),
+            (None, None) => Target::Everything,
         };
-        let compilation = sdt_script::compile(&program, &options).map_err(|d| {
+        let request = Request {
+            target,
+            strlen: Some(tool.strlen()),
+            // As `sdt run`: a full map is reported, never silent.
+            map_entries: Some(4096),
+            print_maps: false,
+            ..Request::new(Source::inline(program))
+        };
+        let job = Job::compile(request).map_err(|failure| {
             anyhow::anyhow!(
                 "the tool's program does not compile (a bug in sdt): {}",
-                d.0.first().map_or(String::new(), |d| d.message.clone())
+                failure.without_script()
             )
         })?;
-        let run = RunOptions {
-            mechanism,
-            pid: traced.pid,
-            follow: true,
-            allow_unsafe: false,
-            filter_tracepoints: false,
-            max_cat_bytes: u64::MAX,
-        };
         let adapter = Adapter {
             report,
             out: sdt_output::tee::Tee::of(
@@ -217,40 +197,28 @@ impl<'a> Job<'a> {
             ),
             reports: reports.clone(),
         };
-        let runner = Runner::load(&compilation, &run, Box::new(adapter))?;
-        let stop = || reports.as_ref().is_some_and(Reports::ended);
         // On standard error, whatever the format: it says when tracing
         // starts.
-        let started = |_: &mut Runner<'_>, _: usize| {
-            eprintln!(
-                "Tracing {} in {}... Ctrl-C to end.",
-                match common.pid {
-                    Some(pid) => format!("process {pid}"),
-                    None if common.command.is_some() => "the command".to_string(),
-                    None => "every process".to_string(),
-                },
-                runtimes::list(&objects)
-            );
+        let hooks = Hooks {
+            started: Box::new(|_| {
+                eprintln!(
+                    "Tracing {} in {}... Ctrl-C to end.",
+                    match common.pid {
+                        Some(pid) => format!("process {pid}"),
+                        None if common.command.is_some() => "the command".to_string(),
+                        None => "every process".to_string(),
+                    },
+                    runtimes::list(&objects)
+                );
+            }),
+            stop_asked: Box::new(|| reports.as_ref().is_some_and(Reports::ended)),
+            ..Hooks::default()
         };
-        let mut ended = traced.run(runner, false, &stop, started)?;
-        let summary = &ended.summary;
-        ended.runtime.sink().lost(&Losses {
-            events: summary.lost_events,
-            stacks: summary.lost_stacks,
-            full_maps: summary.full_maps.clone(),
-        });
-        // The pictures are written, or closed, now.
-        ended.runtime.sink().finish();
+        let outcome = job
+            .run(Box::new(adapter), hooks)
+            .map_err(sdt_job::Failure::without_script)?;
         let _ = io::stdout().flush();
-        if let Some(e) = ended.runtime.error() {
-            if e.kind() != io::ErrorKind::BrokenPipe {
-                anyhow::bail!("cannot write the output: {e}");
-            }
-        }
-        Ok(match ended.command_status {
-            Some(code) => ExitCode::from(code),
-            None => ExitCode::SUCCESS,
-        })
+        Ok(ExitCode::from(outcome.status))
     }
 }
 
@@ -258,7 +226,7 @@ impl<'a> Job<'a> {
 /// tool's [`Report`], as data, with the sink of the user's format to
 /// write into; once the reports asked for are printed, nothing more.
 ///
-/// The losses come last, once the run has ended ([`Job::run`] hands them
+/// The losses come last, once the run has ended ([`ToolJob::run`] hands them
 /// over): they are told, then the report says what it has left.
 struct Adapter<'w, R> {
     report: R,
@@ -272,25 +240,10 @@ impl<R> Adapter<'_, R> {
     }
 }
 
-impl<R: Report> Sink for Adapter<'_, R> {
-    fn printf(&mut self, printf: &mut dyn Printed) {
-        if !self.done() {
-            self.report.printf(&printf.args(), &mut *self.out);
-        }
-    }
-
-    fn map(&mut self, map: &MapPrint) {
-        if !self.done() {
-            self.report.map(map, &mut *self.out);
-        }
-    }
-
-    fn finish(&mut self) {
-        self.out.finish();
-    }
-
-    /// A count is never silently short: every loss is said, on standard
-    /// error, and as a note (`{"lost": [...]}` in JSON).
+impl<R: Report> Adapter<'_, R> {
+    /// A count is never silently short: every loss is said as a note
+    /// (`{"lost": [...]}` in JSON); the job says it on standard error.
+    /// Then the report says what it has left.
     fn lost(&mut self, losses: &Losses) {
         let mut lines = Vec::new();
         if losses.events > 0 {
@@ -300,34 +253,42 @@ impl<R: Report> Sink for Adapter<'_, R> {
             ));
         }
         for (map, n) in &losses.full_maps {
-            lines.push(format!("{n} updates of {map} dropped because it was full"));
-        }
-        for line in &lines {
-            eprintln!("sdt: warning: {line}; the figures above are short");
+            lines.push(format!(
+                "{n} updates of {map} were dropped because it was full"
+            ));
         }
         if !lines.is_empty() {
             let value =
                 sdt_output::Cell::List(lines.iter().cloned().map(sdt_output::Cell::Text).collect());
-            self.out.note(&Note {
+            self.out.event(Event::Note(&Note {
                 key: "lost",
                 heading: "Lost, so the figures are short:",
                 lines,
                 value,
-            });
+            }));
         }
         self.report.end(&mut *self.out);
     }
+}
 
-    fn table(&mut self, table: &Table) {
-        self.out.table(table);
+impl<R: Report> Sink for Adapter<'_, R> {
+    /// The program's `printf`s and maps go to the report, until the
+    /// reports asked for are printed; the report's own tables, rows and
+    /// notes to the output. The tools' programs print nothing else.
+    fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Printf(printf) if !self.done() => {
+                self.report.printf(&printf.args(), &mut *self.out)
+            }
+            Event::Map(map) if !self.done() => self.report.map(map, &mut *self.out),
+            Event::Lost(losses) => self.lost(losses),
+            event @ (Event::Table(_) | Event::Row(..) | Event::Note(_)) => self.out.event(event),
+            _ => {}
+        }
     }
 
-    fn row(&mut self, stream: &Stream, row: &[sdt_output::Cell]) {
-        self.out.row(stream, row);
-    }
-
-    fn note(&mut self, note: &Note) {
-        self.out.note(note);
+    fn finish(&mut self) {
+        self.out.finish();
     }
 
     fn flush(&mut self) {
@@ -337,19 +298,11 @@ impl<R: Report> Sink for Adapter<'_, R> {
     fn error(&self) -> Option<&io::Error> {
         self.out.error()
     }
-
-    // The tools' programs print nothing else.
-    fn value(&mut self, _: &Datum) {}
-    fn text(&mut self, _: TextKind, _: &[u8]) {}
-    fn attached(&mut self, _: usize) {}
-    fn maps_follow(&mut self) {}
-    fn hit(&mut self, _: &Hit<'_>) {}
-    fn summary(&mut self, _: &TraceSummary) {}
 }
 
 #[cfg(test)]
 mod tests {
-    use sdt_output::{Format, MapKind, MapRow, MapValue};
+    use sdt_output::{Datum, Format, MapKind, MapPrint, MapRow, MapValue};
 
     use super::*;
 
@@ -366,12 +319,12 @@ mod tests {
             assert_eq!(map.rows[0].value.number(), 5);
             self.maps.set(self.maps.get() + 1);
             self.reports.add();
-            out.note(&Note {
+            out.event(Event::Note(&Note {
                 key: "report",
                 heading: "",
                 lines: Vec::new(),
                 value: sdt_output::Cell::Int(self.maps.get() as i128),
-            });
+            }));
         }
 
         fn end(&mut self, _: &mut dyn Sink) {
@@ -404,14 +357,14 @@ mod tests {
             div: 1,
         };
         for _ in 0..3 {
-            adapter.map(&map);
+            adapter.event(Event::Map(&map));
         }
         assert!(reports.ended());
-        adapter.lost(&Losses {
+        adapter.event(Event::Lost(&Losses {
             events: 3,
             stacks: 0,
             full_maps: vec![("@x".into(), 2)],
-        });
+        }));
         drop(adapter);
         assert_eq!(maps.get(), 2, "the third is past COUNT");
         assert!(ended.get());
@@ -419,7 +372,7 @@ mod tests {
             String::from_utf8(bytes).unwrap(),
             "{\"report\":1}\n{\"report\":2}\n\
              {\"lost\":[\"3 events lost because the ring buffer was full\",\
-             \"2 updates of @x dropped because it was full\"]}\n"
+             \"2 updates of @x were dropped because it was full\"]}\n"
         );
     }
 }

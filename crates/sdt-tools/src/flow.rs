@@ -14,9 +14,9 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 
 use sdt_output::calls::{CallStacks, Weight};
-use sdt_output::{Cell, Column, Datum, Sink, Stream, Thread};
+use sdt_output::{Cell, Column, Datum, Event, Sink, Stream, Thread};
 
-use crate::execute::Job;
+use crate::execute::ToolJob;
 use crate::pairing::{self, method_name, thread_alive, Unpaired};
 use crate::report::{unsigned, Clock, Report};
 use crate::runtimes::Probes;
@@ -41,7 +41,7 @@ pub const TOOL: Tool = Tool {
 };
 
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
-    let job = Job::on_runtime(&TOOL, common, TOOL.program, |_| Vec::new())?;
+    let job = ToolJob::on_runtime(&TOOL, common, TOOL.program, |_| Vec::new())?;
     let mut flow = Flow::new(options);
     if common.pictures.any() {
         flow.spans = Some(CallStacks::new(Weight::Calls));
@@ -126,7 +126,7 @@ impl Flow {
                 method_name(class, method)
             )),
         ];
-        out.row(&self.stream, &row);
+        out.event(Event::Row(&self.stream, &row));
     }
 }
 

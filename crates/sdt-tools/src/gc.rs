@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use sdt_output::{Cell, Column};
 
-use crate::execute::Job;
+use crate::execute::ToolJob;
 use crate::pairing::UnpairedSpans;
 use crate::report::{unsigned, Rows};
 use crate::runtimes::Probes;
@@ -25,7 +25,7 @@ pub const TOOL: Tool = Tool {
 };
 
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
-    let job = Job::on_runtime(&TOOL, common, TOOL.program, |_| Vec::new())?;
+    let job = ToolJob::on_runtime(&TOOL, common, TOOL.program, |_| Vec::new())?;
     let mut columns = TOOL.columns.to_vec();
     let divisor = if options.milliseconds {
         columns[5] = columns[5].titled("TIME(ms)");

@@ -7,9 +7,9 @@
 
 use std::process::ExitCode;
 
-use sdt_output::{Cell, Column, Datum, MapPrint, Sink, Table};
+use sdt_output::{Cell, Column, Datum, Event, MapPrint, Sink, Table};
 
-use crate::execute::{interval_block, Job, Reports};
+use crate::execute::{interval_block, Reports, ToolJob};
 use crate::report::{unsigned, Report};
 use crate::runtimes::Probes;
 use crate::{Common, Tool, Traces};
@@ -26,7 +26,7 @@ pub const TOOL: Tool = Tool {
 
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     let interval = interval_block(options.interval, "  print(@objects);\n  clear(@objects);\n");
-    let job = Job::on_runtime(&TOOL, common, TOOL.program, |_| {
+    let job = ToolJob::on_runtime(&TOOL, common, TOOL.program, |_| {
         vec![("INTERVAL", interval)]
     })?;
     let reports = Reports::new(options.count);
@@ -74,13 +74,13 @@ impl Report for Objects {
             .into_iter()
             .map(|(class, count)| vec![Cell::Text(class), unsigned(count)])
             .collect();
-        out.table(&Table {
+        out.event(Event::Table(&Table {
             key: "classes",
             columns: TOOL.columns.to_vec(),
             rows,
             fields: Vec::new(),
             notes: Vec::new(),
-        });
+        }));
         self.reports.add();
     }
 }

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use sdt_output::{Cell, MapPrint, Note, Sink};
+use sdt_output::{Cell, Event, MapPrint, Note, Sink};
 
 /// How a method is shown: `class.method`, or the method alone when the
 /// runtime gives no class (PHP's functions).
@@ -125,7 +125,7 @@ pub fn tell(note: &Note, out: &mut dyn Sink) {
     for line in &note.lines {
         eprintln!("sdt: not paired: {line}");
     }
-    out.note(note);
+    out.event(Event::Note(note));
 }
 
 /// Whether thread `tid` (a kernel thread id, as `tid` gives it) still

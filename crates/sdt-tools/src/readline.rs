@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use sdt_output::{Cell, Column};
 
-use crate::execute::{fill, Job};
+use crate::execute::{fill, ToolJob};
 use crate::report::{unsigned, Rows};
 use crate::{Common, Tool, Traces};
 
@@ -27,7 +27,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         Some(exe) => exe.clone(),
         None => sdt_elf::resolve("bash")?,
     };
-    let job = Job {
+    let job = ToolJob {
         tool: &TOOL,
         common,
         program: fill(TOOL.program, &[("BASH", bash.display().to_string())]),

@@ -6,7 +6,7 @@
 //! returns before it prints; `calls`, `objnew` and `stat` make a table of
 //! the maps their program prints.
 
-use sdt_output::{Cell, Column, Datum, MapPrint, Sink, Span, Stream, Thread};
+use sdt_output::{Cell, Column, Datum, Event, MapPrint, Sink, Span, Stream, Thread};
 
 use crate::pairing::{self, UnpairedSpans};
 use crate::Tool;
@@ -109,11 +109,11 @@ where
 {
     fn printf(&mut self, args: &[Datum], out: &mut dyn Sink) {
         if let Some(row) = (self.row)(args, &mut self.clock) {
-            out.row(&self.stream, &row);
+            out.event(Event::Row(&self.stream, &row));
             if let Some(((pid, tid, comm), start, end, name)) =
                 self.slice.as_ref().and_then(|slice| slice(args))
             {
-                out.span(&Span {
+                out.event(Event::Span(&Span {
                     thread: Thread {
                         pid: pid as u32,
                         tid: tid as u32,
@@ -123,7 +123,7 @@ where
                     end_ns: end.max(0) as u64,
                     name: &name,
                     args: &[],
-                });
+                }));
             }
         }
     }

@@ -15,7 +15,7 @@
 //!    `sdt_elf::mapped_objects`): the first whose probes are a runtime's
 //!    (its provider: `python`, `ruby`, `php`, `hotspot`), so a program
 //!    that embeds `libpython` is found as Python.
-//! 2. With `-c`, the command is read without running it ([`sdt_proc::launch`]:
+//! 2. With `-c`, the command is read without running it ([`sdt_job::launch`]:
 //!    `env`, shebangs, `PATH`) down to the ELF program it executes; then
 //!    that program's own probes, then those of the libraries it links
 //!    (`DT_NEEDED`: `libruby`, an embedded `libpython`), then its name
@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use sdt_elf::{ElfFile, FileId};
-use sdt_proc::launch::{self, Launch};
+use sdt_job::launch::{self, Launch};
 
 /// One runtime's probes.
 pub struct Language {

@@ -15,10 +15,10 @@ use std::io::{self, IsTerminal};
 use std::process::ExitCode;
 use std::rc::Rc;
 
-use sdt_output::{Cell, Column, Format, MapPrint, Sink, Table};
+use sdt_output::{Cell, Column, Event, Format, MapPrint, Sink, Table};
 
 use self::screen::Screen;
-use crate::execute::{fill, Job, Reports};
+use crate::execute::{fill, Reports, ToolJob};
 use crate::report::{unsigned, Report};
 use crate::runtimes::{self, Probes, LANGUAGES};
 use crate::{Common, Tool, Traces};
@@ -114,7 +114,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         rows: BTreeMap::new(),
         reports: reports.clone(),
     };
-    let job = Job {
+    let job = ToolJob {
         tool: &TOOL,
         common,
         program,
@@ -216,7 +216,7 @@ impl Report for View {
                 // closes.
                 screen.keep_last = self.reports.full();
             }
-            None => out.table(&table(&processes, self.interval)),
+            None => out.event(Event::Table(&table(&processes, self.interval))),
         }
     }
 }

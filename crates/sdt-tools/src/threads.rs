@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use sdt_output::{Cell, Column};
 
-use crate::execute::Job;
+use crate::execute::ToolJob;
 use crate::report::{unsigned, Rows};
 use crate::runtimes::Probes;
 use crate::{Common, Tool, Traces};
@@ -25,7 +25,7 @@ pub const TOOL: Tool = Tool {
 };
 
 pub fn run(common: &Common) -> anyhow::Result<ExitCode> {
-    let job = Job::on_runtime(&TOOL, common, TOOL.program, |_| Vec::new())?;
+    let job = ToolJob::on_runtime(&TOOL, common, TOOL.program, |_| Vec::new())?;
     job.run(Rows::new(&TOOL, TOOL.columns.to_vec(), |args, clock| {
         let [kind, pid, id, ns, name] = args else {
             return None;

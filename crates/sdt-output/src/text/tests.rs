@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::{Frame, MapRow, Stack};
+use crate::model::{Frame, MapRow, Note, Stack};
 use crate::Sink;
 
 fn escaped(bytes: &[u8]) -> String {
@@ -205,15 +205,18 @@ fn a_stream_is_aligned_text_columns_under_one_header() {
         name: "test",
         columns: columns(),
     };
-    text.row(&stream, &cells(42, 1500, "first"));
-    text.row(&stream, &cells(1234567890, 25, "a name wider than none"));
+    text.event(Event::Row(&stream, &cells(42, 1500, "first")));
+    text.event(Event::Row(
+        &stream,
+        &cells(1234567890, 25, "a name wider than none"),
+    ));
     // Told on standard error by the tool, not here.
-    text.note(&Note {
+    text.event(Event::Note(&Note {
         key: "unpaired",
         heading: "Not paired:",
         lines: vec!["1 return without an entry".into()],
         value: Cell::Int(1),
-    });
+    }));
     drop(text);
     assert_eq!(
         String::from_utf8(out).unwrap(),
@@ -240,10 +243,10 @@ fn a_table_shows_the_sentences_of_its_notes_under_its_rows() {
         fields: vec![("interval_s", Cell::Int(1))],
         notes: vec![note(Vec::new())],
     };
-    text.table(&table);
+    text.event(Event::Table(&table));
     table.notes = vec![note(vec!["one".into(), "two".into()])];
     table.rows.clear();
-    text.table(&table);
+    text.event(Event::Table(&table));
     drop(text);
     assert_eq!(
         String::from_utf8(out).unwrap(),

@@ -3,7 +3,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::*;
-use crate::model::Stamp;
+use crate::model::{Datum, Stamp};
 
 fn hit<'a>(time_ns: u64, tid: u32, name: &'a str, args: &[Arg<'a>]) -> Hit<'a> {
     let mut all = [Arg::Unreadable; 12];
@@ -103,18 +103,18 @@ fn nested_calls_pair_on_each_thread_with_exact_durations() {
     let pairs = ["call__entry", "call__return"];
     let (events, notes) = timeline(&pairs, DEFAULT_LIMIT, |t| {
         let s = |s: &'static str| Arg::Str(Ok(s.as_bytes()));
-        t.hit(&hit(1_000, 10, "call__entry", &[s("outer")]));
-        t.hit(&hit(1_500, 11, "call__entry", &[s("other")]));
-        t.hit(&hit(2_000, 10, "call__entry", &[s("inner")]));
-        t.hit(&hit(
+        t.event(Event::Hit(&hit(1_000, 10, "call__entry", &[s("outer")])));
+        t.event(Event::Hit(&hit(1_500, 11, "call__entry", &[s("other")])));
+        t.event(Event::Hit(&hit(2_000, 10, "call__entry", &[s("inner")])));
+        t.event(Event::Hit(&hit(
             2_250,
             10,
             "tick",
             &[Arg::Signed(-3), Arg::Unsigned(7)],
-        ));
-        t.hit(&hit(3_001, 10, "call__return", &[s("inner")]));
-        t.hit(&hit(4_000, 11, "call__return", &[s("other")]));
-        t.hit(&hit(9_999, 10, "call__return", &[s("outer")]));
+        )));
+        t.event(Event::Hit(&hit(3_001, 10, "call__return", &[s("inner")])));
+        t.event(Event::Hit(&hit(4_000, 11, "call__return", &[s("other")])));
+        t.event(Event::Hit(&hit(9_999, 10, "call__return", &[s("outer")])));
     });
     assert_eq!(notes, "");
     let slices: Vec<(String, f64, f64, u64)> = of_phase(&events, "X")
@@ -170,13 +170,13 @@ fn what_does_not_pair_stays_an_instant_and_is_reported() {
     let s = |s: &'static str| Arg::Str(Ok(s.as_bytes()));
     let (events, notes) = timeline(&pairs, DEFAULT_LIMIT, |t| {
         // A return whose entry was before tracing.
-        t.hit(&hit(100, 10, "f__return", &[s("early")]));
-        t.hit(&hit(200, 10, "f__entry", &[s("a")]));
+        t.event(Event::Hit(&hit(100, 10, "f__return", &[s("early")])));
+        t.event(Event::Hit(&hit(200, 10, "f__entry", &[s("a")])));
         // An entry whose return never comes (a longjmp).
-        t.hit(&hit(300, 10, "f__entry", &[s("lost")]));
-        t.hit(&hit(400, 10, "f__return", &[s("a")]));
+        t.event(Event::Hit(&hit(300, 10, "f__entry", &[s("lost")])));
+        t.event(Event::Hit(&hit(400, 10, "f__return", &[s("a")])));
         // Still open at the end.
-        t.hit(&hit(500, 10, "f__entry", &[s("open")]));
+        t.event(Event::Hit(&hit(500, 10, "f__entry", &[s("open")])));
     });
     let slices = of_phase(&events, "X");
     assert_eq!(slices.len(), 1);
@@ -232,8 +232,8 @@ fn printf_lines_are_instants_on_their_thread_and_spans_are_slices() {
         }
     }
     let (events, _) = timeline(&[], DEFAULT_LIMIT, |t| {
-        t.printf(&mut Line);
-        t.span(&Span {
+        t.event(Event::Printf(&mut Line));
+        t.event(Event::Span(&Span {
             thread: Thread {
                 pid: 5,
                 tid: 6,
@@ -243,7 +243,7 @@ fn printf_lines_are_instants_on_their_thread_and_spans_are_slices() {
             end_ns: 3_000_500,
             name: "gc",
             args: &[("collected", Datum::int(12))],
-        });
+        }));
     });
     let line = of_phase(&events, "i")[0];
     assert_eq!(line["name"], "order 7 \"paid\"");
@@ -261,7 +261,7 @@ fn printf_lines_are_instants_on_their_thread_and_spans_are_slices() {
 fn the_limit_stops_the_file_and_says_so_once() {
     let (events, notes) = timeline(&[], 10, |t| {
         for i in 0..100 {
-            t.hit(&hit(i, 10, "tick", &[]));
+            t.event(Event::Hit(&hit(i, 10, "tick", &[])));
         }
     });
     // A thread's name, 9 hits, and the process's name at the end.
@@ -278,8 +278,8 @@ fn the_limit_stops_the_file_and_says_so_once() {
 fn a_process_is_named_after_its_main_thread_once_seen() {
     let (events, _) = timeline(&[], DEFAULT_LIMIT, |t| {
         // tid 11 ("worker") first, then the main thread, tid 10 ("app").
-        t.hit(&hit(1, 11, "tick", &[]));
-        t.hit(&hit(2, 10, "tick", &[]));
+        t.event(Event::Hit(&hit(1, 11, "tick", &[])));
+        t.event(Event::Hit(&hit(2, 10, "tick", &[])));
     });
     let process: Vec<&Value> = of_phase(&events, "M")
         .into_iter()
@@ -305,7 +305,7 @@ fn a_full_disk_is_an_error_that_names_the_file() {
     {
         let mut sink = Timeline::new(Box::new(Full), "t.json", Box::new(&mut notes))
             .pairing([("p", "f__entry"), ("p", "f__return")]);
-        sink.hit(&hit(1, 10, "f__entry", &[]));
+        sink.event(Event::Hit(&hit(1, 10, "f__entry", &[])));
         sink.finish();
         assert_eq!(sink.error().unwrap().to_string(), "t.json: no space left");
     }
@@ -317,12 +317,18 @@ fn probes_attached_during_the_run_pair_from_then_on() {
     let (events, notes) = timeline(&[], DEFAULT_LIMIT, |t| {
         let s = |s: &'static str| Arg::Str(Ok(s.as_bytes()));
         // Not known to pair yet: an instant.
-        t.hit(&hit(1_000, 10, "call__entry", &[s("early")]));
-        t.probes_added(&[("p", "call__entry"), ("p", "call__return")]);
+        t.event(Event::Hit(&hit(1_000, 10, "call__entry", &[s("early")])));
+        t.event(Event::ProbesAdded(&[
+            ("p", "call__entry"),
+            ("p", "call__return"),
+        ]));
         // Known twice: pairs are added once.
-        t.probes_added(&[("p", "call__entry"), ("p", "call__return")]);
-        t.hit(&hit(2_000, 10, "call__entry", &[s("late")]));
-        t.hit(&hit(5_000, 10, "call__return", &[s("late")]));
+        t.event(Event::ProbesAdded(&[
+            ("p", "call__entry"),
+            ("p", "call__return"),
+        ]));
+        t.event(Event::Hit(&hit(2_000, 10, "call__entry", &[s("late")])));
+        t.event(Event::Hit(&hit(5_000, 10, "call__return", &[s("late")])));
     });
     let slices: Vec<(&str, f64)> = of_phase(&events, "X")
         .iter()

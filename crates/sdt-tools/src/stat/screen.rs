@@ -217,7 +217,10 @@ impl Drop for Screen {
         restore();
         if self.keep_last {
             let mut text = Format::TEXT.sink(Box::new(io::stdout()));
-            text.table(&table(&self.processes, self.interval));
+            text.event(sdt_output::Event::Table(&table(
+                &self.processes,
+                self.interval,
+            )));
             text.flush();
         }
     }

@@ -12,8 +12,10 @@ use std::io::{IsTerminal, Write};
 use codespan_reporting::term::termcolor::{ColorChoice, NoColor, StandardStream};
 use sdt_lang::diag::{line_column, Diagnostic, Diagnostics};
 
-/// Prints every diagnostic; `as_bpftrace` adds bpftrace's first line.
-pub fn print(diagnostics: &Diagnostics, as_bpftrace: bool, name: &str, source: &str) {
+use crate::Voice;
+
+/// Prints every diagnostic; bpftrace's voice adds bpftrace's first line.
+pub fn print_diagnostics(diagnostics: &Diagnostics, voice: Voice, name: &str, source: &str) {
     let color = if std::io::stderr().is_terminal() {
         ColorChoice::Auto
     } else {
@@ -21,7 +23,7 @@ pub fn print(diagnostics: &Diagnostics, as_bpftrace: bool, name: &str, source: &
     };
     let mut stderr = StandardStream::stderr(color);
     for d in &diagnostics.0 {
-        if as_bpftrace {
+        if voice == Voice::Bpftrace {
             let _ = writeln!(stderr, "{}", bpftrace_line(d, name, source));
             let mut rendered = NoColor::new(Vec::new());
             if d.render(name, source, &mut rendered).is_ok() {

@@ -1,13 +1,11 @@
 //! What is traced (`-p PID`, `-c CMD` or everything) and the loop that
-//! runs a compilation until it ends: shared by `sdt run`, `sdt trace` and
-//! the language tools.
+//! runs a compilation until it ends, for every job.
 //!
-//! It lives with the runtime because it is how a run ends: a stop signal,
-//! `exit()`, the end of the traced process, or the caller's own reason,
-//! then END and the maps, then the `-c` command's exit status. Starting
-//! and holding the command is `sdt-proc`'s; reading which program the
-//! command runs ([`sdt_proc::launch`]) gives the file that a probe without
-//! one means.
+//! How a run ends: a stop signal, `exit()`, the end of the traced
+//! process, or the caller's own reason, then END and the maps, then the
+//! `-c` command's exit status. Starting and holding the command is
+//! `sdt-proc`'s; reading which program the command runs
+//! ([`sdt_proc::launch`]) gives the file that a probe without one means.
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -17,8 +15,8 @@ use rustix::process::Signal;
 use sdt_proc::{HeldChild, Pidfd, RunningChild, Signals};
 use sdt_trace::Scope;
 
-use crate::run::{Runner, Summary};
-use crate::Runtime;
+use sdt_runtime::run::{Runner, Summary};
+use sdt_runtime::Runtime;
 
 /// What can end a run before it starts, or break it.
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +49,11 @@ pub struct Traced {
     /// its interpreter), when it could be told.
     program: Option<PathBuf>,
     /// Until the run stops; then a thread of its own waits on them.
+    /// None inside a service, which handles the signals itself.
     signals: Option<Signals>,
+    /// Inside a service: the probes are detached by a thread of this
+    /// process rather than by another process.
+    in_service: bool,
 }
 
 /// How a run ended.
@@ -72,8 +74,19 @@ impl Traced {
     /// The command's program is read as `execvp` and the kernel would run
     /// it ([`sdt_proc::launch`]): a script named by its path or found in
     /// `PATH` runs its `#!` interpreter, which is then the program.
-    pub fn start(pid: Option<i32>, command: Option<&str>) -> Result<Traced, Error> {
-        let signals = Signals::block()?;
+    ///
+    /// `in_service`: the run is one of a service's (`sdt serve`), which
+    /// takes the stop signals itself and outlives the run.
+    pub fn start(
+        pid: Option<i32>,
+        command: Option<&str>,
+        in_service: bool,
+    ) -> Result<Traced, Error> {
+        let signals = if in_service {
+            None
+        } else {
+            Some(Signals::block()?)
+        };
         let (child, program) = match command {
             Some(command) => {
                 let program = sdt_proc::launch::read(command)?.program;
@@ -88,7 +101,8 @@ impl Traced {
             pidfd,
             child,
             program,
-            signals: Some(signals),
+            signals,
+            in_service,
         })
     }
 
@@ -129,13 +143,15 @@ impl Traced {
     /// reason is sent SIGTERM at once, as bpftrace does, and SIGKILL once
     /// END and the maps are printed if it has not ended within
     /// `COMMAND_GRACE`. From the stop on, another stop signal ends sdt at
-    /// once (killing the command), whatever it is doing.
+    /// once (killing the command), whatever it is doing. `started` is
+    /// told how many probes were attached, `None` when BEGIN called
+    /// `exit()`, which attaches nothing.
     pub fn run<'c>(
         mut self,
         mut runner: Runner<'c>,
         print_maps: bool,
         stop_asked: &dyn Fn() -> bool,
-        started: impl FnOnce(&mut Runner<'c>, usize),
+        started: impl FnOnce(&mut Runner<'c>, Option<usize>),
     ) -> Result<Ended<'c>, Error> {
         let exited_in_begin = runner.begin()?;
         let mut attached = 0;
@@ -163,7 +179,7 @@ impl Traced {
                 );
             }
         }
-        started(&mut runner, attached);
+        started(&mut runner, (!exited_in_begin).then_some(attached));
         // What BEGIN printed comes before anything the command prints.
         runner.runtime().flush();
         let mut running = self.child.take().map(HeldChild::release);
@@ -197,7 +213,12 @@ impl Traced {
         // The output is complete: show it now, then let another process
         // wait for the kernel to detach the stopped probes.
         runtime.flush();
-        release(finished.attached);
+        if self.in_service {
+            let attached = finished.attached;
+            std::thread::spawn(move || drop(attached));
+        } else {
+            release(finished.attached);
+        }
         let command_status = match running.take() {
             Some(child) => Some(end_command(child, stopped_at + COMMAND_GRACE)?),
             None => None,

@@ -1,0 +1,243 @@
+//! From a request to what compiling needs: the script parsed, its
+//! includes read and its probes filtered, its configuration resolved,
+//! its named parameters bound, and its target started.
+
+use sdt_bpf::Mechanism;
+use sdt_lang::ast::Script;
+use sdt_lang::check::{CheckOptions, MAX_STRLEN};
+use sdt_lang::config::{Config, ConfigError};
+use sdt_lang::diag::Diagnostics;
+use sdt_lang::getopt;
+use sdt_script::Compilation;
+
+use crate::diagnostics::print_diagnostics;
+use crate::target::Traced;
+use crate::{include, Failure, Job, Request, Source};
+
+/// A request whose script is ready to compile and whose target runs.
+pub struct Prepared {
+    request: Request,
+    script: Script,
+    config: Config,
+    traced: Traced,
+    mechanism: Mechanism,
+    options: sdt_script::Options,
+}
+
+impl Job {
+    /// Prepares `request` without compiling it, for a front end that
+    /// compiles text of its own made from the script (the fleet adds the
+    /// blocks of its span pragmas): see [`Prepared::compile_text`].
+    ///
+    /// In order: the script is parsed, its includes read and its probes
+    /// filtered, its configuration resolved (the script's `config`, then
+    /// `BPFTRACE_*` unless the program is sdt's own), its named parameters
+    /// checked; then the target starts (a `-c` command held before its
+    /// first instruction, killed if the job never runs).
+    pub fn prepare(request: Request) -> Result<Prepared, Failure> {
+        let source = &request.source;
+        let script = sdt_lang::parser::parse(&source.text)
+            .map_err(|d| script_failure(Diagnostics::from(d), source))?;
+        check_includes(&request)?;
+        let script = reprepare(script, &request).map_err(|d| script_failure(d, source))?;
+        let config = resolve_config(&script, &request)?;
+        let declared = getopt::declarations(&source.text);
+        getopt::bind(&declared, &request.named).map_err(Failure::Parameters)?;
+        let traced = Traced::start(request.pid(), request.command(), request.in_service)
+            .map_err(Failure::other)?;
+        let mechanism = if request.compile_only {
+            request.mechanism.unwrap_or(Mechanism::UprobeMulti)
+        } else {
+            sdt_trace::mechanism(request.mechanism).map_err(Failure::other)?
+        };
+        let options = compile_options(&request, &config, &traced, mechanism);
+        Ok(Prepared {
+            request,
+            script,
+            config,
+            traced,
+            mechanism,
+            options,
+        })
+    }
+}
+
+impl Prepared {
+    /// The script as the request gave it.
+    pub fn source(&self) -> &Source {
+        &self.request.source
+    }
+
+    /// Compiles the script.
+    pub fn compile(self) -> Result<Job, Failure> {
+        let source = &self.request.source;
+        match sdt_script::compile_parsed(
+            &source.name,
+            &source.text,
+            self.script.clone(),
+            &self.options,
+        ) {
+            Ok(compilation) => {
+                let text = source.text.clone();
+                Ok(self.into_job(text, compilation))
+            }
+            Err(diagnostics) => Err(script_failure(diagnostics, source)),
+        }
+    }
+
+    /// Compiles `text`, made from the script by the front end, prepared
+    /// as the script was (its includes read, its probes filtered).
+    pub fn compile_text(&self, text: &str) -> Result<Compilation, Diagnostics> {
+        let parsed = sdt_lang::parser::parse(text).map_err(Diagnostics::from)?;
+        let script = reprepare(parsed, &self.request)?;
+        sdt_script::compile_parsed(&self.request.source.name, text, script, &self.options)
+    }
+
+    /// The job of `compilation`, compiled from `text` by
+    /// [`compile_text`](Self::compile_text).
+    pub fn into_job(self, text: String, compilation: Compilation) -> Job {
+        Job {
+            request: self.request,
+            text,
+            compilation,
+            traced: self.traced,
+            config: self.config,
+            mechanism: self.mechanism,
+        }
+    }
+
+    /// The failure of errors in `text`, which the front end compiled.
+    pub fn failure(&self, diagnostics: Diagnostics, text: String) -> Failure {
+        Failure::Script {
+            diagnostics,
+            name: self.request.source.name.clone(),
+            text,
+        }
+    }
+}
+
+fn script_failure(diagnostics: Diagnostics, source: &Source) -> Failure {
+    Failure::Script {
+        diagnostics,
+        name: source.name.clone(),
+        text: source.text.clone(),
+    }
+}
+
+/// An `--include` file that does not exist is a mistake on the command
+/// line, not in the script.
+fn check_includes(request: &Request) -> Result<(), Failure> {
+    let base = request.source.dir.as_deref();
+    for file in &request.includes {
+        if include::locate(file, &request.include_dirs, base).is_none() {
+            return Err(Failure::Other(anyhow::anyhow!(
+                "--include {}: file not found",
+                file.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Reads the includes into `script` and applies the probe filter.
+fn reprepare(mut script: Script, request: &Request) -> Result<Script, Diagnostics> {
+    let base = request.source.dir.as_deref();
+    include::read(&mut script, &request.includes, &request.include_dirs, base)?;
+    if let Some(filter) = &request.probe_filter {
+        // Checked when the request was made; a bad one filters nothing.
+        if let Ok(regex) = regex::Regex::new(filter) {
+            filter_probes(&mut script, &regex);
+        }
+    }
+    Ok(script)
+}
+
+/// Removes the attach points `--probe-filter` does not match, and the
+/// probes left with none; BEGIN and END stay.
+fn filter_probes(script: &mut Script, regex: &regex::Regex) {
+    for probe in &mut script.probes {
+        probe.attach_points.retain(|ap| {
+            let kind = ap.fields[0].to_ascii_lowercase();
+            (ap.fields.len() == 1 && (kind == "begin" || kind == "end")) || regex.is_match(&ap.text)
+        });
+    }
+    script.probes.retain(|p| !p.attach_points.is_empty());
+}
+
+/// The script's configuration, then the environment's (unless the
+/// program is sdt's own); its warnings are printed.
+fn resolve_config(script: &Script, request: &Request) -> Result<Config, Failure> {
+    let from_environment = |variable: &str| std::env::var(variable).ok();
+    let nothing = |_: &str| None;
+    let env: &dyn Fn(&str) -> Option<String> = if request.internal {
+        &nothing
+    } else {
+        &from_environment
+    };
+    let source = &request.source;
+    let resolved = match sdt_lang::config::resolve(&script.config, env) {
+        Ok(resolved) => resolved,
+        Err(ConfigError::Script(errors)) => {
+            return Err(script_failure(Diagnostics(errors), source))
+        }
+        Err(ConfigError::Environment(why)) => return Err(Failure::Other(anyhow::anyhow!("{why}"))),
+    };
+    if request.warnings && !resolved.warnings.is_empty() {
+        let warnings = Diagnostics(resolved.warnings);
+        print_diagnostics(&warnings, request.voice, &source.name, &source.text);
+    }
+    Ok(resolved.config)
+}
+
+/// What the compiler is told.
+fn compile_options(
+    request: &Request,
+    config: &Config,
+    traced: &Traced,
+    mechanism: Mechanism,
+) -> sdt_script::Options {
+    let map_entries = request
+        .map_entries
+        .unwrap_or_else(|| u32::try_from(config.max_map_keys.max(1)).unwrap_or(u32::MAX));
+    sdt_script::Options {
+        check: CheckOptions {
+            params: request.params.clone(),
+            strlen: request.strlen.unwrap_or_else(|| strlen(request, config)),
+            allow_unsafe: request.allow_unsafe,
+            named_params: request.named.clone(),
+            internal: request.internal,
+        },
+        scope: sdt_trace::Scope {
+            debug_dirs: request.debug_dirs.clone(),
+            ..traced.scope(request.allow_unsafe)
+        },
+        mechanism,
+        missing_probes: config.missing_probes,
+        codegen: sdt_codegen::Options {
+            wake_at: request.ring_size / 8,
+            start_ns: monotonic_ns(),
+            cpid: traced.cpid(),
+            map_entries,
+            ring_size: request.ring_size,
+            stamp_printf: request.stamp_printf,
+            machine: sdt_codegen::Machine::current(),
+        },
+    }
+}
+
+/// `max_strlen`, kept within what sdt can hold, with a warning when it
+/// is more.
+fn strlen(request: &Request, config: &Config) -> u32 {
+    let wanted = config.max_strlen;
+    if wanted > u64::from(MAX_STRLEN) {
+        request.warn(&format!(
+            "max_strlen {wanted} is more than sdt's {MAX_STRLEN}: strings are cut at {MAX_STRLEN} bytes"
+        ));
+    }
+    wanted.clamp(1, u64::from(MAX_STRLEN)) as u32
+}
+
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
