@@ -3,7 +3,7 @@
 //! All discovery lives in `sdt-elf`; this module turns command-line words
 //! into targets and probes into text or JSON. The JSON view is defined here
 //! rather than derived from the library's types, so that the library can
-//! change without breaking the schema documented in the README.
+//! change without breaking the schema documented in docs/json.md.
 
 use std::ffi::OsString;
 use std::io::{self, BufWriter, Write};
@@ -313,7 +313,7 @@ fn warn(message: &str) {
     eprintln!("sdt: warning: {message}");
 }
 
-// The JSON view; the README documents it and must change with it.
+// The JSON view; docs/json.md documents it and must change with it.
 
 #[derive(Serialize)]
 struct JsonProbe<'a> {

@@ -177,7 +177,7 @@ pub struct RunArgs {
     /// Serve the maps as Prometheus metrics at http://ADDR/metrics while
     /// the program runs. ADDR is PORT (on loopback) or HOST:PORT; names
     /// and labels come from the program's `// sdt:` pragmas and
-    /// FILE.conf beside it (see the README).
+    /// FILE.conf beside it (see docs/fleet.md).
     #[arg(long, value_name = "ADDR")]
     serve: Option<String>,
 

@@ -443,7 +443,7 @@ pub fn threads(args: ThreadsArgs) -> anyhow::Result<ExitCode> {
     sdt stat                  every Java, Python, Ruby and PHP process, every second\n  \
     sdt stat -l python 5 3    Python processes: three 5-second reports\n\n\
     Method and allocation rates are 0 for processes whose probes are off (see\n\
-    the README: Java needs -XX:+ExtendedDTraceProbes, PHP USE_ZEND_DTRACE=1,\n\
+    docs/tools.md: Java needs -XX:+ExtendedDTraceProbes, PHP USE_ZEND_DTRACE=1,\n\
     CPython 3.11 a profile function, Ruby a TracePoint).")]
 pub struct StatArgs {
     #[command(flatten)]

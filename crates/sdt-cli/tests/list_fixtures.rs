@@ -203,7 +203,7 @@ fn library_names_resolve_like_the_loader() {
         .starts_with(&format!("{} fixture:tick", f.pie.display())));
 }
 
-/// The example in the README's `sdt list --json` section has exactly the
+/// The example in docs/json.md's `sdt list --json` section has exactly the
 /// fields `sdt` emits, at every level, and each location example is one of
 /// the documented kinds.
 #[test]
@@ -211,11 +211,11 @@ fn schema_document_matches_the_output() {
     let Some(f) = fixtures("fixtures") else {
         return;
     };
-    let readme = include_str!("../../../README.md");
-    let start = readme
-        .find("### `sdt list --json`")
-        .expect("README documents sdt list --json");
-    let doc = &readme[start..];
+    let doc = include_str!("../../../docs/json.md");
+    let start = doc
+        .find("## `sdt list --json`")
+        .expect("docs/json.md documents sdt list --json");
+    let doc = &doc[start..];
     let mut blocks = doc
         .split("```json\n")
         .skip(1)

@@ -211,12 +211,12 @@ fn sdt_list_decodes_the_symbol_and_its_address() {
                            "base": null, "index": null, "scale": 1})
     );
     assert_eq!(location("l", 0)["symbol"], "calls.0");
-    // The README's example of this kind has its fields.
-    let example: Value = include_str!("../../../README.md")
+    // docs/json.md's example of this kind has its fields.
+    let example: Value = include_str!("../../../docs/json.md")
         .lines()
         .find(|l| l.starts_with(r#"{"kind":"symbol""#))
         .map(|l| serde_json::from_str(l).unwrap())
-        .expect("the README shows a symbol location");
+        .expect("docs/json.md shows a symbol location");
     let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
     assert_eq!(keys(&example), keys(&location("f", 0)));
     let nopie = list_json([b.nopie.as_os_str(), "p:idx".as_ref()]);

@@ -629,14 +629,14 @@ fn rust_probes_from_the_sdt_crate_read_back() {
     assert_eq!(summary["lost"], 0);
 }
 
-/// The README's `sdt trace --json` example has exactly the fields sdt emits.
+/// docs/json.md's `sdt trace --json` example has exactly the fields sdt emits.
 #[test]
-fn schema_in_the_readme_matches_the_output() {
+fn schema_in_the_docs_matches_the_output() {
     let Some(f) = setup() else { return };
-    let readme = include_str!("../../../README.md");
-    let section = &readme[readme
-        .find("### `sdt trace --json`")
-        .expect("README documents sdt trace --json")..];
+    let doc = include_str!("../../../docs/json.md");
+    let section = &doc[doc
+        .find("## `sdt trace --json`")
+        .expect("docs/json.md documents sdt trace --json")..];
     let block = section
         .split("```json\n")
         .nth(1)

@@ -562,7 +562,7 @@ fn usdt_arguments_take_name_and_type_from_the_variables_at_the_site() {
         return;
     }
     // Split DWARF is left out: the variables' locations are in the .dwo,
-    // which sdt reads for types only (see the README).
+    // which sdt reads for types only (see docs/dwarf.md).
     for (variant, program, _) in v.builds.iter().filter(|b| b.0 != "split-dwarf") {
         let p = program.to_str().unwrap();
         // No cast anywhere: `s`, `from` and `to` are the variables the

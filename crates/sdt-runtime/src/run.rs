@@ -314,7 +314,7 @@ impl<'c> Runner<'c> {
     /// that a program that maps executable memory in a loop does not keep
     /// sdt switching in and out for each mapping; what arrives meanwhile
     /// is handled together. (20,000 mappings in a row: 487 ms without
-    /// the spacing, 387 ms with it, 185 ms untraced; see the README.)
+    /// the spacing, 387 ms with it, 185 ms untraced; see docs/targets.md.)
     fn space_mapping_wakeups(&mut self) {
         let now = Instant::now();
         if let Some(last) = self.last_mapped_wakeup {
