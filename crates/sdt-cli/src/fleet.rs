@@ -5,16 +5,16 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser};
 use sdt_otlp::PushOptions;
-use sdt_serve::exporter::{Exporter, DEFAULT_SERIES_LIMIT};
+use sdt_serve::exporter::DEFAULT_SERIES_LIMIT;
 use sdt_serve::fleet::FleetOptions;
-use sdt_serve::http::{parse_address, MetricsServer};
+use sdt_serve::http::parse_address;
 use sdt_serve::naming::DEFAULT_PREFIX;
-use sdt_serve::service::{Service, ServiceOptions};
+use sdt_serve::serve::ServeOptions;
+use sdt_serve::service::ServiceOptions;
 
 /// Options for metrics and OpenTelemetry, shared by `sdt run` and `sdt serve`.
 #[derive(Args, Debug, Clone)]
@@ -119,7 +119,7 @@ impl SpanArgs {
         // as the tracer blocks them before its own (`Traced::start`), so
         // that no thread of sdt takes Ctrl-C by default and ends sdt
         // before the last records are read.
-        drop(sdt_proc::Signals::block()?);
+        drop(sdt_job::Signals::block()?);
         Ok(Some(sdt_otlp::Pusher::start(options, None)?))
     }
 }
@@ -161,7 +161,10 @@ each series labelled program=\"NAME\".
 A program that cannot be read, compiled or attached is served as sdt_up{program=\"NAME\"} 0, \
 with the reason in one line on standard error; the others run on. SIGHUP reloads: \
 changed, new and failed programs are started (again), removed ones stopped, and the \
-others keep running with their counters. SIGINT or SIGTERM stops sdt.
+others keep running with their counters. A change to DIR reloads too (a file \
+written, renamed or removed, a Kubernetes ConfigMap updated), trying again only \
+the failed programs whose files changed; --no-watch turns that off. SIGINT or \
+SIGTERM stops sdt.
 
 Served programs never run commands: system() is refused. The endpoint serves metrics \
 only (GET /metrics); nothing is ever loaded over HTTP.
@@ -193,40 +196,29 @@ pub struct ServeArgs {
     /// K, M or G suffix.
     #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = crate::parse_size)]
     buffer_size: u32,
+
+    /// Reload on SIGHUP only, not when DIR changes.
+    #[arg(long)]
+    no_watch: bool,
 }
 
 /// `sdt serve DIR`.
 pub fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Before any thread starts, so that every thread leaves them to this one.
-    let signals = sdt_proc::Signals::block()?;
-    anyhow::ensure!(
-        args.dir.is_dir(),
-        "{} is not a directory of programs",
-        args.dir.display()
-    );
-    let address = parse_address(&args.listen).map_err(anyhow::Error::msg)?;
-    let exporter = Arc::new(Exporter::new(args.fleet.series_limit));
-    let pusher = args
-        .fleet
-        .push_options()?
-        .map(|push| sdt_otlp::Pusher::start(push, Some(exporter.clone())))
-        .transpose()?;
-    let mut sources: Vec<Arc<dyn sdt_output::metrics::Source>> = vec![exporter.clone()];
-    sources.extend(pusher.as_ref().map(sdt_otlp::Pusher::health));
-    let server = MetricsServer::start(address, Arc::new(sources))?;
-    eprintln!(
-        "sdt serve: {}: metrics at http://{}/metrics",
-        args.dir.display(),
-        server.address()
-    );
-    let options = ServiceOptions {
-        prefix: args.fleet.metrics_prefix.clone(),
-        ring_size: args.buffer_size,
-        mechanism: sdt_job::mechanism(None)?,
-        spans: pusher.as_ref().map(sdt_otlp::Pusher::spans),
+    let signals = sdt_job::Signals::block()?;
+    let options = ServeOptions {
+        dir: args.dir,
+        listen: parse_address(&args.listen).map_err(anyhow::Error::msg)?,
+        series_limit: args.fleet.series_limit,
+        push: args.fleet.push_options()?,
+        watch: !args.no_watch,
+        service: ServiceOptions {
+            prefix: args.fleet.metrics_prefix.clone(),
+            ring_size: args.buffer_size,
+            mechanism: sdt_job::mechanism(None)?,
+            spans: None,
+        },
     };
-    Service::new(&args.dir, options, exporter).run_until_stopped(&signals)?;
-    drop(server);
-    report_push(pusher.map(|p| p.finish(Duration::from_secs(2))));
+    report_push(sdt_serve::serve::serve(options, &signals)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -10,8 +10,6 @@
 //! a first line of bpftrace's shape for each error in a script, the usage
 //! on a bad option, and bpftrace's exit statuses.
 
-mod info;
-
 use std::collections::HashMap;
 use std::io::{self, IsTerminal};
 use std::path::{Path, PathBuf};
@@ -19,7 +17,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser};
-use sdt_job::{listing, Buffering, Hooks, Job, Output, Prepared, Request, Source, Target, Voice};
+use sdt_job::{Buffering, Failure, Hooks, Job, Output, Prepared, Request, Source, Target, Voice};
+use sdt_list::points;
 use sdt_output::tee::Tee;
 use sdt_output::{Format, Sink};
 use sdt_serve::fleet::{Fleet, FleetError, FleetOptions};
@@ -318,7 +317,7 @@ pub fn bpftrace(args: Vec<std::ffi::OsString>) -> anyhow::Result<ExitCode> {
 pub fn run(args: RunArgs, voice: Voice) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     if args.info {
-        info::print();
+        sdt_job::info::print();
         return Ok(ExitCode::SUCCESS);
     }
     let pid = args.pid.as_deref().map(parse_pid).transpose()?;
@@ -563,12 +562,22 @@ fn list(
         (None, Some(file)) if Path::new(file).is_file() => (Source::file(file)?, Vec::new()),
         _ => {
             let pattern = word.unwrap_or("");
-            return listing::list(pattern, pid, args.verbose, &args.debuginfo, voice);
+            if pattern.contains('.') && !pattern.contains([':', '*']) {
+                eprintln!("{}", voice.warning(&format!(
+                    "It appears that '{pattern}' is a filename but the file does not exist. Treating '{pattern}' as a search pattern."
+                )));
+            }
+            return points::list(pattern, pid, args.verbose, &args.debuginfo);
         }
     };
-    match listing::list_program(&source, &params, pid, args.verbose, &args.debuginfo) {
-        Ok(listed) => Ok(listed),
-        Err(failure) => failure.report(voice),
+    match points::list_program(&source.text, &params, pid, args.verbose, &args.debuginfo) {
+        Ok(listed) => listed,
+        Err(diagnostics) => Failure::Script {
+            diagnostics,
+            name: source.name,
+            text: source.text,
+        }
+        .report(voice),
     }
 }
 

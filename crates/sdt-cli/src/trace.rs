@@ -6,11 +6,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use sdt_job::program::StringArg;
 use sdt_job::{Failure, Hooks, Job, Outcome, Request, Source, Target};
-use sdt_lang::hir::StringArg;
 use sdt_output::tee::Tee;
 use sdt_output::{Event, Format, TraceSummary};
-use sdt_trace::ProbeSpec;
 
 use crate::pictures::TimelineArgs;
 
@@ -92,7 +91,7 @@ pub struct TraceArgs {
     /// Read argument N as a string: up to a NUL, or with N:M, of the length
     /// in argument M (how the sdt crate passes &str); at most 255 bytes
     /// (repeatable).
-    #[arg(short = 's', long = "string", value_name = "N[:M]", value_parser = parse_string_arg)]
+    #[arg(short = 's', long = "string", value_name = "N[:M]", value_parser = sdt_tools::trace::string_arg)]
     strings: Vec<StringArg>,
 
     /// Print JSON: one object per event, then a summary object.
@@ -121,36 +120,7 @@ pub struct TraceArgs {
     attach_with: Option<sdt_bpf::Mechanism>,
 }
 
-/// The script `sdt trace` runs: each probe records every argument of its
-/// site, and the strings asked for.
-fn script(specs: &[ProbeSpec], strings: &[StringArg]) -> String {
-    let mut args: Vec<String> = Vec::new();
-    for s in strings {
-        args.push(s.arg.to_string());
-        args.push(s.len_arg.map_or(-1, |l| l as i64).to_string());
-    }
-    let mut text = String::new();
-    for spec in specs {
-        let (provider, name) = spec.probe.split_once(':').unwrap_or(("*", &spec.probe));
-        let target = spec
-            .target
-            .as_deref()
-            .map(|t| format!("\"{}\"", t.replace('\\', "\\\\").replace('"', "\\\"")))
-            .unwrap_or_default();
-        text.push_str(&format!(
-            "usdt:{target}:{provider}:{name} {{ __sdt_event({}); }}\n",
-            args.join(", ")
-        ));
-    }
-    text
-}
-
 pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
-    let specs = args
-        .probes
-        .iter()
-        .map(|p| ProbeSpec::parse(p))
-        .collect::<Result<Vec<_>, _>>()?;
     let target = match (args.pid, &args.command) {
         (Some(pid), _) => Target::Pid(pid),
         (None, Some(command)) => Target::Command(command.clone()),
@@ -164,7 +134,10 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         mechanism: args.attach_with,
         internal: true,
         print_maps: false,
-        ..Request::new(Source::inline(script(&specs, &args.strings)))
+        ..Request::new(Source::inline(sdt_tools::trace::program(
+            &args.probes,
+            &args.strings,
+        )?))
     };
     // The script is sdt's own: what is wrong is said of the spec it came
     // from, with the hints, without the script.
@@ -247,59 +220,5 @@ fn summary(outcome: &Outcome) -> TraceSummary {
         events: outcome.hits.delivered,
         lost: outcome.summary.lost_events + outcome.hits.undecodable,
         sites: outcome.sites,
-    }
-}
-
-fn parse_string_arg(text: &str) -> Result<StringArg, String> {
-    let index = |s: &str| {
-        s.parse::<usize>()
-            .map_err(|_| format!("`{s}` is not an argument number"))
-    };
-    Ok(match text.split_once(':') {
-        Some((arg, len)) => StringArg {
-            arg: index(arg)?,
-            len_arg: Some(index(len)?),
-        },
-        None => StringArg {
-            arg: index(text)?,
-            len_arg: None,
-        },
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn string_args() {
-        let nul = StringArg {
-            arg: 3,
-            len_arg: None,
-        };
-        assert_eq!(parse_string_arg("3"), Ok(nul));
-        let counted = StringArg {
-            arg: 1,
-            len_arg: Some(2),
-        };
-        assert_eq!(parse_string_arg("1:2"), Ok(counted));
-        assert!(parse_string_arg("x").is_err());
-        assert!(parse_string_arg("1:").is_err());
-    }
-
-    #[test]
-    fn scripts_quote_targets() {
-        let specs = [
-            ProbeSpec::parse("/odd \"dir\"/x:p:n*").unwrap(),
-            ProbeSpec::parse("q:r").unwrap(),
-        ];
-        let strings = [StringArg {
-            arg: 1,
-            len_arg: Some(2),
-        }];
-        assert_eq!(
-            script(&specs, &strings),
-            "usdt:\"/odd \\\"dir\\\"/x\":p:n* { __sdt_event(1, 2); }\nusdt::q:r { __sdt_event(1, 2); }\n"
-        );
     }
 }

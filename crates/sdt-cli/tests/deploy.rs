@@ -1262,7 +1262,6 @@ fn the_image_is_small_and_traces_the_node_with_only_the_daemonsets_capabilities(
 /// What `sdt serve` must do in a pod: reload when kubelet updates the
 /// ConfigMap, with no signal (nothing in the pod can send one).
 #[test]
-#[ignore = "sdt serve does not watch its directory yet (Fleet, step 2)"]
 fn a_configmap_update_reloads_sdt_serve_without_a_signal() {
     let Some(venv) = image_requirements() else {
         return;

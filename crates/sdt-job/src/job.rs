@@ -150,7 +150,7 @@ impl Job {
 
     /// `--dump`: the sites and every generated program.
     pub fn dump(&self, out: &mut dyn Write) -> io::Result<()> {
-        crate::listing::dump(&self.compilation, out)
+        crate::inspect::dump(&self.compilation, out)
     }
 
     /// Loads the programs, attaches them, runs until the run ends, then
@@ -173,7 +173,7 @@ impl Job {
             max_cat_bytes: config.max_cat_bytes,
         };
         let mut runner = Runner::load(&compilation, &options, sink).map_err(|e| {
-            Failure::Other(crate::listing::load_error(
+            Failure::Other(crate::inspect::load_error(
                 e,
                 &compilation,
                 &request.source.name,

@@ -24,8 +24,8 @@
 //! A front end that needs more (the fleet's span blocks, `sdt trace`'s
 //! summary record) hooks in at named points ([`Job::prepare`] and
 //! [`Prepared::compile_text`], [`Hooks`]) rather than re-doing the
-//! sequence. Listing probes (`-l`) and `--dump` are here too, so that a
-//! script means the same under every front end.
+//! sequence. `--dump` is here too, so that a script means the same under
+//! every front end.
 //!
 //! Why one layer: before it, four front ends each assembled the
 //! compiler's options and wrote out load → run → losses → finish → exit
@@ -37,8 +37,9 @@
 mod diagnostics;
 mod failure;
 mod include;
+pub mod info;
+mod inspect;
 mod job;
-pub mod listing;
 mod output;
 mod prepare;
 mod request;
@@ -59,7 +60,7 @@ pub mod program {
     pub use sdt_lang::ast::{Block, Expr, ExprKind, MapRef, Script, StmtKind};
     pub use sdt_lang::check::DEFAULT_STRLEN;
     pub use sdt_lang::diag::{Diagnostic, Diagnostics, Span};
-    pub use sdt_lang::hir::MapDecl;
+    pub use sdt_lang::hir::{MapDecl, StringArg};
     pub use sdt_lang::parser::parse;
     pub use sdt_lang::types::{Agg, Ty, INT64, UINT64};
     pub use sdt_script::{compile_offline, Compilation};
@@ -76,6 +77,8 @@ pub use sdt_proc::Signals;
 pub use sdt_runtime::scrape::MapReader;
 /// Sdt's own maps (what a span pragma adds) start with this.
 pub use sdt_runtime::INTERNAL_MAP_PREFIX;
+/// A probe as `sdt trace` takes it: `[TARGET:]PROVIDER:NAME`.
+pub use sdt_trace::ProbeSpec;
 
 /// The kernel mechanism programs attach with: `wanted` if this kernel
 /// has it, else the best one it has.

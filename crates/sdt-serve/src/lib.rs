@@ -1,8 +1,7 @@
 //! sdt's maps as metrics, for dashboards instead of terminals.
 //!
-//! What comes in: compiled programs, each running in its own
-//! [`Runner`](sdt_runtime::run::Runner), and a [`MapReader`] on each one's
-//! maps. What goes out: Prometheus' `/metrics` ([`http`]), and metric
+//! What comes in: programs, each run as a job of `sdt-job`, and a
+//! [`MapReader`] on each one's maps. What goes out: Prometheus' `/metrics` ([`http`]), and metric
 //! families for any other consumer (the OTLP pusher) through
 //! [`Source`](sdt_output::metrics::Source).
 //!
@@ -18,9 +17,10 @@
 //! - [`spans`]: a script's span pragmas as probes whose records become
 //!   OTLP spans.
 //! - [`service`]: `sdt serve DIR`, a directory of programs reloaded on
-//!   SIGHUP.
+//!   SIGHUP and when it changes ([`watch`]); [`serve`], the whole
+//!   command: the endpoint, the pusher and the service.
 //!
-//! [`MapReader`]: sdt_runtime::scrape::MapReader
+//! [`MapReader`]: sdt_job::MapReader
 
 #![forbid(unsafe_code)]
 
@@ -31,5 +31,7 @@ pub mod http;
 pub mod labels;
 pub mod naming;
 pub mod program;
+pub mod serve;
 pub mod service;
 pub mod spans;
+pub mod watch;

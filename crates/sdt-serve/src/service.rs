@@ -8,11 +8,14 @@
 //! attached is reported on `/metrics` as `sdt_up{program="NAME"} 0`, with
 //! the reason in one log line on standard error, and the others run on.
 //!
-//! **Reloading.** On [`Service::reload`] (SIGHUP), a program whose script
-//! or config changed is stopped and started again (its counters start
-//! over), a new file is started, a removed one stopped, and one that is
-//! down is tried again; every other program is left exactly as it is, so
-//! its counters go on.
+//! **Reloading.** On [`Service::reload`] (SIGHUP, or a change to the
+//! directory: see [`crate::watch`]), a program whose script or config
+//! changed is stopped and started again (its counters start over), a new
+//! file is started, a removed one stopped; every other program is left
+//! exactly as it is, so its counters go on. SIGHUP also tries again the
+//! programs that are down; a change to the directory tries again only
+//! those whose files changed, so that a node without PostgreSQL does not
+//! log a failed start at every update of the programs.
 //!
 //! **Safety.** Served programs never run commands: `system()` is refused
 //! when they are compiled, whatever the command line says. Nothing is
@@ -36,6 +39,7 @@ use crate::exporter::{Exporter, Running};
 use crate::naming::Naming;
 use crate::program::ProgramFiles;
 use crate::spans::compile_with_spans;
+use crate::watch::{Fingerprint, Watch};
 
 /// How served programs are compiled and named.
 #[derive(Clone)]
@@ -78,8 +82,10 @@ impl Service {
     }
 
     /// Brings the running programs in line with the directory; see the
-    /// module doc. Fails only when the directory cannot be read.
-    pub fn reload(&mut self) -> io::Result<()> {
+    /// module doc. `retry` starts again the programs that are down though
+    /// their files did not change. Fails only when the directory cannot
+    /// be read.
+    pub fn reload(&mut self, retry: bool) -> io::Result<()> {
         let mut found = BTreeMap::new();
         for entry in std::fs::read_dir(&self.dir)? {
             let path = entry?.path();
@@ -109,7 +115,7 @@ impl Service {
         }
         for (name, files) in found {
             if let Some(slot) = self.running.get(&name) {
-                if slot.files == files && !slot.thread.is_finished() {
+                if slot.files == files && !(retry && slot.thread.is_finished()) {
                     continue;
                 }
                 self.stop(&name);
@@ -130,30 +136,52 @@ impl Service {
         }
     }
 
-    /// Runs until SIGINT or SIGTERM, reloading on SIGHUP, then stops
-    /// every program. `signals` must have been blocked before any thread
-    /// was started, so that every thread leaves them to it.
-    pub fn run_until_stopped(mut self, signals: &Signals) -> io::Result<()> {
-        self.reload()?;
+    /// Runs until SIGINT or SIGTERM, reloading on SIGHUP and, with
+    /// `watch`, when the directory changes; then stops every program.
+    /// `signals` must have been blocked before any thread was started, so
+    /// that every thread leaves them to it.
+    pub fn run_until_stopped(mut self, signals: &Signals, watch: bool) -> io::Result<()> {
+        let seen = Fingerprint::of(&self.dir)?;
+        self.reload(true)?;
+        let mut watch = watch.then(|| Watch::new(&self.dir, seen));
         loop {
-            let mut fds = [PollFd::new(signals, PollFlags::IN)];
-            match rustix::event::poll(&mut fds, None) {
+            let mut fds = vec![PollFd::new(signals, PollFlags::IN)];
+            let events = watch.as_ref().and_then(Watch::fd);
+            fds.extend(events.map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN)));
+            let timeout = watch.as_ref().map(|w| w.timeout(Instant::now()));
+            let timeout = timeout.map(|t| rustix::event::Timespec::try_from(t).unwrap_or_default());
+            match rustix::event::poll(&mut fds, timeout.as_ref()) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => return Err(e.into()),
             }
+            let has_events = fds.get(1).is_some_and(|fd| !fd.revents().is_empty());
+            drop(fds);
             match signals.take() {
                 Some(SIGHUP) => {
                     eprintln!("sdt serve: SIGHUP: reloading {}", self.dir.display());
-                    if let Err(e) = self.reload() {
-                        eprintln!("sdt serve: cannot read {}: {e}", self.dir.display());
-                    }
+                    self.reload_or_log(true);
                 }
                 Some(_) => break,
                 None => {}
             }
+            if let Some(watch) = &mut watch {
+                if has_events {
+                    watch.events();
+                }
+                if watch.due(Instant::now()) {
+                    eprintln!("sdt serve: {} changed: reloading", self.dir.display());
+                    self.reload_or_log(false);
+                }
+            }
         }
         self.stop_all();
         Ok(())
+    }
+
+    fn reload_or_log(&mut self, retry: bool) {
+        if let Err(e) = self.reload(retry) {
+            eprintln!("sdt serve: cannot read {}: {e}", self.dir.display());
+        }
     }
 
     fn stop(&mut self, name: &str) {

@@ -43,8 +43,10 @@ pub mod pairing;
 pub mod readline;
 mod report;
 pub mod runtimes;
+pub mod stackcount;
 pub mod stat;
 pub mod threads;
+pub mod trace;
 
 use sdt_output::{Column, Format};
 
@@ -171,3 +173,9 @@ impl std::fmt::Debug for Pictures {
 const NAME_LEN: u32 = 128;
 /// Bytes kept of a query or a command line.
 const TEXT_LEN: u32 = 256;
+
+/// A string of sdt's language holding `text`, so that any path or name
+/// is one word of an attach point.
+pub(crate) fn quoted(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}

@@ -1,7 +1,5 @@
-//! What a program attaches to: `-l`, the probes there are, one
-//! `TYPE:TARGET:...` line each, sorted, as bpftrace lists them; `--dump`,
-//! the sites and the generated code; and a verifier's rejection placed
-//! back in the script.
+//! bpftrace's `-l`: the probes there are, one `TYPE:TARGET:...` line
+//! each, sorted, as bpftrace lists them.
 //!
 //! A pattern is `TYPE:TARGET:NAME` with globs in every part; without a
 //! colon (`*sched_switch*`) it is a name of any type. User-space probes
@@ -12,17 +10,15 @@
 //! probes each of its attach points resolves to are listed.
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use globset::{Glob, GlobMatcher};
 use sdt_bind::{Bound, Target};
 use sdt_lang::attach::AttachSpec;
-use sdt_script::Compilation;
+use sdt_lang::diag::Diagnostics;
 use sdt_trace::Scope;
-
-use crate::{Failure, Source, Voice};
 
 /// The probe types sdt lists, with their one-letter forms.
 const TYPES: &[(&str, &str)] = &[
@@ -39,20 +35,13 @@ const INTERVAL_UNITS: &[&str] = &["hz", "ms", "s", "us"];
 /// Lists the probes matching `pattern` (every probe of the process with
 /// `-p` and no pattern); with `verbose`, a uprobe's parameters from the
 /// DWARF of its file (separate debug files looked for in `debug_dirs`
-/// first) and a tracepoint's fields. A pattern that looks like a file
-/// name, of a file that does not exist, is warned about in `voice`.
+/// first) and a tracepoint's fields.
 pub fn list(
     pattern: &str,
     pid: Option<i32>,
     verbose: bool,
     debug_dirs: &[PathBuf],
-    voice: Voice,
 ) -> anyhow::Result<ExitCode> {
-    if pattern.contains('.') && !pattern.contains([':', '*']) {
-        eprintln!("{}", voice.warning(&format!(
-            "It appears that '{pattern}' is a filename but the file does not exist. Treating '{pattern}' as a search pattern."
-        )));
-    }
     if let Some(c) = pattern
         .chars()
         .find(|c| c.is_control() || c.is_whitespace())
@@ -309,27 +298,23 @@ fn tracepoints(
 
 /// `-l` with a program: the probes its attach points resolve to (BEGIN
 /// and END are not probes to list). An attach point that resolves to
-/// nothing is reported as it would be when running.
+/// nothing is reported as it would be when running: the errors in
+/// `source` are handed back.
 pub fn list_program(
-    source: &Source,
+    source: &str,
     params: &[String],
     pid: Option<i32>,
     verbose: bool,
     debug_dirs: &[PathBuf],
-) -> Result<ExitCode, Failure> {
-    let failure = |diagnostics| Failure::Script {
-        diagnostics,
-        name: source.name.clone(),
-        text: source.text.clone(),
-    };
-    let script = sdt_lang::parser::parse(&source.text).map_err(|d| failure(d.into()))?;
+) -> Result<anyhow::Result<ExitCode>, Diagnostics> {
+    let script = sdt_lang::parser::parse(source)?;
     let scope = Scope {
         pid,
         default_target: None,
         allow_unsafe: true,
         debug_dirs: debug_dirs.to_vec(),
     };
-    let bindings = sdt_bind::bind(&script, params, &scope, Default::default()).map_err(failure)?;
+    let bindings = sdt_bind::bind(&script, params, &scope, Default::default())?;
     let mut lines = BTreeSet::new();
     let mut dwarf = HashMap::new();
     for b in bindings.bound.iter().flatten() {
@@ -347,15 +332,19 @@ pub fn list_program(
                 .strip_prefix("tracepoint:")
                 .and_then(|r| r.split_once(':'))
             {
-                Some((c, n)) => tracepoints(c, n, true, &mut detailed)?,
+                Some((c, n)) => {
+                    if let Err(e) = tracepoints(c, n, true, &mut detailed) {
+                        return Ok(Err(e));
+                    }
+                }
                 None => {
                     detailed.insert(line);
                 }
             }
         }
-        return Ok(print(detailed)?);
+        return Ok(print(detailed));
     }
-    Ok(print(lines)?)
+    Ok(print(lines))
 }
 
 /// Appends to the lines of a uprobe at functions' entries (`found`, one
@@ -409,102 +398,4 @@ fn probe_lines(b: &Bound) -> Vec<String> {
         }
         _ => Vec::new(),
     }
-}
-
-/// `--dump`: the sites each attach point resolved to, then every
-/// generated program, disassembled.
-pub fn dump(compilation: &Compilation, out: &mut dyn Write) -> io::Result<()> {
-    for b in compilation.bound.iter().flatten() {
-        writeln!(out, "{}", b.text)?;
-        match &b.target {
-            Target::Usdt(sites) => {
-                for s in sites {
-                    writeln!(
-                        out,
-                        "  {}:{} {} {:#x} (file offset {:#x})",
-                        s.provider,
-                        s.name,
-                        s.path.display(),
-                        s.address,
-                        s.attach_offset
-                    )?;
-                }
-            }
-            Target::Functions(fs) => {
-                for f in fs {
-                    writeln!(
-                        out,
-                        "  {} {} {:#x} (file offset {:#x})",
-                        f.function,
-                        f.path.display(),
-                        f.address,
-                        f.file_offset
-                    )?;
-                }
-            }
-            _ => {}
-        }
-    }
-    let names = compilation.compiled.map_names();
-    for p in &compilation.compiled.programs {
-        let listing = sdt_bpf::disasm::Disassembler::new()
-            .map_names(names.clone())
-            .listing(&p.insns);
-        writeln!(
-            out,
-            "\nprogram {} ({}, {} instructions):\n{listing}",
-            p.display,
-            p.name,
-            p.insns.len()
-        )?;
-    }
-    Ok(())
-}
-
-/// A load failure: a verifier's rejection is placed in the script, at
-/// the code of the last instruction the verifier looked at.
-pub(crate) fn load_error(
-    e: sdt_trace::Error,
-    compilation: &Compilation,
-    name: &str,
-    source: &str,
-) -> anyhow::Error {
-    if let sdt_trace::Error::Load {
-        program,
-        source: sdt_bpf::Error::Verifier { log, .. },
-    } = &e
-    {
-        if let Some(p) = compilation
-            .compiled
-            .programs
-            .iter()
-            .find(|p| &p.name == program)
-        {
-            let span = verifier_span(log.as_str(), &p.spans)
-                .unwrap_or(p.spans.first().map_or_else(Default::default, |s| s.1));
-            let d = sdt_lang::diag::Diagnostic::error(span, format!("the kernel's verifier rejected the program for {}", p.display))
-                .label("the verifier stopped here")
-                .hint(log.summary().lines().last().unwrap_or("").to_string())
-                .hint("sdt run --dump prints the program; a loop the verifier cannot bound is the usual cause");
-            let text = d.to_text(name, source);
-            return anyhow::anyhow!("{}", text.trim_end());
-        }
-    }
-    anyhow::Error::from(e)
-}
-
-/// The script span of the last instruction the verifier looked at.
-fn verifier_span(
-    log: &str,
-    spans: &[(usize, sdt_lang::diag::Span)],
-) -> Option<sdt_lang::diag::Span> {
-    let insn: usize = log
-        .lines()
-        .rev()
-        .find_map(|l| l.split(':').next()?.trim().parse().ok())?;
-    spans
-        .iter()
-        .rev()
-        .find(|(start, _)| *start <= insn)
-        .map(|s| s.1)
 }
