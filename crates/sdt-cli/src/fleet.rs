@@ -108,8 +108,29 @@ pub struct SpanArgs {
 }
 
 impl SpanArgs {
+    /// Runs a tool whose pictures are `pictures`, with `--otlp` where to
+    /// send spans: what it pairs (a sink beside the pictures sends its
+    /// [`Event::Span`](sdt_output::Event::Span)s) unless `own_spans`, or
+    /// what it makes itself, through the sender `tool` is given. The
+    /// pusher sends what is left at the end and says what it dropped.
+    pub fn around(
+        &self,
+        mut pictures: Vec<Box<dyn sdt_output::Sink>>,
+        own_spans: bool,
+        tool: impl FnOnce(sdt_tools::Pictures, Option<sdt_otlp::SpanSender>) -> anyhow::Result<ExitCode>,
+    ) -> anyhow::Result<ExitCode> {
+        let pusher = self.start()?;
+        let spans = pusher.as_ref().map(sdt_otlp::Pusher::spans);
+        if let (Some(spans), false) = (&spans, own_spans) {
+            pictures.push(Box::new(sdt_otlp::ToolSpans::new(spans.clone())));
+        }
+        let status = tool(sdt_tools::Pictures::new(pictures), spans);
+        report_push(pusher.map(|p| p.finish(Duration::from_secs(2))));
+        status
+    }
+
     /// The pusher of the spans, when `--otlp` is given.
-    pub fn start(&self) -> anyhow::Result<Option<sdt_otlp::Pusher>> {
+    fn start(&self) -> anyhow::Result<Option<sdt_otlp::Pusher>> {
         let Some(url) = &self.otlp else {
             return Ok(None);
         };
@@ -122,19 +143,6 @@ impl SpanArgs {
         drop(sdt_job::Signals::block()?);
         Ok(Some(sdt_otlp::Pusher::start(options, None)?))
     }
-}
-
-/// The sink that sends a tool's paired calls as spans, beside its
-/// pictures, when `--otlp` is given.
-pub fn tool_spans(pusher: &Option<sdt_otlp::Pusher>) -> Option<Box<dyn sdt_output::Sink>> {
-    pusher
-        .as_ref()
-        .map(|p| Box::new(sdt_otlp::ToolSpans::new(p.spans())) as Box<dyn sdt_output::Sink>)
-}
-
-/// Ends a tool's pusher, sending what is left, and says what it dropped.
-pub fn finish_spans(pusher: Option<sdt_otlp::Pusher>) {
-    report_push(pusher.map(|p| p.finish(std::time::Duration::from_secs(2))));
 }
 
 /// Reports what the pusher did when it dropped something.

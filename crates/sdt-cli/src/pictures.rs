@@ -37,13 +37,6 @@ impl Default for TimelineArgs {
 }
 
 impl TimelineArgs {
-    /// The timeline, if asked for, as a language tool's pictures.
-    pub fn pictures(&self) -> anyhow::Result<sdt_tools::Pictures> {
-        Ok(sdt_tools::Pictures::new(
-            self.sink([])?.into_iter().collect(),
-        ))
-    }
-
     /// The timeline sink, if one was asked for; the probes
     /// (`(provider, name)`) whose hits it pairs into slices.
     pub fn sink<'p>(

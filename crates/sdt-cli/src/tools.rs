@@ -210,18 +210,17 @@ pub fn calls(args: CallsArgs) -> anyhow::Result<ExitCode> {
         pictures.push(Box::new(crate::pictures::flamegraph(path)?.titled(title)));
     }
     pictures.extend(args.timeline.sink([])?);
-    let pusher = args.spans.start()?;
-    pictures.extend(crate::fleet::tool_spans(&pusher));
-    let mut common = sdt_tools::Common {
-        pictures: sdt_tools::Pictures::new(pictures),
-        ..args.common.tools()
-    };
-    if let Some(format) = args.output_format {
-        common.format = format;
-    }
-    let status = calls::run(&common, &args.options.tools(interval, count));
-    crate::fleet::finish_spans(pusher);
-    status
+    let options = args.options.tools(interval, count);
+    args.spans.around(pictures, false, |pictures, _| {
+        let mut common = sdt_tools::Common {
+            pictures,
+            ..args.common.tools()
+        };
+        if let Some(format) = args.output_format {
+            common.format = format;
+        }
+        calls::run(&common, &options)
+    })
 }
 
 /// `ucalls`: BCC's positional PID, then its INTERVAL.
@@ -263,16 +262,14 @@ pub struct FlowArgs {
 
 pub fn flow(args: FlowArgs) -> anyhow::Result<ExitCode> {
     let (class, method) = (args.class, args.method);
-    let pusher = args.spans.start()?;
-    let mut pictures: Vec<_> = args.timeline.sink([])?.into_iter().collect();
-    pictures.extend(crate::fleet::tool_spans(&pusher));
-    let common = sdt_tools::Common {
-        pictures: sdt_tools::Pictures::new(pictures),
-        ..args.common.with_pid(args.pid).tools()
-    };
-    let status = flow::run(&common, &flow::Options { class, method });
-    crate::fleet::finish_spans(pusher);
-    status
+    let pictures = args.timeline.sink([])?.into_iter().collect();
+    args.spans.around(pictures, false, |pictures, _| {
+        let common = sdt_tools::Common {
+            pictures,
+            ..args.common.with_pid(args.pid).tools()
+        };
+        flow::run(&common, &flow::Options { class, method })
+    })
 }
 
 #[derive(Args, Debug)]
@@ -318,13 +315,10 @@ pub struct UgcArgs {
 }
 
 pub fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
-    let pusher = args.spans.start()?;
-    let mut pictures: Vec<_> = args.timeline.sink([])?.into_iter().collect();
-    pictures.extend(crate::fleet::tool_spans(&pusher));
-    let pictures = sdt_tools::Pictures::new(pictures);
-    let status = gc_in(args.common.with_pid(args.pid), args.min_ms, false, pictures);
-    crate::fleet::finish_spans(pusher);
-    status
+    let pictures = args.timeline.sink([])?.into_iter().collect();
+    args.spans.around(pictures, false, |pictures, _| {
+        gc_in(args.common.with_pid(args.pid), args.min_ms, false, pictures)
+    })
 }
 
 /// `ugc`: BCC's options (`-m` is the unit there, `-M` the minimum).
@@ -518,20 +512,20 @@ pub struct DbslowerArgs {
 }
 
 pub fn dbslower(args: DbslowerArgs) -> anyhow::Result<ExitCode> {
-    let pusher = args.spans.start()?;
-    let options = dbslower::Options {
-        engine: args.engine.as_deref().and_then(dbslower::Engine::named),
-        threshold_ms: args.threshold_ms,
-        exe: args.exe,
-        spans: pusher.as_ref().map(sdt_otlp::Pusher::spans),
-    };
-    let common = sdt_tools::Common {
-        pictures: args.timeline.pictures()?,
-        ..args.target.tools()
-    };
-    let status = dbslower::run(&common, &options);
-    crate::fleet::finish_spans(pusher);
-    status
+    let pictures = args.timeline.sink([])?.into_iter().collect();
+    args.spans.around(pictures, true, |pictures, spans| {
+        let options = dbslower::Options {
+            engine: args.engine.as_deref().and_then(dbslower::Engine::named),
+            threshold_ms: args.threshold_ms,
+            exe: args.exe,
+            spans,
+        };
+        let common = sdt_tools::Common {
+            pictures,
+            ..args.target.tools()
+        };
+        dbslower::run(&common, &options)
+    })
 }
 
 #[derive(Args, Debug)]
