@@ -17,7 +17,7 @@ use crate::layout;
 use sdt_lang::ast::{BinOp, UnOp};
 use sdt_lang::diag::{Diagnostic, Span};
 use sdt_lang::hir::{HelperValue, Output, Param, ProbeKind, TExpr, TKind};
-use sdt_lang::types::Ty;
+use sdt_lang::types::{Shown, Ty};
 
 pub(super) type R<T> = Result<T, Diagnostic>;
 
@@ -414,7 +414,7 @@ impl Gen<'_> {
     /// stack, the one `ustack` records in the same probe, into scratch
     /// memory; its byte count over 8. Probes of no process have none.
     fn stack_len(&mut self, stack: &TExpr) -> R<Op> {
-        let Ty::UStack { depth, .. } = stack.ty else {
+        let Ty::Shown(Shown::UStack { depth, .. }) = stack.ty else {
             return Ok(Op::Imm(0));
         };
         if !self.kind().is_uprobe() && self.kind() != ProbeKind::Tracepoint {

@@ -20,7 +20,7 @@ use super::{Checker, Scope, Stop, R};
 use crate::ast::{Expr, ExprKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{HelperValue, Output, Param, ProbeKind, TExpr, TKind, TStmt};
-use crate::types::{Agg, Ty, INT64, UINT32, UINT64};
+use crate::types::{Agg, Shown, Ty, INT64, UINT32, UINT64};
 
 /// The kernel's ids (`enum bpf_func_id`) of the helpers builtins lower to.
 /// The front end calls nothing; these are data for the code generator.
@@ -143,7 +143,9 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     }),
     variable("comm", comm),
     variable("username", username),
-    variable("probe", |_, u, _| value(u, TKind::Probe, Ty::Probe)),
+    variable("probe", |_, u, _| {
+        value(u, TKind::Probe, Ty::Shown(Shown::Probe))
+    }),
     variable("func", func),
     variable("retval", retval),
     variable("args", |c, u, scope| {
@@ -509,7 +511,11 @@ fn username(_: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
         ty: UINT32,
         span: use_.span,
     };
-    value(use_, TKind::Retype(Box::new(uid)), Ty::Username)
+    value(
+        use_,
+        TKind::Retype(Box::new(uid)),
+        Ty::Shown(Shown::Username),
+    )
 }
 
 fn func(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -522,7 +528,7 @@ fn func(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
             format!("`func` is not available in {} probes", scope.kind.name()),
         )));
     }
-    value(use_, TKind::Func, Ty::Func)
+    value(use_, TKind::Func, Ty::Shown(Shown::Func))
 }
 
 fn retval(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -570,7 +576,11 @@ fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
             }
         }
     }
-    value(use_, TKind::UStack, Ty::UStack { perf_mode, depth })
+    value(
+        use_,
+        TKind::UStack,
+        Ty::Shown(Shown::UStack { perf_mode, depth }),
+    )
 }
 
 fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -725,7 +735,7 @@ fn usym(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
             "usym() takes an address",
         )));
     }
-    value(use_, TKind::USym(Box::new(v)), Ty::USym)
+    value(use_, TKind::USym(Box::new(v)), Ty::Shown(Shown::USym))
 }
 
 fn uaddr(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -933,7 +943,11 @@ fn ntop(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
             ))
         }
     };
-    value(use_, TKind::Retype(Box::new(v)), Ty::Inet { v6 })
+    value(
+        use_,
+        TKind::Retype(Box::new(v)),
+        Ty::Shown(Shown::Inet { v6 }),
+    )
 }
 
 /// The one argument, which must be an integer.
@@ -948,7 +962,7 @@ fn integer(c: &mut Checker<'_>, e: &Expr, scope: &mut Scope, message: &str) -> R
 
 fn strerror(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let v = integer(c, &use_.args[0], scope, "strerror() takes an errno value")?;
-    value(use_, TKind::Retype(Box::new(v)), Ty::Strerror)
+    value(use_, TKind::Retype(Box::new(v)), Ty::Shown(Shown::Strerror))
 }
 
 /// `signal_name(N)`: the signal's description, as `strsignal(3)` gives
@@ -960,7 +974,11 @@ fn signal_name(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Chec
         scope,
         "signal_name() takes a signal number",
     )?;
-    value(use_, TKind::Retype(Box::new(v)), Ty::SignalName)
+    value(
+        use_,
+        TKind::Retype(Box::new(v)),
+        Ty::Shown(Shown::SignalName),
+    )
 }
 
 fn strftime(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -974,7 +992,11 @@ fn strftime(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked
     )?;
     c.time_formats.push(format);
     let format = c.time_formats.len() as u32 - 1;
-    value(use_, TKind::Strftime(Box::new(v)), Ty::Timestamp { format })
+    value(
+        use_,
+        TKind::Strftime(Box::new(v)),
+        Ty::Shown(Shown::Timestamp { format }),
+    )
 }
 
 fn bswap(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -1276,7 +1298,7 @@ fn len(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let v = c.expr(arg, scope)?;
     let v = c.value(v)?;
     match v.ty {
-        Ty::UStack { .. } => value(use_, TKind::StackLen(Box::new(v)), INT64),
+        Ty::Shown(Shown::UStack { .. }) => value(use_, TKind::StackLen(Box::new(v)), INT64),
         _ => Err(c.error(Diagnostic::error(
             arg.span,
             format!(

@@ -823,17 +823,8 @@ impl Checker<'_> {
             Err(sides) => sides,
         };
         for side in [&l, &r] {
-            let printable_only = matches!(
-                side.ty,
-                Ty::USym
-                    | Ty::Probe
-                    | Ty::Func
-                    | Ty::Username
-                    | Ty::Strerror
-                    | Ty::SignalName
-                    | Ty::Inet { .. }
-                    | Ty::Timestamp { .. }
-            );
+            // Compared, but no arithmetic.
+            let printable_only = matches!(side.ty, Ty::Shown(_));
             if !side.ty.is_scalar() || (printable_only && !op.is_comparison()) {
                 return Err(self.error(Diagnostic::error(
                     side.span,
