@@ -857,6 +857,7 @@ impl Gen<'_> {
                 self.call_helper(*helper);
             }
             TKind::StrRead { ptr, len } => self.str_read(ptr, len.as_deref(), area)?,
+            TKind::Concat(parts) => self.concat(parts, area)?,
             TKind::ArrayStr(place) => {
                 let p = self.place(place)?;
                 self.zero(dst, area.padded);
@@ -963,6 +964,45 @@ impl Gen<'_> {
                 self.b.call(Helper::ProbeReadKernelStr);
             }
         }
+        Ok(())
+    }
+
+    /// Strings one after another, cut to `area`'s size. Each part is read
+    /// with `bpf_probe_read_kernel_str` where the text so far ends, which
+    /// writes its NUL and says how far it got. That end is a run-time
+    /// offset, so the parts go into a temporary of twice the size: the
+    /// verifier bounds offset and length apart, and the largest offset
+    /// (`size - 2`) plus the largest length (`size`) fits there. The first
+    /// `size - 1` bytes, then a NUL, are the value.
+    fn concat(&mut self, parts: &[TExpr], area: Area) -> R<()> {
+        let Area { dst, size, padded } = area;
+        let full = size.saturating_sub(1);
+        let joined = self.frame.scratch(2 * size);
+        self.zero(joined, size.next_multiple_of(8));
+        let len = self.frame.slot();
+        self.b.push(Insn::st(Size::DW, Reg::R10, len, 0));
+        for part in parts {
+            let text = self.aggregate(part)?;
+            let next = self.b.label();
+            self.b.push(Insn::ldx(Size::DW, Reg::R4, Reg::R10, len));
+            self.b.jump_imm(JmpOp::Ge, Reg::R4, full as i32, next);
+            joined.address(&mut self.b, Reg::R1, 0);
+            self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R1, Reg::R4));
+            self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+            self.b.push(Insn::alu64_reg(AluOp::Sub, Reg::R2, Reg::R4));
+            text.address(&mut self.b, Reg::R3, 0);
+            self.b.call(Helper::ProbeReadKernelStr);
+            // The bytes written, NUL included; the NUL is where the next
+            // part starts.
+            self.b.jump_imm(JmpOp::Sle, Reg::R0, 0, next);
+            self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R10, len));
+            self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R1, Reg::R0));
+            self.b.push(Insn::alu64_imm(AluOp::Sub, Reg::R1, 1));
+            self.b.push(Insn::stx(Size::DW, Reg::R10, len, Reg::R1));
+            self.b.bind(next);
+        }
+        self.zero(dst, padded);
+        self.copy_exact(joined, dst, full);
         Ok(())
     }
 
