@@ -178,6 +178,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     function("strcontains", 2, 2, strcontains),
     function("strstr", 2, 2, strstr),
     function("strlen", 1, 1, strlen),
+    function("str_concat", 2, 2, str_concat),
     function("sizeof", 1, 1, sizeof_value),
     function("has_key", 2, 2, has_key),
     function("len", 1, 1, len),
@@ -878,6 +879,39 @@ fn strstr(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
     )
 }
 
+/// The most bytes `str_concat()` gives, NUL included: bpftrace's
+/// `string[1024]`.
+const STR_CONCAT_MAX: u32 = 1024;
+
+/// `str_concat(s1, s2)`: the two strings one after the other, as in
+/// bpftrace 0.26. Its string holds both whole (bpftrace's holds 1024
+/// bytes, so the same text up to that), and at most 1023 characters.
+fn str_concat(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let mut parts = Vec::new();
+    // The characters each part can hold, without its NUL.
+    let mut chars = 0;
+    for arg in use_.args {
+        let v = c.expr(arg, scope)?;
+        let v = c.value(v)?;
+        let Ty::Str { size } = v.ty else {
+            return Err(c.error(
+                Diagnostic::error(
+                    arg.span,
+                    format!(
+                        "str_concat() joins two strings, and this is {}",
+                        v.ty.display(&c.registry)
+                    ),
+                )
+                .hint("make a string of it first, with str()"),
+            ));
+        };
+        chars += size.saturating_sub(1);
+        parts.push(v);
+    }
+    let size = chars.saturating_add(1).min(STR_CONCAT_MAX);
+    value(use_, TKind::Concat(parts), Ty::Str { size })
+}
+
 /// `strlen(s)` of a string, or of a `char` array or pointer, read as
 /// `str()` reads it.
 fn strlen(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -1493,5 +1527,48 @@ mod tests {
             too_many.contains("nsecs() takes 0 to 1 arguments"),
             "{too_many}"
         );
+    }
+
+    /// The HIR of the value a script's first map assignment stores, or
+    /// the error.
+    fn assigned(script: &str) -> Result<TExpr, String> {
+        let parsed = crate::parser::parse(script).map_err(|d| d.message)?;
+        let attach = super::super::offline_attach(&parsed, &[]).map_err(|d| d.message)?;
+        let options = super::super::CheckOptions::default();
+        let program = super::super::check(&parsed, &attach, &options, &mut super::super::NoObjects)
+            .map_err(|d| d.to_text("test.bt", script))?;
+        program.probes[0]
+            .body
+            .iter()
+            .find_map(|s| match s {
+                crate::hir::TStmt::AssignMap { value, .. } => Some(value.clone()),
+                _ => None,
+            })
+            .ok_or_else(|| "no map assignment".to_string())
+    }
+
+    #[test]
+    fn str_concat_joins_two_strings_in_a_string_that_holds_both() {
+        let joined =
+            assigned(r#"BEGIN { $dir = "/var/"; @path = str_concat($dir, "log"); }"#).unwrap();
+        // "/var/" and "log": 8 characters and a NUL.
+        assert_eq!(joined.ty, Ty::Str { size: 9 });
+        let TKind::Concat(parts) = &joined.kind else {
+            panic!("{:?}", joined.kind);
+        };
+        assert!(matches!(&parts[1].kind, TKind::Str(s) if s == b"log"));
+        // As in bpftrace, no more than 1024 bytes.
+        let long = format!(
+            r#"BEGIN {{ @s = str_concat("{0}", "{0}"); }}"#,
+            "x".repeat(600)
+        );
+        assert_eq!(assigned(&long).unwrap().ty, Ty::Str { size: 1024 });
+        let number = assigned(r#"BEGIN { @s = str_concat("pid ", pid); }"#).unwrap_err();
+        assert!(
+            number.contains("str_concat() joins two strings, and this is uint32"),
+            "{number}"
+        );
+        let one = assigned(r#"BEGIN { @s = str_concat("a"); }"#).unwrap_err();
+        assert!(one.contains("str_concat() takes 2 arguments"), "{one}");
     }
 }
