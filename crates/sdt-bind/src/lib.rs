@@ -29,9 +29,7 @@ use sdt_trace::{FunctionSite, FunctionTarget, PlannedSite, Scope, TraceFs, Trace
 
 use sdt_lang::ast::Script;
 use sdt_lang::attach::{self, AttachSpec};
-use sdt_lang::check::{
-    AttachInfo, FunctionEntry, TargetInfo, TracepointField, TracepointFormat, UsdtSite,
-};
+use sdt_lang::check::{AttachInfo, FunctionEntry, TargetInfo, TracepointFormat, UsdtSite};
 use sdt_lang::config::MissingProbes;
 use sdt_lang::diag::{Diagnostic, Diagnostics, Span};
 use sdt_lang::hir::ProbeKind;
@@ -92,17 +90,7 @@ impl Bound {
                 .map(|tp| TargetInfo {
                     tracepoint: Some(TracepointFormat {
                         name: format!("{}:{}", tp.category, tp.name),
-                        fields: tp
-                            .fields
-                            .iter()
-                            .map(|f| TracepointField {
-                                name: f.name.clone(),
-                                c_type: f.c_type.clone(),
-                                offset: f.offset,
-                                size: f.size,
-                                signed: f.signed,
-                            })
-                            .collect(),
+                        fields: tp.fields.clone(),
                     }),
                     object: None,
                     object_file: None,

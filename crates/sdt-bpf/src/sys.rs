@@ -632,22 +632,23 @@ pub(crate) fn perf_event_open_tracepoint(id: u64) -> io::Result<OwnedFd> {
 /// Attaches `prog` to a perf event the old way (no cookie).
 pub(crate) fn perf_event_set_bpf(event: BorrowedFd<'_>, prog: BorrowedFd<'_>) -> io::Result<()> {
     let fd = prog.as_raw_fd() as usize;
-    // SAFETY: SET_BPF takes the program's descriptor as an integer; no
-    // memory is passed.
-    unsafe {
-        ioctl(
-            event,
-            IntegerSetter::<PERF_EVENT_IOC_SET_BPF>::new_usize(fd),
-        )
-    }?;
+    // SAFETY: PERF_EVENT_IOC_SET_BPF takes its argument as an integer (the
+    // program's descriptor), not as a pointer, as this setter passes it.
+    let setter = unsafe { IntegerSetter::<PERF_EVENT_IOC_SET_BPF>::new_usize(fd) };
+    // SAFETY: `event` is a live perf event descriptor (borrowed), and the
+    // setter passes an integer: no memory is read or written.
+    unsafe { ioctl(event, setter) }?;
     Ok(())
 }
 
 /// Enables a perf event.
 pub(crate) fn perf_event_enable(event: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: ENABLE takes an integer argument (flags, none here); no
+    // SAFETY: PERF_EVENT_IOC_ENABLE reads no argument memory (its integer
+    // argument is flags, none here), which is what `NoArg` declares.
+    let enable = unsafe { NoArg::<PERF_EVENT_IOC_ENABLE>::new() };
+    // SAFETY: `event` is a live perf event descriptor (borrowed), and no
     // memory is passed.
-    unsafe { ioctl(event, NoArg::<PERF_EVENT_IOC_ENABLE>::new()) }?;
+    unsafe { ioctl(event, enable) }?;
     Ok(())
 }
 

@@ -32,8 +32,12 @@ pub extern "C" fn sdt_bpf_test_other(a: u64, b: i32) -> u64 {
 /// # Safety
 /// `p` points to at least `index + 1` words.
 pub unsafe extern "C" fn sdt_bpf_test_mem(p: *const u64, index: u64) -> u64 {
-    // SAFETY: guaranteed by the caller.
-    unsafe { black_box(p.add(black_box(index) as usize).read()) }
+    // SAFETY: the caller promises `index + 1` words at `p`, so the
+    // `index`th word is in the same allocation.
+    let word = unsafe { p.add(black_box(index) as usize) };
+    // SAFETY: `word` is in bounds (above), and the caller's words are
+    // initialised `u64`s.
+    unsafe { black_box(word.read()) }
 }
 
 #[no_mangle]
@@ -72,8 +76,10 @@ fn mappings_covering(offset: u64) -> u16 {
 }
 
 fn sema() -> u16 {
-    // SAFETY: a volatile read of a plain u16 that only the kernel writes.
-    unsafe { std::ptr::read_volatile(std::ptr::addr_of!(SDT_BPF_TEST_SEMA)) }
+    let semaphore = &raw const SDT_BPF_TEST_SEMA;
+    // SAFETY: an aligned read of an initialised `u16` static that only the
+    // kernel writes; volatile, since the compiler cannot see those writes.
+    unsafe { std::ptr::read_volatile(semaphore) }
 }
 
 const ALL: [Mechanism; 3] = [

@@ -46,7 +46,8 @@ unsafe fn text<'a>(text: *const c_char, what: &str) -> Result<&'a str, String> {
     if text.is_null() {
         return Err(format!("{what} is NULL"));
     }
-    // SAFETY: the caller's promise.
+    // SAFETY: not NULL (checked above), so by this function's contract a
+    // NUL-terminated string, which the caller keeps alive for `'a`.
     unsafe { CStr::from_ptr(text) }
         .to_str()
         .map_err(|_| format!("{what} is not UTF-8"))
@@ -74,7 +75,8 @@ fn arg_type(value: c_int) -> Option<ArgType> {
 /// `name` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn sdt_provider_new(name: *const c_char) -> *mut SdtProvider {
-    // SAFETY: the caller's promise.
+    // SAFETY: `name` is NULL or NUL-terminated, as `text` needs (this
+    // function's contract); the name is copied before returning.
     let provider = unsafe { text(name, "the provider's name") }
         .and_then(|name| Provider::new(name).map_err(|e| e.to_string()));
     match provider {
@@ -99,14 +101,16 @@ pub unsafe extern "C" fn sdt_provider_add_probe(
     types: *const c_int,
     count: usize,
 ) -> c_int {
-    // SAFETY: the caller's promise.
+    // SAFETY: by this function's contract `provider` is NULL or a live box
+    // from `sdt_provider_new`; C holds no other reference across the call.
     let Some(provider) = (unsafe { provider.as_mut() }) else {
         return fail("the provider is NULL");
     };
     if provider.loaded.is_some() {
         return fail("the provider is loaded: unload it before adding probes");
     }
-    // SAFETY: the caller's promise.
+    // SAFETY: `name` is NULL or NUL-terminated, as `text` needs (this
+    // function's contract), and outlives this call, the borrow's life.
     let name = match unsafe { text(name, "the probe's name") } {
         Ok(name) => name,
         Err(why) => return fail(why),
@@ -117,7 +121,9 @@ pub unsafe extern "C" fn sdt_provider_add_probe(
     let values: &[c_int] = if count == 0 {
         &[]
     } else {
-        // SAFETY: `types` points to `count` values, the caller promises.
+        // SAFETY: not NULL (checked above) and, by this function's
+        // contract, pointing to `count` initialised `c_int`s that live
+        // through this call; they are only read.
         unsafe { std::slice::from_raw_parts(types, count) }
     };
     let mut args = Vec::with_capacity(count);
@@ -137,7 +143,8 @@ pub unsafe extern "C" fn sdt_provider_add_probe(
 /// `provider` is NULL or from `sdt_provider_new` and not freed.
 #[no_mangle]
 pub unsafe extern "C" fn sdt_provider_load(provider: *mut SdtProvider) -> c_int {
-    // SAFETY: the caller's promise.
+    // SAFETY: by this function's contract `provider` is NULL or a live box
+    // from `sdt_provider_new`; C holds no other reference across the call.
     let Some(provider) = (unsafe { provider.as_mut() }) else {
         return fail("the provider is NULL");
     };
@@ -158,7 +165,8 @@ pub unsafe extern "C" fn sdt_provider_load(provider: *mut SdtProvider) -> c_int 
 /// of it is used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn sdt_provider_unload(provider: *mut SdtProvider) -> c_int {
-    // SAFETY: the caller's promise.
+    // SAFETY: by this function's contract `provider` is NULL or a live box
+    // from `sdt_provider_new`; C holds no other reference across the call.
     let Some(provider) = (unsafe { provider.as_mut() }) else {
         return fail("the provider is NULL");
     };
@@ -189,7 +197,8 @@ pub unsafe extern "C" fn sdt_provider_probe(
     provider: *const SdtProvider,
     name: *const c_char,
 ) -> *const Probe {
-    // SAFETY: the caller's promise.
+    // SAFETY: by this function's contract `provider` is NULL or a live box
+    // from `sdt_provider_new`; it is only read.
     let Some(provider) = (unsafe { provider.as_ref() }) else {
         fail("the provider is NULL");
         return std::ptr::null();
@@ -198,7 +207,8 @@ pub unsafe extern "C" fn sdt_provider_probe(
         fail("the provider is not loaded");
         return std::ptr::null();
     };
-    // SAFETY: the caller's promise.
+    // SAFETY: `name` is NULL or NUL-terminated, as `text` needs (this
+    // function's contract), and outlives this call, the borrow's life.
     let name = match unsafe { text(name, "the probe's name") } {
         Ok(name) => name,
         Err(why) => {
@@ -222,7 +232,8 @@ pub unsafe extern "C" fn sdt_provider_probe(
 /// `probe` is NULL or from `sdt_provider_probe`, its provider still loaded.
 #[no_mangle]
 pub unsafe extern "C" fn sdt_probe_enabled(probe: *const Probe) -> c_int {
-    // SAFETY: the caller's promise.
+    // SAFETY: by this function's contract `probe` is NULL or points into a
+    // provider that is still loaded, so at a live `Probe`; it is only read.
     unsafe { probe.as_ref() }.is_some_and(Probe::enabled).into()
 }
 
@@ -235,7 +246,8 @@ pub unsafe extern "C" fn sdt_probe_fire(
     slots: *const u64,
     count: usize,
 ) -> c_int {
-    // SAFETY: the caller's promise.
+    // SAFETY: by this function's contract `probe` is NULL or points into a
+    // provider that is still loaded, so at a live `Probe`; it is only read.
     let Some(probe) = (unsafe { probe.as_ref() }) else {
         return fail("the probe is NULL");
     };
@@ -252,7 +264,9 @@ pub unsafe extern "C" fn sdt_probe_fire(
     let values: &[u64] = if count == 0 {
         &[]
     } else {
-        // SAFETY: `slots` points to `count` values, the caller promises.
+        // SAFETY: not NULL (checked above) and, by this function's
+        // contract, pointing to `count` initialised `u64`s that live
+        // through this call; they are only read.
         unsafe { std::slice::from_raw_parts(slots, count) }
     };
     probe.fire_slots(values);

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 
+use sdt_testing::fixture::C;
 use sdt_testing::{have, require, require_root};
 
 const NOTIFY: &str = "__BPFTRACE_NOTIFY_PROBES_ATTACHED";
@@ -36,22 +37,18 @@ fn built() -> Option<&'static Built> {
             let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bpftrace-cli");
             let _ = std::fs::remove_dir_all(&root);
             std::fs::create_dir_all(root.join("bin")).unwrap();
-            let source =
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/cli/ticker.c");
-            let ticker = root.join("ticker");
-            let cc = Command::new("cc")
-                .args(["-O2", "-g", "-o"])
-                .arg(&ticker)
-                .arg(&source)
-                .output()
-                .expect("run cc");
+            let ticker = C::new("tests/fixtures/cli/ticker.c")
+                .flags(&["-O2", "-g"])
+                .dir(&root)
+                .try_build();
             if !require(
-                cc.status.success(),
+                ticker.is_ok(),
                 "<sys/sdt.h> (Debian: systemtap-sdt-dev) for the fixture",
             ) {
-                eprintln!("{}", String::from_utf8_lossy(&cc.stderr));
+                eprintln!("{}", ticker.unwrap_err());
                 return None;
             }
+            let ticker = ticker.ok()?;
             let bin = root.join("bin");
             std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_sdt"), bin.join("bpftrace")).unwrap();
             Some(Built { ticker, bin })

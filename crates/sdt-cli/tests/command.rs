@@ -13,47 +13,33 @@ mod list_common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use list_common::{assert_no_panic, have, require, sdt};
+use sdt_testing::fixture::C;
 
 struct Built {
     sigstate: PathBuf,
     server: PathBuf,
 }
 
-/// Builds the fixtures of `tests/fixtures/command` once.
-fn built() -> Option<&'static Built> {
-    static BUILT: OnceLock<Option<Built>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            if !require(have("cc"), "a C compiler (cc)") {
-                return None;
-            }
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/command");
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("command-fixtures");
-            std::fs::create_dir_all(&dir).unwrap();
-            let compile = |name: &str| {
-                let path = dir.join(name);
-                let status = Command::new("cc")
-                    .args(["-O2", "-Wall", "-o"])
-                    .arg(&path)
-                    .arg(src.join(format!("{name}.c")))
-                    .status()
-                    .expect("run the compiler");
-                assert!(status.success(), "building {name}.c");
-                path
-            };
-            Some(Built {
-                sigstate: compile("sigstate"),
-                server: compile("server"),
-            })
-        })
-        .as_ref()
+/// The fixtures of `tests/fixtures/command`, built once.
+fn built() -> Option<Built> {
+    if !require(have("cc"), "a C compiler (cc)") {
+        return None;
+    }
+    let compile = |name: &str| {
+        C::new(format!("tests/fixtures/command/{name}.c"))
+            .flags(&["-O2", "-Wall"])
+            .build()
+    };
+    Some(Built {
+        sigstate: compile("sigstate"),
+        server: compile("server"),
+    })
 }
 
-fn setup() -> Option<&'static Built> {
+fn setup() -> Option<Built> {
     if !sdt_testing::require_root() {
         return None;
     }
@@ -192,19 +178,19 @@ fn the_command_gets_the_signal_state_sdt_was_given() {
     // What the command gets run by sdt's parent itself (and by bash; dash
     // clears the mask).
     let given =
-        signal_state_under_sigstate(b, &["grep", "-E", "SigBlk|SigIgn", "/proc/self/status"]);
+        signal_state_under_sigstate(&b, &["grep", "-E", "SigBlk|SigIgn", "/proc/self/status"]);
     assert_eq!(given.0, BLOCKED, "{given:x?}");
     assert_eq!(given.1 & IGNORED, IGNORED, "{given:x?}");
     // Not sdt's own state: sdt blocks SIGINT, SIGTERM and SIGHUP for its
     // signalfd, and Rust's runtime ignores SIGPIPE.
     let sdt = env!("CARGO_BIN_EXE_sdt");
-    let plain = signal_state_under_sigstate(b, &[sdt, "run", "-e", "BEGIN {}", "-c", SHOW_STATUS]);
+    let plain = signal_state_under_sigstate(&b, &[sdt, "run", "-e", "BEGIN {}", "-c", SHOW_STATUS]);
     assert_eq!(plain, given, "sdt run -c: {plain:x?}");
     let probe = format!("{}:srv:request", b.server.display());
-    let traced = signal_state_under_sigstate(b, &[sdt, "trace", "-c", SHOW_STATUS, &probe]);
+    let traced = signal_state_under_sigstate(&b, &[sdt, "trace", "-c", SHOW_STATUS, &probe]);
     assert_eq!(traced, given, "sdt trace -c: {traced:x?}");
     let bash = format!("bash -c \"{SHOW_STATUS}\"");
-    let tool = signal_state_under_sigstate(b, &[sdt, "readline", "-c", &bash]);
+    let tool = signal_state_under_sigstate(&b, &[sdt, "readline", "-c", &bash]);
     assert_eq!(tool, given, "sdt readline -c: {tool:x?}");
 
     // SIGPIPE not ignored by the parent is not ignored in the command,

@@ -18,11 +18,11 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use list_common::{assert_no_panic, assert_success, have, probe_names, require, sdt};
 use rustix::fs::inotify;
+use sdt_testing::fixture::C;
 use serde_json::Value;
 
 /// The fixtures, each in its `cont` and `host` build.
@@ -33,43 +33,33 @@ struct Fixtures {
     lib_host: PathBuf,
 }
 
-fn fixtures() -> Option<&'static Fixtures> {
-    static BUILT: OnceLock<Option<Fixtures>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            if !require(have("cc"), "a C compiler (cc)") {
-                return None;
-            }
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/containers");
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("containers-fixtures");
-            std::fs::create_dir_all(&dir).unwrap();
-            let cc = |out: &str, args: &[&str]| -> PathBuf {
-                let path = dir.join(out);
-                let status = Command::new("cc")
-                    .current_dir(&src)
-                    .args(["-O2", "-o"])
-                    .arg(&path)
-                    .args(args)
-                    .status()
-                    .expect("run cc");
-                assert!(status.success(), "cc failed building {out}");
-                path
-            };
-            Some(Fixtures {
-                target: cc("target", &["target.c"]),
-                target_host: cc("target-host", &["-DHOST", "target.c"]),
-                lib: cc("libprobe.so", &["-fPIC", "-shared", "libprobe.c"]),
-                lib_host: cc(
-                    "libprobe-host.so",
-                    &["-DHOST", "-fPIC", "-shared", "libprobe.c"],
-                ),
-            })
-        })
-        .as_ref()
+fn fixtures() -> Option<Fixtures> {
+    if !require(have("cc"), "a C compiler (cc)") {
+        return None;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("containers-fixtures");
+    let cc = |out: &str, source: &str, flags: &[&str]| {
+        C::new(format!("tests/fixtures/containers/{source}"))
+            .flags(&["-O2"])
+            .flags(flags)
+            .dir(&dir)
+            .output(out)
+            .build()
+    };
+    Some(Fixtures {
+        target: cc("target", "target.c", &[]),
+        target_host: cc("target-host", "target.c", &["-DHOST"]),
+        lib: cc("libprobe.so", "libprobe.c", &["-fPIC", "-shared"]),
+        lib_host: cc(
+            "libprobe-host.so",
+            "libprobe.c",
+            &["-DHOST", "-fPIC", "-shared"],
+        ),
+    })
 }
 
 /// Root, `unshare`, and the fixtures; or a SKIP (a failure in CI).
-fn setup() -> Option<&'static Fixtures> {
+fn setup() -> Option<Fixtures> {
     if !sdt_testing::require_root()
         || !require(have("unshare"), "unshare (util-linux)")
         || !require(have("pivot_root"), "pivot_root (util-linux)")

@@ -19,48 +19,38 @@ mod list_common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
 
 use list_common::{assert_no_panic, have, require, sdt};
+use sdt_testing::fixture::C;
 
 fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/dwarf")
 }
 
-/// The fixture built with `flags` (each build in a directory of its own,
-/// as the `.dwo` files are named after the objects).
+/// The fixture built with `flags`: `params.c` with them, `nodebug.c`
+/// without their `-g` flags, linked with `--build-id`.
 fn build(name: &str, flags: &[&str]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("dwarf-fixtures")
-        .join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let cc = |args: &[&str]| {
-        let status = Command::new("cc")
-            .current_dir(&dir)
-            .args(args)
-            .status()
-            .expect("run cc");
-        assert!(status.success(), "cc {args:?}");
-    };
-    let src = fixture_dir();
-    let params = src.join("params.c");
-    let nodebug = src.join("nodebug.c");
-    let mut compile = vec!["-O2", "-Wall", "-c", "-o", "params.o"];
-    compile.extend(flags);
-    compile.push(params.to_str().unwrap());
-    cc(&compile);
-    let mut compile = vec!["-O2", "-c", "-o", "nodebug.o"];
-    compile.extend(flags.iter().filter(|f| !f.starts_with("-g")));
-    compile.push(nodebug.to_str().unwrap());
-    cc(&compile);
-    let mut link: Vec<&str> = flags
+    let no_g: Vec<&str> = flags
         .iter()
         .copied()
         .filter(|f| !f.starts_with("-g"))
         .collect();
-    link.extend(["-Wl,--build-id", "-o", name, "params.o", "nodebug.o"]);
-    cc(&link);
-    dir.join(name)
+    let params = C::new("tests/fixtures/dwarf/params.c")
+        .flags(&["-O2", "-Wall", "-c"])
+        .flags(flags)
+        .output("params.o")
+        .build();
+    let nodebug = C::new("tests/fixtures/dwarf/nodebug.c")
+        .flags(&["-O2", "-c"])
+        .flags(&no_g)
+        .output("nodebug.o")
+        .build();
+    C::new(params)
+        .source(nodebug)
+        .flags(&no_g)
+        .flags(&["-Wl,--build-id"])
+        .output(name)
+        .build()
 }
 
 struct Builds {
@@ -68,25 +58,20 @@ struct Builds {
     all: Vec<(&'static str, PathBuf)>,
 }
 
-fn builds() -> Option<&'static Builds> {
-    static BUILT: OnceLock<Option<Builds>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            if !require(have("cc"), "a C compiler (cc)") {
-                return None;
-            }
-            Some(Builds {
-                all: vec![
-                    ("no-pie", build("params", &["-g", "-no-pie", "-fno-pie"])),
-                    ("pie", build("params-pie", &["-g", "-pie", "-fpie"])),
-                    (
-                        "split-dwarf",
-                        build("params-split", &["-g", "-gsplit-dwarf", "-pie", "-fpie"]),
-                    ),
-                ],
-            })
-        })
-        .as_ref()
+fn builds() -> Option<Builds> {
+    if !require(have("cc"), "a C compiler (cc)") {
+        return None;
+    }
+    Some(Builds {
+        all: vec![
+            ("no-pie", build("params", &["-g", "-no-pie", "-fno-pie"])),
+            ("pie", build("params-pie", &["-g", "-pie", "-fpie"])),
+            (
+                "split-dwarf",
+                build("params-split", &["-g", "-gsplit-dwarf", "-pie", "-fpie"]),
+            ),
+        ],
+    })
 }
 
 fn no_pie() -> Option<PathBuf> {

@@ -19,9 +19,9 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{self, Receiver};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use sdt_testing::fixture::C;
 use serde_json::Value;
 
 fn sdt() -> Command {
@@ -43,29 +43,15 @@ fn fixture(name: &str) -> Option<PathBuf> {
 }
 
 /// The fixture, built once.
-fn built() -> Option<&'static Path> {
-    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            if !sdt_testing::require_root() || !sdt_testing::require(sdt_testing::have("cc"), "cc")
-            {
-                return None;
-            }
-            let src =
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/fleet/requests.c");
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fleet");
-            std::fs::create_dir_all(&dir).unwrap();
-            let out = dir.join("requests");
-            let status = Command::new("cc")
-                .args(["-O2", "-o"])
-                .arg(&out)
-                .arg(&src)
-                .status()
-                .unwrap();
-            assert!(status.success(), "building the fixture");
-            Some(out)
-        })
-        .as_deref()
+fn built() -> Option<PathBuf> {
+    if !sdt_testing::require_root() || !sdt_testing::require(sdt_testing::have("cc"), "cc") {
+        return None;
+    }
+    Some(
+        C::new("tests/fixtures/fleet/requests.c")
+            .flags(&["-O2"])
+            .build(),
+    )
 }
 
 /// Runs the fixture: `n` requests, `works` pieces of work.
@@ -755,14 +741,10 @@ fn the_static_binary_needs_no_library_and_runs_in_an_empty_root() {
     // and /sys are mounted on empty directories for `run` and `serve`.
     let root = temp_dir("fleet-empty-root");
     std::fs::copy(&sdt, root.join("sdt")).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/fleet/requests.c");
-    let built = Command::new("cc")
-        .args(["-static", "-O2", "-o"])
-        .arg(root.join("requests"))
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(built.success(), "cc -static");
+    C::new("tests/fixtures/fleet/requests.c")
+        .flags(&["-static", "-O2"])
+        .dir(&root)
+        .build();
     write_script(
         &root.join("programs"),
         "requests.bt",

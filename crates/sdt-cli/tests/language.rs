@@ -385,6 +385,43 @@ fn string_functions_search_measure_and_name() {
     );
 }
 
+/// bpftrace 0.26's `str_concat()`, with its own test's path built in
+/// steps, nested, as a map key, and longer than `strlen`'s default.
+#[test]
+fn str_concat_joins_strings_as_bpftrace_does() {
+    let Some(lines) = lines(
+        r#"BEGIN {
+            $filename = "system.journal";
+            $path = str_concat("var", "/");
+            $path = str_concat("/", $path);
+            $path = str_concat($path, "log/");
+            $path = str_concat($path, $filename);
+            print($path);
+            printf("%s|%d|%s\n", str_concat($path, ""), strlen(str_concat("", "abc")),
+                str_concat(str_concat("a", "b"), "c"));
+            @by[str_concat("a", "b")] = count();
+            @long = strlen(str_concat(str_concat(
+                "0123456789012345678901234567890123456789012345678901234567890123456789", "x"), "y"));
+            exit();
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        lines,
+        [
+            "/var/log/system.journal",
+            "/var/log/system.journal|3|abc",
+            "@by[ab]: 1",
+            "@long: 72",
+        ]
+    );
+    fails_with(
+        r#"BEGIN { print(str_concat("pid ", pid)); }"#,
+        "str_concat() joins two strings, and this is uint32",
+    );
+}
+
 #[test]
 fn a_script_of_only_begin_and_end_ends_by_itself() {
     let Some(lines) = lines(r#"BEGIN { printf("begin\n"); } END { printf("end\n"); }"#) else {

@@ -21,6 +21,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 
 use list_common::{assert_no_panic, have, require, sdt};
+use sdt_testing::fixture::C;
 use serde_json::Value;
 
 /// Versions of the viewers the tests install.
@@ -50,26 +51,14 @@ fn artifacts() -> PathBuf {
 /// The fixture, built once: at -O0 with frame pointers, so that every
 /// function (the leaf included) has a frame and the stacks are exactly
 /// the calls in the source.
-fn fixture() -> Option<&'static Path> {
-    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            if !sdt_testing::require_root() || !require(have("cc"), "a C compiler (cc)") {
-                return None;
-            }
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pictures-fixture");
-            std::fs::create_dir_all(&dir).unwrap();
-            let path = dir.join("pictures");
-            let status = Command::new("cc")
-                .args(["-O0", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
-                .arg(&path)
-                .arg(fixtures_src().join("pictures.c"))
-                .status()
-                .expect("run cc");
-            assert!(status.success(), "building pictures.c");
-            Some(path)
-        })
-        .as_deref()
+fn fixture() -> Option<PathBuf> {
+    if !sdt_testing::require_root() || !require(have("cc"), "a C compiler (cc)") {
+        return None;
+    }
+    let built = C::new(fixtures_src().join("pictures.c"))
+        .flags(&["-O0", "-g", "-fno-omit-frame-pointer", "-pthread"])
+        .build();
+    Some(built)
 }
 
 /// Runs sdt with `args`, checks it succeeded, returns its output.
@@ -929,14 +918,7 @@ fn tools_timelines_hold_what_the_tools_show() {
 
     // dbslower: each slow query is a slice named by its text, as long as
     // the query took.
-    let server = dir.join("mysqld");
-    let status = Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&server)
-        .arg(tools.join("mysqld.c"))
-        .status()
-        .unwrap();
-    assert!(status.success(), "building mysqld.c");
+    let server = C::new(tools.join("mysqld.c")).flags(&["-O2"]).build();
     let command = format!(
         "{} 'select 1' 'sleep 300' 'select 2' 'sleep 150'",
         server.display()

@@ -26,6 +26,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use list_common::{assert_no_panic, have, list_json, readelf_notes, require, sdt};
+use sdt_testing::fixture::C;
 use serde_json::Value;
 
 /// Hits per run of the fixture (its `HITS`).
@@ -56,36 +57,25 @@ fn built() -> Option<&'static Built> {
             {
                 return None;
             }
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/rip");
             let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rip-fixtures");
             std::fs::create_dir_all(&dir).unwrap();
             let dir = dir.canonicalize().unwrap();
-            let cc = |out: &str, args: &[&str]| -> PathBuf {
-                let path = dir.join(out);
-                let status = Command::new("cc")
-                    .current_dir(&src)
-                    .args(["-O2", "-g", "-Wall", "-o"])
-                    .arg(&path)
-                    .args(args)
-                    .status()
-                    .expect("run cc");
-                assert!(
-                    status.success(),
-                    "cc failed building {out} (is systemtap-sdt-dev installed?)"
-                );
-                path
+            let cc = |source: &str| {
+                C::new(format!("tests/fixtures/rip/{source}"))
+                    .flags(&["-O2", "-g", "-Wall"])
+                    .dir(&dir)
             };
-            let lib = cc("librip.so", &["-fPIC", "-shared", "lib.c"]);
-            let link = [
-                format!("-L{}", dir.display()),
-                "-lrip".to_string(),
-                format!("-Wl,-rpath,{}", dir.display()),
-            ];
+            let lib = cc("lib.c")
+                .flags(&["-fPIC", "-shared"])
+                .output("librip.so")
+                .build();
             let program = |out: &str, mode: &[&str]| {
-                let mut args: Vec<&str> = mode.to_vec();
-                args.extend(["prog.c", "other.c"]);
-                args.extend(link.iter().map(String::as_str));
-                cc(out, &args)
+                cc("prog.c")
+                    .source("tests/fixtures/rip/other.c")
+                    .flags(mode)
+                    .link(&lib)
+                    .output(out)
+                    .build()
             };
             let pie = program("prog-pie", &["-fPIE", "-pie"]);
             let nopie = program("prog-nopie", &["-fno-pie", "-no-pie"]);

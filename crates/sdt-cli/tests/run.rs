@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
 use list_common::{assert_no_panic, have, require, sdt};
+use sdt_testing::fixture::C;
 
 struct Built {
     forker: PathBuf,
@@ -27,49 +27,26 @@ struct Built {
     order: PathBuf,
 }
 
-/// Builds the fixtures of `tests/fixtures/run` once.
-fn built() -> Option<&'static Built> {
-    static BUILT: OnceLock<Option<Built>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            if !require(have("cc"), "a C compiler (cc)")
-                || !require(have("c++"), "a C++ compiler (c++)")
-            {
-                return None;
-            }
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/run");
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run-fixtures");
-            std::fs::create_dir_all(&dir).unwrap();
-            let compile = |compiler: &str, out: &str, file: &str, extra: &[&str]| {
-                let path = dir.join(out);
-                let status = Command::new(compiler)
-                    .args(["-O2", "-g"])
-                    .args(extra)
-                    .arg("-o")
-                    .arg(&path)
-                    .arg(src.join(file))
-                    .status()
-                    .expect("run the compiler");
-                assert!(status.success(), "building {file}");
-                path
-            };
-            Some(Built {
-                forker: compile("cc", "forker", "forker.c", &[]),
-                thrower: compile(
-                    "c++",
-                    "thrower",
-                    "thrower.cpp",
-                    &["-fno-omit-frame-pointer"],
-                ),
-                net: compile("cc", "net", "net.c", &[]),
-                globals: compile("cc", "globals", "globals.c", &["-fPIE", "-pie"]),
-                order: compile("cc", "order", "order.c", &["-pthread"]),
-            })
-        })
-        .as_ref()
+/// The fixtures of `tests/fixtures/run`, built once.
+fn built() -> Option<Built> {
+    if !require(have("cc"), "a C compiler (cc)") || !require(have("c++"), "a C++ compiler (c++)") {
+        return None;
+    }
+    let compile = |fixture: C, extra: &[&str]| fixture.flags(&["-O2", "-g"]).flags(extra).build();
+    let c = |file: &str| C::new(format!("tests/fixtures/run/{file}"));
+    Some(Built {
+        forker: compile(c("forker.c"), &[]),
+        thrower: compile(
+            C::cxx("tests/fixtures/run/thrower.cpp"),
+            &["-fno-omit-frame-pointer"],
+        ),
+        net: compile(c("net.c"), &[]),
+        globals: compile(c("globals.c"), &["-fPIE", "-pie"]),
+        order: compile(c("order.c"), &["-pthread"]),
+    })
 }
 
-fn setup() -> Option<&'static Built> {
+fn setup() -> Option<Built> {
     if !sdt_testing::require_root() {
         return None;
     }
@@ -199,7 +176,7 @@ fn forker_pids(stderr: &str) -> Vec<String> {
 #[test]
 fn hits_of_an_unrelated_instance_are_not_counted() {
     let Some(b) = setup() else { return };
-    let (stdout, other) = beside_an_unrelated_instance(b, &[]);
+    let (stdout, other) = beside_an_unrelated_instance(&b, &[]);
     let hits = map_lines(&stdout, "hits");
     assert_eq!(
         hits.len(),
@@ -220,7 +197,7 @@ fn hits_of_an_unrelated_instance_are_not_counted() {
 #[test]
 fn with_no_follow_an_unrelated_instance_is_untouched() {
     let Some(b) = setup() else { return };
-    let (stdout, other) = beside_an_unrelated_instance(b, &["--no-follow"]);
+    let (stdout, other) = beside_an_unrelated_instance(&b, &["--no-follow"]);
     let hits = map_lines(&stdout, "hits");
     assert_eq!(hits.len(), 1, "the command only: {stdout}");
     // Its semaphore stayed down, in both of its processes.

@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use sdt_testing::fixture::C;
 use sdt_testing::{have, require, require_root};
 
 // ---------------------------------------------------------------- setup
@@ -77,21 +78,18 @@ fn setup() -> Option<&'static Setup> {
             let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run-vs-bpftrace");
             let _ = std::fs::remove_dir_all(&root);
             std::fs::create_dir_all(root.join("bin")).unwrap();
-            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/run");
-            let shop = root.join("shop");
-            let cc = Command::new("cc")
-                .args(["-O2", "-g", "-o"])
-                .arg(&shop)
-                .arg(source.join("shop.c"))
-                .output()
-                .expect("run cc");
+            let shop = C::new("tests/fixtures/run/shop.c")
+                .flags(&["-O2", "-g"])
+                .dir(&root)
+                .try_build();
             if !require(
-                cc.status.success(),
+                shop.is_ok(),
                 "<sys/sdt.h> (Debian: systemtap-sdt-dev) for the fixture",
             ) {
-                eprintln!("{}", String::from_utf8_lossy(&cc.stderr));
+                eprintln!("{}", shop.unwrap_err());
                 return None;
             }
+            let shop = shop.ok()?;
             let namespace = |script: &str| {
                 Command::new("unshare")
                     .args(["--mount", "--propagation", "private", "sh", "-c", script])
@@ -1460,14 +1458,10 @@ struct shape {
 
 /// Builds `tests/fixtures/values/shapes.c` into the case's directory.
 fn build_shapes(case: &Case) {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/values/shapes.c");
-    let status = Command::new("cc")
-        .args(["-O2", "-g", "-o"])
-        .arg(case.path("shapes"))
-        .arg(source)
-        .status()
-        .expect("run cc");
-    assert!(status.success(), "building shapes.c");
+    C::new("tests/fixtures/values/shapes.c")
+        .flags(&["-O2", "-g"])
+        .dir(&case.dir)
+        .build();
 }
 
 /// Values larger than a register that the program holds: a struct read

@@ -31,6 +31,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::OnceLock;
+
+use sdt_testing::fixture::C;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -136,18 +138,10 @@ fn built() -> Option<&'static Built> {
             let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("spdk");
             let bin = dir.join("bin");
             std::fs::create_dir_all(&bin).unwrap();
-            let spdk_tgt = dir.join("spdk_tgt");
-            let status = Command::new("cc")
-                .current_dir(&src)
-                .args(["-O2", "-g", "-fPIE", "-pie", "-pthread", "-Wall", "-o"])
-                .arg(&spdk_tgt)
-                .arg("spdk_tgt.c")
-                .status()
-                .expect("run cc");
-            assert!(
-                status.success(),
-                "cc failed building spdk_tgt (is systemtap-sdt-dev installed?)"
-            );
+            let spdk_tgt = C::new(src.join("spdk_tgt.c"))
+                .flags(&["-O2", "-g", "-fPIE", "-pie", "-pthread", "-Wall"])
+                .dir(&dir)
+                .build();
             let link = bin.join("bpftrace");
             let _ = std::fs::remove_file(&link);
             std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_sdt"), &link).unwrap();

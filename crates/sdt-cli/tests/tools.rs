@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use list_common::{assert_no_panic, have, require, sdt};
+use sdt_testing::fixture::C;
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -587,18 +588,16 @@ fn compiled(name: &str, flags: &[&str], package: &str) -> Option<PathBuf> {
     if !require(have("cc"), "a C compiler (cc)") {
         return None;
     }
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tools-{name}"));
-    let output = Command::new("cc")
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&out)
-        .arg(fixtures().join(format!("{name}.c")))
-        .args(flags)
-        .output()
-        .expect("run cc");
-    if !output.status.success() {
-        eprintln!("cc {name}.c: {}", String::from_utf8_lossy(&output.stderr));
+    let built = C::new(fixtures().join(format!("{name}.c")))
+        .flags(&["-O2", "-Wall"])
+        .libs(flags)
+        .try_build();
+    if let Err(why) = &built {
+        eprintln!("{why}");
     }
-    require(output.status.success(), package).then_some(out)
+    require(built.is_ok(), package)
+        .then(|| built.ok())
+        .flatten()
 }
 
 /// `dbslower mysql`, as BCC takes it, on a stand-in for a server built

@@ -77,7 +77,7 @@ fn every_x86_64_argument_form_reads_back_exactly() {
     // The kernel's best mechanism, and the ones older kernels fall back to
     // (perf-ioctl has no cookies, so each site gets a program of its own).
     for mechanism in ["uprobe-multi", "perf-link", "perf-ioctl"] {
-        argument_forms(f, mechanism);
+        argument_forms(&f, mechanism);
     }
 }
 
@@ -376,7 +376,7 @@ fn shared_library_semaphore_is_raised_and_lowered_however_sdt_exits() {
         ("SIGTERM", Signal::TERM),
         ("SIGKILL", Signal::KILL),
     ] {
-        let mut ticker = Ticker::start(f, 0);
+        let mut ticker = Ticker::start(&f, 0);
         ticker.wait_for_semaphore(false);
         let pid = ticker.pid().to_string();
         // No target: with -p, every object the process maps is searched.
@@ -414,7 +414,7 @@ fn shared_library_semaphore_is_raised_and_lowered_however_sdt_exits() {
 #[test]
 fn tracing_by_path_with_a_pid_ends_when_the_process_ends() {
     let Some(f) = setup() else { return };
-    let mut ticker = Ticker::start(f, 0);
+    let mut ticker = Ticker::start(&f, 0);
     let pid = ticker.pid().to_string();
     let probe = format!("{}:fixture_lib:tick", f.libsema.display());
     let mut tracer = spawn_sdt(&["-p", &pid, &probe]);

@@ -20,6 +20,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use list_common::{assert_no_panic, have, require, sdt};
+use sdt_testing::fixture::C;
 
 /// The fixture, built each way.
 struct Variants {
@@ -40,21 +41,14 @@ fn variants() -> Option<&'static Variants> {
             if !require(have("cc"), "a C compiler (cc)") || !require(have("objcopy"), "objcopy") {
                 return None;
             }
-            let src =
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/types/subsys.c");
             let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("types-fixtures");
-            std::fs::create_dir_all(&dir).unwrap();
             let cc = |out: &str, flags: &[&str]| {
-                let path = dir.join(out);
-                run_tool(
-                    Command::new("cc")
-                        .args(["-O2", "-Wl,--build-id"])
-                        .args(flags)
-                        .arg("-o")
-                        .arg(&path)
-                        .arg(&src),
-                );
-                path
+                C::new("tests/fixtures/types/subsys.c")
+                    .flags(&["-O2", "-Wl,--build-id"])
+                    .flags(flags)
+                    .dir(&dir)
+                    .output(out)
+                    .build()
             };
             let mut builds = Vec::new();
             let d4 = cc("subsys-dwarf4", &["-gdwarf-4"]);
@@ -308,14 +302,12 @@ fn a_name_defined_differently_in_two_units_is_ambiguous() {
         "struct conn { long id; char name[8]; }; struct conn two_conn;\n",
     )
     .unwrap();
-    let program = dir.join("ambiguous");
-    run_tool(
-        Command::new("cc")
-            .args(["-g", "-o"])
-            .arg(&program)
-            .arg(dir.join("one.c"))
-            .arg(dir.join("two.c")),
-    );
+    let program = C::new(dir.join("one.c"))
+        .source(dir.join("two.c"))
+        .flags(&["-g"])
+        .dir(&dir)
+        .output("ambiguous")
+        .build();
     let out = sdt()
         .args(["types", program.to_str().unwrap(), "struct conn"])
         .output()

@@ -17,7 +17,7 @@ use crate::layout;
 use sdt_lang::ast::{BinOp, UnOp};
 use sdt_lang::diag::{Diagnostic, Span};
 use sdt_lang::hir::{HelperValue, Output, Param, ProbeKind, TExpr, TKind};
-use sdt_lang::types::Ty;
+use sdt_lang::types::{Shown, Ty};
 
 pub(super) type R<T> = Result<T, Diagnostic>;
 
@@ -26,6 +26,15 @@ pub(super) type R<T> = Result<T, Diagnostic>;
 pub(super) enum Op {
     Imm(i64),
     Slot(i16),
+}
+
+/// Where a value larger than a word is written: `size` bytes of it, then
+/// zeros up to `padded`.
+#[derive(Clone, Copy)]
+struct Area {
+    dst: Mem,
+    size: u32,
+    padded: u32,
 }
 
 /// `pt_regs` offsets of the x86-64 argument registers, in order.
@@ -59,266 +68,337 @@ impl Gen<'_> {
         slot
     }
 
-    /// Evaluates a scalar expression.
+    /// Evaluates a scalar expression: a dispatch to the lowering of each
+    /// kind, grouped as values of the probe, operators, strings, and maps.
     pub(super) fn scalar(&mut self, e: &TExpr) -> R<Op> {
-        Ok(match &e.kind {
-            TKind::Int(v) => Op::Imm(*v),
-            TKind::Var(i) => match self.vars[*i] {
-                Mem::Stack(off) => Op::Slot(off),
-                other => {
-                    other.load(&mut self.b, Size::DW, Reg::R0, 0);
-                    self.spill(Reg::R0)
-                }
-            },
-            TKind::Helper(h) => self.helper_value(*h)?,
-            TKind::NsPid { thread } => self.ns_pid(*thread),
-            TKind::UserMode => {
-                // The privilege level of the interrupted code: the low two
-                // bits of `cs` in `pt_regs`, 3 for user space.
-                const CS: i16 = 136;
-                let kernel = self.b.label();
-                self.b.push(Insn::ldx(Size::DW, Reg::R1, CTX, CS));
-                self.b.push(Insn::alu64_imm(AluOp::And, Reg::R1, 3));
-                self.b.push(Insn::mov64_imm(Reg::R0, 0));
-                self.b.jump_imm(JmpOp::Ne, Reg::R1, 3, kernel);
-                self.b.push(Insn::mov64_imm(Reg::R0, 1));
-                self.b.bind(kernel);
-                self.spill(Reg::R0)
-            }
-            TKind::Param(p) => Op::Imm(self.param(*p)),
-            TKind::Arg(n) => self.arg(*n)?,
-            TKind::SArg(n) => {
-                let slot = self.frame.slot();
-                self.b.push(Insn::ldx(Size::DW, Reg::R3, CTX, RSP));
-                self.b.push(Insn::alu64_imm(
-                    AluOp::Add,
-                    Reg::R3,
-                    8 * (i32::from(*n) + 1),
-                ));
-                self.read_user_into(Mem::Stack(slot), 8);
-                Op::Slot(slot)
-            }
-            TKind::Retval => self.ctx_reg(RAX),
-            TKind::Reg(off) => self.ctx_reg(*off),
-            TKind::UAddr(address) => self.uaddr(*address, e.span)?,
-            TKind::Probe => self.identity(true),
-            TKind::Func => self.identity(false),
-            TKind::Unary { op, expr } => {
-                let v = self.scalar(expr)?;
-                self.load_op(v, Reg::R0);
-                match op {
-                    UnOp::Neg => {
-                        self.b.push(Insn::alu64_imm(AluOp::Neg, Reg::R0, 0));
-                    }
-                    UnOp::BitNot => {
-                        self.b.push(Insn::alu64_imm(AluOp::Xor, Reg::R0, -1));
-                    }
-                    UnOp::Not => self.truth(JmpOp::Eq),
-                    UnOp::Deref | UnOp::AddrOf => unreachable!("the checker makes places of these"),
-                }
-                self.spill(Reg::R0)
-            }
-            TKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, e.span)?,
+        match &e.kind {
+            // What the probe sees: constants, variables, registers, helpers.
+            TKind::Int(v) => Ok(Op::Imm(*v)),
+            TKind::Param(p) => Ok(Op::Imm(self.param(*p))),
+            TKind::Var(i) => Ok(self.var_value(*i)),
+            TKind::Helper(h) => self.helper_value(*h),
+            TKind::NsPid { thread } => Ok(self.ns_pid(*thread)),
+            TKind::UserMode => Ok(self.user_mode()),
+            TKind::Arg(n) => self.arg(*n),
+            TKind::SArg(n) => Ok(self.stack_arg(*n)),
+            TKind::Retval => Ok(self.ctx_reg(RAX)),
+            TKind::Reg(off) => Ok(self.ctx_reg(*off)),
+            TKind::UAddr(address) => self.uaddr(*address, e.span),
+            TKind::Probe => Ok(self.identity(true)),
+            TKind::Func => Ok(self.identity(false)),
+            TKind::Load { place, bitfield } => self.load_place(place, &e.ty, *bitfield),
+            TKind::AddrOf(place) => self.place_address(place),
+            // Operators.
+            TKind::Unary { op, expr } => self.unary(*op, expr),
+            TKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, e.span),
             TKind::Logical { .. } | TKind::StrEq { .. } | TKind::StrNCmp { .. } => {
-                let skip = self.b.label();
-                let slot = self.frame.slot();
-                self.b.push(Insn::st(Size::DW, Reg::R10, slot, 0));
-                self.cond_jump(e, skip, false)?;
-                self.b.push(Insn::st(Size::DW, Reg::R10, slot, 1));
-                self.b.bind(skip);
-                Op::Slot(slot)
-            }
-            TKind::StrContains { haystack, needle } => {
-                let h = self.aggregate(haystack)?;
-                let n = self.aggregate(needle)?;
-                let (hl, nl) = (self.value_size(&haystack.ty), self.value_size(&needle.ty));
-                Op::Slot(self.str_search(h, hl, n, nl, Search::Contains))
-            }
-            TKind::StrStr { haystack, needle } => {
-                let h = self.aggregate(haystack)?;
-                let n = self.aggregate(needle)?;
-                let (hl, nl) = (self.value_size(&haystack.ty), self.value_size(&needle.ty));
-                Op::Slot(self.str_search(h, hl, n, nl, Search::Index))
-            }
-            TKind::StrLen(s) => {
-                let size = self.value_size(&s.ty);
-                let s = self.aggregate(s)?;
-                Op::Slot(self.str_len(s, size))
+                self.truth_value(e)
             }
             TKind::Ternary {
                 cond,
                 then,
                 otherwise,
-            } => {
-                let slot = self.frame.slot();
-                let else_ = self.b.label();
-                let end = self.b.label();
-                self.cond_jump(cond, else_, false)?;
-                let t = self.scalar(then)?;
-                self.load_op(t, Reg::R0);
-                self.b.push(Insn::stx(Size::DW, Reg::R10, slot, Reg::R0));
-                self.b.jump(end);
-                self.b.bind(else_);
-                let o = self.scalar(otherwise)?;
-                self.load_op(o, Reg::R0);
-                self.b.push(Insn::stx(Size::DW, Reg::R10, slot, Reg::R0));
-                self.b.bind(end);
-                Op::Slot(slot)
-            }
-            TKind::IntCast(inner) => {
-                let v = self.scalar(inner)?;
-                if let Op::Imm(x) = v {
-                    return Ok(Op::Imm(e.ty.truncate(x)));
-                }
-                self.load_op(v, Reg::R0);
-                narrow_to(&mut self.b, Reg::R0, &e.ty);
-                self.spill(Reg::R0)
-            }
-            TKind::Load { place, bitfield } => self.load_place(place, &e.ty, *bitfield)?,
-            TKind::AddrOf(place) => self.place_address(place)?,
-            TKind::MapGet { map, keys } => {
-                let key = self.build_key(*map, keys, None)?;
-                let slot = self.frame.slot();
-                self.b.push(Insn::st(Size::DW, Reg::R10, slot, 0));
-                self.lookup(layout::user_map(*map), key);
-                let missing = self.b.label();
-                self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, missing);
-                self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R0, 0));
-                self.b.push(Insn::stx(Size::DW, Reg::R10, slot, Reg::R1));
-                self.b.bind(missing);
-                Op::Slot(slot)
-            }
-            TKind::AggGet { map, keys } => {
-                let key = self.build_key(*map, keys, None)?;
-                key.address(&mut self.b, Reg::R0, 0);
-                let key = self.spill_slot(Reg::R0);
-                match self.program.maps[*map].aggregation() {
-                    Some(agg) => self.merged_aggregation(*map, agg, key),
-                    None => Op::Imm(0),
-                }
+            } => self.ternary(cond, then, otherwise),
+            TKind::IntCast(inner) => self.int_cast(inner, &e.ty),
+            TKind::Bswap(inner) => self.bswap(inner),
+            TKind::Strftime(inner) | TKind::Retype(inner) | TKind::Convert(inner) => {
+                self.scalar(inner)
             }
             TKind::Block { stmts, value } => {
                 self.block(stmts)?;
-                self.scalar(value)?
+                self.scalar(value)
             }
-            TKind::Delete { map, keys } => {
-                let key = self.build_key(*map, keys, None)?;
-                self.b.ld_map_index(Reg::R1, layout::user_map(*map));
-                key.address(&mut self.b, Reg::R2, 0);
-                self.b.call(Helper::MapDeleteElem);
-                self.truth_of_zero(Reg::R0)
+            TKind::TupleIndex { tuple, index } => self.tuple_item(tuple, *index),
+            TKind::VarIncDec { var, delta, prefix } => Ok(self.var_inc_dec(*var, *delta, *prefix)),
+            // Strings.
+            TKind::StrContains { haystack, needle } => {
+                self.str_search_value(haystack, needle, Search::Contains)
             }
-            TKind::Find { map, keys, var } => {
-                let key = self.build_key(*map, keys, None)?;
-                let size = self.program.maps[*map].value_size(&self.program.registry);
-                let home = self.vars[*var];
-                let absent = self.b.label();
-                let result = self.frame.slot();
-                self.b.push(Insn::st(Size::DW, Reg::R10, result, 0));
-                self.lookup(layout::user_map(*map), key);
-                self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, absent);
-                let var_size = self.value_size(&self.instance.vars[*var]);
-                self.copy_from_reg(Reg::R0, home, size.min(var_size.next_multiple_of(8)));
-                self.b.push(Insn::st(Size::DW, Reg::R10, result, 1));
-                self.b.bind(absent);
-                Op::Slot(result)
+            TKind::StrStr { haystack, needle } => {
+                self.str_search_value(haystack, needle, Search::Index)
             }
-            TKind::HasKey { map, keys } => {
-                let key = self.build_key(*map, keys, None)?;
-                self.lookup(layout::user_map(*map), key);
-                self.b.push(Insn::mov64_reg(Reg::R1, Reg::R0));
-                self.b.push(Insn::mov64_imm(Reg::R0, 0));
-                let absent = self.b.label();
-                self.b.jump_imm(JmpOp::Eq, Reg::R1, 0, absent);
-                self.b.push(Insn::mov64_imm(Reg::R0, 1));
-                self.b.bind(absent);
-                self.spill(Reg::R0)
+            TKind::StrLen(s) => {
+                let size = self.value_size(&s.ty);
+                let s = self.aggregate(s)?;
+                Ok(Op::Slot(self.str_len(s, size)))
             }
+            // Maps.
+            TKind::MapGet { map, keys } => self.map_get(*map, keys),
+            TKind::AggGet { map, keys } => self.agg_get(*map, keys),
+            TKind::Delete { map, keys } => self.delete(*map, keys),
+            TKind::Find { map, keys, var } => self.find(*map, keys, *var),
+            TKind::HasKey { map, keys } => self.has_key(*map, keys),
             TKind::MapLen(map) => {
                 self.count_entries(*map);
-                self.spill(Reg::R0)
+                Ok(self.spill(Reg::R0))
             }
-            TKind::StackLen(stack) => self.stack_len(stack)?,
+            TKind::StackLen(stack) => self.stack_len(stack),
             TKind::MapIncDec {
                 map,
                 keys,
                 delta,
                 prefix,
-            } => {
-                let key = self.build_key(*map, keys, None)?;
-                let old = self.frame.slot();
-                let new = self.frame.slot();
-                self.b.push(Insn::st(Size::DW, Reg::R10, old, 0));
-                self.lookup(layout::user_map(*map), key);
-                let missing = self.b.label();
-                self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, missing);
-                self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R0, 0));
-                self.b.push(Insn::stx(Size::DW, Reg::R10, old, Reg::R1));
-                self.b.bind(missing);
-                self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R10, old));
-                self.b
-                    .push(Insn::alu64_imm(AluOp::Add, Reg::R1, *delta as i32));
-                self.b.push(Insn::stx(Size::DW, Reg::R10, new, Reg::R1));
-                self.update(*map, key, Mem::Stack(new), 0);
-                Op::Slot(if *prefix { new } else { old })
-            }
-            TKind::VarIncDec { var, delta, prefix } => {
-                let home = self.vars[*var];
-                let result = self.frame.slot();
-                home.load(&mut self.b, Size::DW, Reg::R1, 0);
-                if !prefix {
-                    self.b.push(Insn::stx(Size::DW, Reg::R10, result, Reg::R1));
-                }
-                self.b
-                    .push(Insn::alu64_imm(AluOp::Add, Reg::R1, *delta as i32));
-                home.store(&mut self.b, Size::DW, 0, Reg::R1);
-                if *prefix {
-                    self.b.push(Insn::stx(Size::DW, Reg::R10, result, Reg::R1));
-                }
-                Op::Slot(result)
-            }
-            TKind::TupleIndex { tuple, index } => {
-                let Ty::Tuple(items) = &tuple.ty else {
-                    unreachable!("the checker only indexes tuples")
-                };
-                let offsets = Ty::tuple_offsets(items, &self.program.registry);
-                let at = offsets[*index];
-                let mem = self.aggregate(tuple)?;
-                mem.load(&mut self.b, Size::DW, Reg::R0, at);
+            } => self.map_inc_dec(*map, keys, *delta, *prefix),
+            _ => Err(internal_error(
+                e,
+                "used as a number",
+                &self.program.registry,
+            )),
+        }
+    }
+
+    /// A variable's value: its own stack slot, or a copy of it in one.
+    fn var_value(&mut self, var: usize) -> Op {
+        match self.vars[var] {
+            Mem::Stack(off) => Op::Slot(off),
+            other => {
+                other.load(&mut self.b, Size::DW, Reg::R0, 0);
                 self.spill(Reg::R0)
             }
-            TKind::Strftime(inner) | TKind::Retype(inner) | TKind::Convert(inner) => {
-                self.scalar(inner)?
+        }
+    }
+
+    /// 1 if the probe interrupted user space: the privilege level of the
+    /// interrupted code is the low two bits of `cs` in `pt_regs`, 3 for
+    /// user space.
+    fn user_mode(&mut self) -> Op {
+        const CS: i16 = 136;
+        let kernel = self.b.label();
+        self.b.push(Insn::ldx(Size::DW, Reg::R1, CTX, CS));
+        self.b.push(Insn::alu64_imm(AluOp::And, Reg::R1, 3));
+        self.b.push(Insn::mov64_imm(Reg::R0, 0));
+        self.b.jump_imm(JmpOp::Ne, Reg::R1, 3, kernel);
+        self.b.push(Insn::mov64_imm(Reg::R0, 1));
+        self.b.bind(kernel);
+        self.spill(Reg::R0)
+    }
+
+    /// `sargN`: the word `N + 1` words above the stack pointer, read from
+    /// the traced program's stack.
+    fn stack_arg(&mut self, n: u8) -> Op {
+        let slot = self.frame.slot();
+        self.b.push(Insn::ldx(Size::DW, Reg::R3, CTX, RSP));
+        self.b
+            .push(Insn::alu64_imm(AluOp::Add, Reg::R3, 8 * (i32::from(n) + 1)));
+        self.read_user_into(Mem::Stack(slot), 8);
+        Op::Slot(slot)
+    }
+
+    /// `-x`, `~x`, `!x`.
+    fn unary(&mut self, op: UnOp, expr: &TExpr) -> R<Op> {
+        let v = self.scalar(expr)?;
+        self.load_op(v, Reg::R0);
+        match op {
+            UnOp::Neg => {
+                self.b.push(Insn::alu64_imm(AluOp::Neg, Reg::R0, 0));
             }
-            TKind::Bswap(inner) => {
-                let v = self.scalar(inner)?;
-                self.load_op(v, Reg::R0);
-                self.b.push(Insn::bswap64(Reg::R0));
-                let bytes = match inner.ty {
-                    Ty::Int { bytes, .. } | Ty::Enum { bytes, .. } => bytes,
-                    _ => 8,
-                };
-                if bytes < 8 {
-                    self.b.push(Insn::alu64_imm(
-                        AluOp::Rsh,
-                        Reg::R0,
-                        64 - 8 * i32::from(bytes),
-                    ));
-                }
-                self.spill(Reg::R0)
+            UnOp::BitNot => {
+                self.b.push(Insn::alu64_imm(AluOp::Xor, Reg::R0, -1));
             }
-            _ => {
-                return Err(Diagnostic::error(
-                    e.span,
-                    format!(
-                        "internal error: {} used as a number (a bug in sdt)",
-                        e.ty.display(&self.program.registry)
-                    ),
+            UnOp::Not => self.truth(JmpOp::Eq),
+            // The checker makes places of these.
+            UnOp::Deref | UnOp::AddrOf => {
+                return Err(internal_error(
+                    expr,
+                    "under `*` or `&`",
+                    &self.program.registry,
                 ))
             }
+        }
+        Ok(self.spill(Reg::R0))
+    }
+
+    /// A condition (`&&`, `||`, string comparisons) as 1 or 0.
+    fn truth_value(&mut self, e: &TExpr) -> R<Op> {
+        let skip = self.b.label();
+        let slot = self.frame.slot();
+        self.b.push(Insn::st(Size::DW, Reg::R10, slot, 0));
+        self.cond_jump(e, skip, false)?;
+        self.b.push(Insn::st(Size::DW, Reg::R10, slot, 1));
+        self.b.bind(skip);
+        Ok(Op::Slot(slot))
+    }
+
+    /// `cond ? then : otherwise`, of scalars.
+    fn ternary(&mut self, cond: &TExpr, then: &TExpr, otherwise: &TExpr) -> R<Op> {
+        let slot = self.frame.slot();
+        let else_ = self.b.label();
+        let end = self.b.label();
+        self.cond_jump(cond, else_, false)?;
+        let t = self.scalar(then)?;
+        self.load_op(t, Reg::R0);
+        self.b.push(Insn::stx(Size::DW, Reg::R10, slot, Reg::R0));
+        self.b.jump(end);
+        self.b.bind(else_);
+        let o = self.scalar(otherwise)?;
+        self.load_op(o, Reg::R0);
+        self.b.push(Insn::stx(Size::DW, Reg::R10, slot, Reg::R0));
+        self.b.bind(end);
+        Ok(Op::Slot(slot))
+    }
+
+    /// `(int32)x` and the like: truncated, and sign- or zero-extended.
+    fn int_cast(&mut self, inner: &TExpr, ty: &Ty) -> R<Op> {
+        let v = self.scalar(inner)?;
+        if let Op::Imm(x) = v {
+            return Ok(Op::Imm(ty.truncate(x)));
+        }
+        self.load_op(v, Reg::R0);
+        narrow_to(&mut self.b, Reg::R0, ty);
+        Ok(self.spill(Reg::R0))
+    }
+
+    /// `bswap(x)`: the bytes of `x`'s own size, reversed.
+    fn bswap(&mut self, inner: &TExpr) -> R<Op> {
+        let v = self.scalar(inner)?;
+        self.load_op(v, Reg::R0);
+        self.b.push(Insn::bswap64(Reg::R0));
+        let bytes = match inner.ty {
+            Ty::Int { bytes, .. } | Ty::Enum { bytes, .. } => bytes,
+            _ => 8,
+        };
+        if bytes < 8 {
+            self.b.push(Insn::alu64_imm(
+                AluOp::Rsh,
+                Reg::R0,
+                64 - 8 * i32::from(bytes),
+            ));
+        }
+        Ok(self.spill(Reg::R0))
+    }
+
+    /// `tuple.N`, read as a number.
+    fn tuple_item(&mut self, tuple: &TExpr, index: usize) -> R<Op> {
+        let Ty::Tuple(items) = &tuple.ty else {
+            return Err(internal_error(
+                tuple,
+                "indexed as a tuple",
+                &self.program.registry,
+            ));
+        };
+        let offsets = Ty::tuple_offsets(items, &self.program.registry);
+        let at = offsets[index];
+        let mem = self.aggregate(tuple)?;
+        mem.load(&mut self.b, Size::DW, Reg::R0, at);
+        Ok(self.spill(Reg::R0))
+    }
+
+    /// `$x++`, `--$x` and the like; `delta` is already scaled for
+    /// pointers.
+    fn var_inc_dec(&mut self, var: usize, delta: i64, prefix: bool) -> Op {
+        let home = self.vars[var];
+        let result = self.frame.slot();
+        home.load(&mut self.b, Size::DW, Reg::R1, 0);
+        if !prefix {
+            self.b.push(Insn::stx(Size::DW, Reg::R10, result, Reg::R1));
+        }
+        self.b
+            .push(Insn::alu64_imm(AluOp::Add, Reg::R1, delta as i32));
+        home.store(&mut self.b, Size::DW, 0, Reg::R1);
+        if prefix {
+            self.b.push(Insn::stx(Size::DW, Reg::R10, result, Reg::R1));
+        }
+        Op::Slot(result)
+    }
+
+    /// `strcontains()` (1 or 0) and `strstr()` (an index or -1).
+    fn str_search_value(&mut self, haystack: &TExpr, needle: &TExpr, search: Search) -> R<Op> {
+        let h = self.aggregate(haystack)?;
+        let n = self.aggregate(needle)?;
+        let (hl, nl) = (self.value_size(&haystack.ty), self.value_size(&needle.ty));
+        Ok(Op::Slot(self.str_search(h, hl, n, nl, search)))
+    }
+}
+
+/// Maps read and changed as values.
+impl Gen<'_> {
+    /// `@m[k]`: the value, or 0 where there is none.
+    fn map_get(&mut self, map: usize, keys: &[TExpr]) -> R<Op> {
+        let key = self.build_key(map, keys, None)?;
+        let slot = self.frame.slot();
+        self.b.push(Insn::st(Size::DW, Reg::R10, slot, 0));
+        self.lookup(layout::user_map(map), key);
+        let missing = self.b.label();
+        self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, missing);
+        self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R0, 0));
+        self.b.push(Insn::stx(Size::DW, Reg::R10, slot, Reg::R1));
+        self.b.bind(missing);
+        Ok(Op::Slot(slot))
+    }
+
+    /// An aggregation's value, merged across CPUs.
+    fn agg_get(&mut self, map: usize, keys: &[TExpr]) -> R<Op> {
+        let key = self.build_key(map, keys, None)?;
+        key.address(&mut self.b, Reg::R0, 0);
+        let key = self.spill_slot(Reg::R0);
+        Ok(match self.program.maps[map].aggregation() {
+            Some(agg) => self.merged_aggregation(map, agg, key),
+            None => Op::Imm(0),
         })
     }
 
+    /// `delete(@m[k])`: 1 if there was an element.
+    fn delete(&mut self, map: usize, keys: &[TExpr]) -> R<Op> {
+        let key = self.build_key(map, keys, None)?;
+        self.b.ld_map_index(Reg::R1, layout::user_map(map));
+        key.address(&mut self.b, Reg::R2, 0);
+        self.b.call(Helper::MapDeleteElem);
+        Ok(self.truth_of_zero(Reg::R0))
+    }
+
+    /// `has_key()` with a variable to copy the value into: 1 and the copy
+    /// if there is an element, else 0.
+    fn find(&mut self, map: usize, keys: &[TExpr], var: usize) -> R<Op> {
+        let key = self.build_key(map, keys, None)?;
+        let size = self.program.maps[map].value_size(&self.program.registry);
+        let home = self.vars[var];
+        let absent = self.b.label();
+        let result = self.frame.slot();
+        self.b.push(Insn::st(Size::DW, Reg::R10, result, 0));
+        self.lookup(layout::user_map(map), key);
+        self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, absent);
+        let var_size = self.value_size(&self.instance.vars[var]);
+        self.copy_from_reg(Reg::R0, home, size.min(var_size.next_multiple_of(8)));
+        self.b.push(Insn::st(Size::DW, Reg::R10, result, 1));
+        self.b.bind(absent);
+        Ok(Op::Slot(result))
+    }
+
+    /// `has_key(@m, k)`: 1 or 0.
+    fn has_key(&mut self, map: usize, keys: &[TExpr]) -> R<Op> {
+        let key = self.build_key(map, keys, None)?;
+        self.lookup(layout::user_map(map), key);
+        self.b.push(Insn::mov64_reg(Reg::R1, Reg::R0));
+        self.b.push(Insn::mov64_imm(Reg::R0, 0));
+        let absent = self.b.label();
+        self.b.jump_imm(JmpOp::Eq, Reg::R1, 0, absent);
+        self.b.push(Insn::mov64_imm(Reg::R0, 1));
+        self.b.bind(absent);
+        Ok(self.spill(Reg::R0))
+    }
+
+    /// `@m[k]++` and the like: a missing element counts from 0.
+    fn map_inc_dec(&mut self, map: usize, keys: &[TExpr], delta: i64, prefix: bool) -> R<Op> {
+        let key = self.build_key(map, keys, None)?;
+        let old = self.frame.slot();
+        let new = self.frame.slot();
+        self.b.push(Insn::st(Size::DW, Reg::R10, old, 0));
+        self.lookup(layout::user_map(map), key);
+        let missing = self.b.label();
+        self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, missing);
+        self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R0, 0));
+        self.b.push(Insn::stx(Size::DW, Reg::R10, old, Reg::R1));
+        self.b.bind(missing);
+        self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R10, old));
+        self.b
+            .push(Insn::alu64_imm(AluOp::Add, Reg::R1, delta as i32));
+        self.b.push(Insn::stx(Size::DW, Reg::R10, new, Reg::R1));
+        self.update(map, key, Mem::Stack(new), 0);
+        Ok(Op::Slot(if prefix { new } else { old }))
+    }
+}
+
+impl Gen<'_> {
     /// A slot holding 1 if `reg` is 0, else 0 (a helper's success).
     fn truth_of_zero(&mut self, reg: Reg) -> Op {
         let done = self.b.label();
@@ -334,7 +414,7 @@ impl Gen<'_> {
     /// stack, the one `ustack` records in the same probe, into scratch
     /// memory; its byte count over 8. Probes of no process have none.
     fn stack_len(&mut self, stack: &TExpr) -> R<Op> {
-        let Ty::UStack { depth, .. } = stack.ty else {
+        let Ty::Shown(Shown::UStack { depth, .. }) = stack.ty else {
             return Ok(Op::Imm(0));
         };
         if !self.kind().is_uprobe() && self.kind() != ProbeKind::Tracepoint {
@@ -762,157 +842,41 @@ impl Gen<'_> {
     /// Writes the value of `e`, in the layout of its own type, at `dst`.
     pub(super) fn aggregate_into(&mut self, e: &TExpr, dst: Mem) -> R<()> {
         let size = self.value_size(&e.ty);
-        let padded = size.next_multiple_of(8).max(8);
+        // What `dst` holds: the value, then zeros to a whole word.
+        let area = Area {
+            dst,
+            size,
+            padded: size.next_multiple_of(8).max(8),
+        };
         match &e.kind {
-            TKind::Str(bytes) => self.store_bytes(dst, bytes, padded),
+            // Strings and buffers.
+            TKind::Str(bytes) => self.store_bytes(dst, bytes, area.padded),
             TKind::HelperString { helper, size } => {
                 dst.address(&mut self.b, Reg::R1, 0);
                 self.b.push(Insn::mov64_imm(Reg::R2, *size as i32));
                 self.call_helper(*helper);
             }
-            TKind::StrRead { ptr, len } => {
-                // From the traced process at an address, or a string value
-                // cut short.
-                let source = if ptr.ty.is_scalar() {
-                    Err(self.scalar(ptr)?)
-                } else {
-                    Ok(self.aggregate(ptr)?)
-                };
-                let n = match len {
-                    Some(len) => Some(self.scalar(len)?),
-                    None => None,
-                };
-                self.zero(dst, padded);
-                match n {
-                    None => {
-                        self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
-                    }
-                    Some(Op::Imm(v)) => {
-                        let n = v.saturating_add(1).clamp(0, i64::from(size));
-                        self.b.push(Insn::mov64_imm(Reg::R2, n as i32));
-                    }
-                    Some(n) => {
-                        // Read min(len + 1, size) bytes, NUL included.
-                        let ok = self.b.label();
-                        self.load_op(n, Reg::R2);
-                        self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R2, 1));
-                        self.b.jump_imm(JmpOp::Le, Reg::R2, size as i32, ok);
-                        self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
-                        self.b.bind(ok);
-                    }
-                }
-                dst.address(&mut self.b, Reg::R1, 0);
-                match source {
-                    Err(address) => {
-                        self.load_op(address, Reg::R3);
-                        self.b.call(Helper::ProbeReadUserStr);
-                    }
-                    Ok(string) => {
-                        string.address(&mut self.b, Reg::R3, 0);
-                        self.b.call(Helper::ProbeReadKernelStr);
-                    }
-                }
-            }
+            TKind::StrRead { ptr, len } => self.str_read(ptr, len.as_deref(), area)?,
+            TKind::Concat(parts) => self.concat(parts, area)?,
             TKind::ArrayStr(place) => {
                 let p = self.place(place)?;
-                self.zero(dst, padded);
+                self.zero(dst, area.padded);
                 self.read_place_str(p, size, dst);
             }
-            TKind::DataLoc { offset } => {
-                self.zero(dst, padded);
-                self.b
-                    .push(Insn::ldx(Size::W, Reg::R3, CTX, *offset as i16));
-                self.b.push(Insn::alu64_imm(AluOp::And, Reg::R3, 0xffff));
-                self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R3, CTX));
-                dst.address(&mut self.b, Reg::R1, 0);
-                self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
-                self.b.call(Helper::ProbeReadKernelStr);
-            }
-            TKind::BufRead { ptr, len } => {
-                let Ty::Buf { size: cap } = e.ty else {
-                    unreachable!("buf() is a buffer")
-                };
-                if !ptr.ty.is_scalar() {
-                    let have = self.value_size(&ptr.ty);
-                    return self.buf_of_value(ptr, len, cap, have, dst, padded);
-                }
-                let p = self.scalar(ptr)?;
-                let n = self.scalar(len)?;
-                self.zero(dst, padded);
-                let ok = self.b.label();
-                self.load_op(n, Reg::R2);
-                self.b.jump_imm(JmpOp::Le, Reg::R2, cap as i32, ok);
-                self.b.push(Insn::mov64_imm(Reg::R2, cap as i32));
-                self.b.bind(ok);
-                dst.store(&mut self.b, Size::DW, 0, Reg::R2);
-                self.load_op(p, Reg::R3);
-                dst.address(&mut self.b, Reg::R1, 8);
-                self.b.call(Helper::ProbeReadUser);
-            }
-            TKind::Tuple(items) => {
-                let Ty::Tuple(types) = &e.ty else {
-                    unreachable!("a tuple has a tuple type")
-                };
-                let offsets = Ty::tuple_offsets(types, &self.program.registry);
-                self.zero(dst, padded);
-                for ((item, ty), at) in items.iter().zip(types).zip(offsets) {
-                    self.write_value(item, dst.offset(at), ty)?;
-                }
-            }
+            TKind::DataLoc { offset } => self.data_loc(*offset, area),
+            TKind::BufRead { ptr, len } => self.buf_read(e, ptr, len, area)?,
+            // Composite values.
+            TKind::Tuple(items) => self.tuple_into(e, items, area)?,
             TKind::CopyPlace(place) => {
                 let p = self.place(place)?;
-                self.zero(dst, padded);
+                self.zero(dst, area.padded);
                 self.read_place(p, size, dst);
             }
-            TKind::Fields(parts) => {
-                self.zero(dst, padded);
-                for (at, part) in parts {
-                    if part.ty.is_scalar() {
-                        let width = match self.program.registry.c_size(&part.ty) {
-                            1 => Size::B,
-                            2 => Size::H,
-                            4 => Size::W,
-                            _ => Size::DW,
-                        };
-                        let v = self.scalar(part)?;
-                        self.load_op(v, Reg::R0);
-                        dst.store(&mut self.b, width, *at, Reg::R0);
-                    } else {
-                        self.aggregate_into(part, dst.offset(*at))?;
-                    }
-                }
-            }
-            TKind::USym(addr) => {
-                let a = self.scalar(addr)?;
-                self.load_op(a, Reg::R0);
-                dst.store(&mut self.b, Size::DW, 0, Reg::R0);
-                self.b.call(Helper::GetCurrentPidTgid);
-                self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 32));
-                dst.store(&mut self.b, Size::DW, 8, Reg::R0);
-            }
-            TKind::UStack => {
-                if !self.kind().is_uprobe() && self.kind() != ProbeKind::Tracepoint {
-                    // BEGIN, END and interval interrupt no process of
-                    // their own: the stack is empty, as in bpftrace.
-                    dst.store_imm(&mut self.b, Size::DW, 0, -1);
-                    dst.store_imm(&mut self.b, Size::DW, 8, 0);
-                    return Ok(());
-                }
-                self.shared.stacks = true;
-                self.b.push(Insn::mov64_reg(Reg::R1, CTX));
-                self.b.ld_map_index(Reg::R2, layout::STACK_MAP);
-                self.b
-                    .push(Insn::mov64_imm(Reg::R3, sdt_bpf::STACKID_USER as i32));
-                self.b.call(Helper::GetStackid);
-                dst.store(&mut self.b, Size::DW, 0, Reg::R0);
-                let ok = self.b.label();
-                self.b.jump_imm(JmpOp::Sge, Reg::R0, 0, ok);
-                self.count_lost(layout::LOST_STACKS);
-                self.b.bind(ok);
-                self.b.call(Helper::GetCurrentPidTgid);
-                self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 32));
-                dst.store(&mut self.b, Size::DW, 8, Reg::R0);
-            }
+            TKind::Fields(parts) => self.fields_into(parts, area)?,
+            // Addresses and stacks, symbolized when printed.
+            TKind::USym(addr) => self.usym(addr, dst)?,
+            TKind::UStack => self.ustack(dst),
+            // Values that come from elsewhere.
             TKind::Ternary {
                 cond,
                 then,
@@ -927,22 +891,10 @@ impl Gen<'_> {
                 self.write_value(otherwise, dst, &e.ty)?;
                 self.b.bind(end);
             }
-            TKind::MapGet { map, keys } => {
-                let key = self.build_key(*map, keys, None)?;
-                let value_size = self.program.maps[*map].value_size(&self.program.registry);
-                self.lookup(layout::user_map(*map), key);
-                let missing = self.b.label();
-                let end = self.b.label();
-                self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, missing);
-                self.copy_from_reg(Reg::R0, dst, value_size.min(padded));
-                self.b.jump(end);
-                self.b.bind(missing);
-                self.zero(dst, padded);
-                self.b.bind(end);
-            }
+            TKind::MapGet { map, keys } => self.map_get_into(*map, keys, area)?,
             TKind::Var(_) | TKind::TupleIndex { .. } => {
                 let src = self.aggregate(e)?;
-                self.copy(src, dst, padded);
+                self.copy(src, dst, area.padded);
             }
             TKind::Block { stmts, value } => {
                 self.block(stmts)?;
@@ -966,6 +918,223 @@ impl Gen<'_> {
                 ))
             }
         }
+        Ok(())
+    }
+
+    /// `str(ptr)` or `str(ptr, len)`: from the traced process at an
+    /// address, or a string value cut short.
+    fn str_read(&mut self, ptr: &TExpr, len: Option<&TExpr>, area: Area) -> R<()> {
+        let Area { dst, size, padded } = area;
+        let source = if ptr.ty.is_scalar() {
+            Err(self.scalar(ptr)?)
+        } else {
+            Ok(self.aggregate(ptr)?)
+        };
+        let n = match len {
+            Some(len) => Some(self.scalar(len)?),
+            None => None,
+        };
+        self.zero(dst, padded);
+        match n {
+            None => {
+                self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+            }
+            Some(Op::Imm(v)) => {
+                let n = v.saturating_add(1).clamp(0, i64::from(size));
+                self.b.push(Insn::mov64_imm(Reg::R2, n as i32));
+            }
+            Some(n) => {
+                // Read min(len + 1, size) bytes, NUL included.
+                let ok = self.b.label();
+                self.load_op(n, Reg::R2);
+                self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R2, 1));
+                self.b.jump_imm(JmpOp::Le, Reg::R2, size as i32, ok);
+                self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+                self.b.bind(ok);
+            }
+        }
+        dst.address(&mut self.b, Reg::R1, 0);
+        match source {
+            Err(address) => {
+                self.load_op(address, Reg::R3);
+                self.b.call(Helper::ProbeReadUserStr);
+            }
+            Ok(string) => {
+                string.address(&mut self.b, Reg::R3, 0);
+                self.b.call(Helper::ProbeReadKernelStr);
+            }
+        }
+        Ok(())
+    }
+
+    /// Strings one after another, cut to `area`'s size. Each part is read
+    /// with `bpf_probe_read_kernel_str` where the text so far ends, which
+    /// writes its NUL and says how far it got. That end is a run-time
+    /// offset, so the parts go into a temporary of twice the size: the
+    /// verifier bounds offset and length apart, and the largest offset
+    /// (`size - 2`) plus the largest length (`size`) fits there. The first
+    /// `size - 1` bytes, then a NUL, are the value.
+    fn concat(&mut self, parts: &[TExpr], area: Area) -> R<()> {
+        let Area { dst, size, padded } = area;
+        let full = size.saturating_sub(1);
+        let joined = self.frame.scratch(2 * size);
+        self.zero(joined, size.next_multiple_of(8));
+        let len = self.frame.slot();
+        self.b.push(Insn::st(Size::DW, Reg::R10, len, 0));
+        for part in parts {
+            let text = self.aggregate(part)?;
+            let next = self.b.label();
+            self.b.push(Insn::ldx(Size::DW, Reg::R4, Reg::R10, len));
+            self.b.jump_imm(JmpOp::Ge, Reg::R4, full as i32, next);
+            joined.address(&mut self.b, Reg::R1, 0);
+            self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R1, Reg::R4));
+            self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+            self.b.push(Insn::alu64_reg(AluOp::Sub, Reg::R2, Reg::R4));
+            text.address(&mut self.b, Reg::R3, 0);
+            self.b.call(Helper::ProbeReadKernelStr);
+            // The bytes written, NUL included; the NUL is where the next
+            // part starts.
+            self.b.jump_imm(JmpOp::Sle, Reg::R0, 0, next);
+            self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R10, len));
+            self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R1, Reg::R0));
+            self.b.push(Insn::alu64_imm(AluOp::Sub, Reg::R1, 1));
+            self.b.push(Insn::stx(Size::DW, Reg::R10, len, Reg::R1));
+            self.b.bind(next);
+        }
+        self.zero(dst, padded);
+        self.copy_exact(joined, dst, full);
+        Ok(())
+    }
+
+    /// A tracepoint's `__data_loc` string: the low 16 bits of the field
+    /// at `offset` are where in the record the string starts.
+    fn data_loc(&mut self, offset: u32, area: Area) {
+        let Area { dst, size, padded } = area;
+        self.zero(dst, padded);
+        self.b.push(Insn::ldx(Size::W, Reg::R3, CTX, offset as i16));
+        self.b.push(Insn::alu64_imm(AluOp::And, Reg::R3, 0xffff));
+        self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R3, CTX));
+        dst.address(&mut self.b, Reg::R1, 0);
+        self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+        self.b.call(Helper::ProbeReadKernelStr);
+    }
+
+    /// `buf(ptr, len)`: its length, then at most `cap` bytes read from
+    /// the traced process (or taken from a value).
+    fn buf_read(&mut self, e: &TExpr, ptr: &TExpr, len: &TExpr, area: Area) -> R<()> {
+        let Area { dst, padded, .. } = area;
+        let Ty::Buf { size: cap } = e.ty else {
+            return Err(internal_error(e, "made by buf()", &self.program.registry));
+        };
+        if !ptr.ty.is_scalar() {
+            let have = self.value_size(&ptr.ty);
+            return self.buf_of_value(ptr, len, cap, have, dst, padded);
+        }
+        let p = self.scalar(ptr)?;
+        let n = self.scalar(len)?;
+        self.zero(dst, padded);
+        let ok = self.b.label();
+        self.load_op(n, Reg::R2);
+        self.b.jump_imm(JmpOp::Le, Reg::R2, cap as i32, ok);
+        self.b.push(Insn::mov64_imm(Reg::R2, cap as i32));
+        self.b.bind(ok);
+        dst.store(&mut self.b, Size::DW, 0, Reg::R2);
+        self.load_op(p, Reg::R3);
+        dst.address(&mut self.b, Reg::R1, 8);
+        self.b.call(Helper::ProbeReadUser);
+        Ok(())
+    }
+
+    /// `(a, b, ...)`: each item at its offset in the tuple's layout.
+    fn tuple_into(&mut self, e: &TExpr, items: &[TExpr], area: Area) -> R<()> {
+        let Ty::Tuple(types) = &e.ty else {
+            return Err(internal_error(e, "made as a tuple", &self.program.registry));
+        };
+        let offsets = Ty::tuple_offsets(types, &self.program.registry);
+        self.zero(area.dst, area.padded);
+        for ((item, ty), at) in items.iter().zip(types).zip(offsets) {
+            self.write_value(item, area.dst.offset(at), ty)?;
+        }
+        Ok(())
+    }
+
+    /// A struct a uprobe read from registers, member by member, each at
+    /// its offset and of its C size.
+    fn fields_into(&mut self, parts: &[(u32, TExpr)], area: Area) -> R<()> {
+        let dst = area.dst;
+        self.zero(dst, area.padded);
+        for (at, part) in parts {
+            if !part.ty.is_scalar() {
+                self.aggregate_into(part, dst.offset(*at))?;
+                continue;
+            }
+            let width = match self.program.registry.c_size(&part.ty) {
+                1 => Size::B,
+                2 => Size::H,
+                4 => Size::W,
+                _ => Size::DW,
+            };
+            let v = self.scalar(part)?;
+            self.load_op(v, Reg::R0);
+            dst.store(&mut self.b, width, *at, Reg::R0);
+        }
+        Ok(())
+    }
+
+    /// `usym(addr)`: the address and the process it belongs to.
+    fn usym(&mut self, addr: &TExpr, dst: Mem) -> R<()> {
+        let a = self.scalar(addr)?;
+        self.load_op(a, Reg::R0);
+        dst.store(&mut self.b, Size::DW, 0, Reg::R0);
+        self.store_tgid(dst, 8);
+        Ok(())
+    }
+
+    /// `ustack`: a stack id (or -1 for none) and the process.
+    fn ustack(&mut self, dst: Mem) {
+        if !self.kind().is_uprobe() && self.kind() != ProbeKind::Tracepoint {
+            // BEGIN, END and interval interrupt no process of their own:
+            // the stack is empty, as in bpftrace.
+            dst.store_imm(&mut self.b, Size::DW, 0, -1);
+            dst.store_imm(&mut self.b, Size::DW, 8, 0);
+            return;
+        }
+        self.shared.stacks = true;
+        self.b.push(Insn::mov64_reg(Reg::R1, CTX));
+        self.b.ld_map_index(Reg::R2, layout::STACK_MAP);
+        self.b
+            .push(Insn::mov64_imm(Reg::R3, sdt_bpf::STACKID_USER as i32));
+        self.b.call(Helper::GetStackid);
+        dst.store(&mut self.b, Size::DW, 0, Reg::R0);
+        let ok = self.b.label();
+        self.b.jump_imm(JmpOp::Sge, Reg::R0, 0, ok);
+        self.count_lost(layout::LOST_STACKS);
+        self.b.bind(ok);
+        self.store_tgid(dst, 8);
+    }
+
+    /// The current process's id (the thread group's), at `at` in `dst`.
+    fn store_tgid(&mut self, dst: Mem, at: u32) {
+        self.b.call(Helper::GetCurrentPidTgid);
+        self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 32));
+        dst.store(&mut self.b, Size::DW, at, Reg::R0);
+    }
+
+    /// `@m[k]` as a value larger than a word: a copy of the element, or
+    /// zeros where there is none.
+    fn map_get_into(&mut self, map: usize, keys: &[TExpr], area: Area) -> R<()> {
+        let Area { dst, padded, .. } = area;
+        let key = self.build_key(map, keys, None)?;
+        let value_size = self.program.maps[map].value_size(&self.program.registry);
+        self.lookup(layout::user_map(map), key);
+        let missing = self.b.label();
+        let end = self.b.label();
+        self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, missing);
+        self.copy_from_reg(Reg::R0, dst, value_size.min(padded));
+        self.b.jump(end);
+        self.b.bind(missing);
+        self.zero(dst, padded);
+        self.b.bind(end);
         Ok(())
     }
 
@@ -1155,4 +1324,16 @@ fn negate(op: BinOp) -> BinOp {
         BinOp::Le => BinOp::Gt,
         other => other,
     }
+}
+
+/// An error for an expression that the checker should not have let
+/// through to here: a bug in sdt, said as such rather than a panic.
+fn internal_error(e: &TExpr, what: &str, registry: &sdt_lang::types::TypeRegistry) -> Diagnostic {
+    Diagnostic::error(
+        e.span,
+        format!(
+            "internal error: {} {what} (a bug in sdt)",
+            e.ty.display(registry)
+        ),
+    )
 }

@@ -237,7 +237,7 @@ impl Gen<'_> {
 
     /// Copies exactly `size` bytes between places of the program's
     /// memory, so that nothing after a member is taken with it.
-    fn copy_exact(&mut self, src: Mem, dst: Mem, size: u32) {
+    pub(super) fn copy_exact(&mut self, src: Mem, dst: Mem, size: u32) {
         if size > 128 {
             src.address(&mut self.b, Reg::R3, 0);
             self.read_kernel_into(dst, size);

@@ -481,6 +481,10 @@ pub enum TKind {
     /// layout; bytes no part covers are zero (a uprobe's `args`, and its
     /// struct parameters passed in registers).
     Fields(Vec<(u32, TExpr)>),
+    /// A string built from string values, one after another, each up to
+    /// its NUL: as much of them as the expression's string type holds,
+    /// and a NUL.
+    Concat(Vec<TExpr>),
     /// `str(ptr)` or `str(ptr, len)`: a string read from the traced
     /// process, of at most `len` bytes and a NUL; or, when `ptr` is a
     /// string value, that string cut to `len` bytes.

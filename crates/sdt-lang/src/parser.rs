@@ -434,132 +434,148 @@ impl<'s> Parser<'s> {
         Ok(self.eat("(")?.is_some())
     }
 
-    /// One statement, and whether a `;` must follow it.
+    /// One statement, and whether a `;` must follow it: a keyword's
+    /// statement, or an expression that may be assigned to.
     fn stmt(&mut self) -> Result<(Stmt, bool), Diagnostic> {
         let start = self.peek()?.span;
         let keyword = match &self.peek()?.tok {
             Tok::Ident(w) => w.clone(),
             _ => String::new(),
         };
+        // A statement that ends with a block needs no `;`.
         let block_stmt = |kind, span| Ok((Stmt { kind, span }, false));
         match keyword.as_str() {
-            "if" => return block_stmt(self.if_stmt()?, start.to(self.span_here())),
-            "unroll" => {
-                self.next()?;
-                self.expect("(", "after `unroll`")?;
-                let count = self.expr()?;
-                self.expect(")", "after the unroll count")?;
-                let body = self.block()?;
-                return block_stmt(StmtKind::Unroll { count, body }, start);
-            }
-            "while" => {
-                self.next()?;
-                let cond = self.expr()?;
-                let body = self.block()?;
-                return block_stmt(StmtKind::While { cond, body }, start);
-            }
-            "for" => {
-                self.next()?;
-                let parenthesized = self.open_paren()?;
-                let var = self.next()?;
-                let Tok::Var(name) = var.tok else {
-                    return Err(unexpected(&var, "a variable such as `$kv`"));
-                };
-                self.expect(":", "between the variable and what it walks")?;
-                let first = self.unary()?;
-                let iter = if self.eat("..")?.is_some() {
-                    let end = self.unary()?;
-                    ForIter::Range { start: first, end }
-                } else {
-                    match first.kind {
-                        ExprKind::Map(map) if map.keys.is_empty() => ForIter::Map {
-                            name: map.name,
-                            span: map.span,
-                        },
-                        _ => {
-                            return Err(Diagnostic::error(
-                                first.span,
-                                "a for loop walks a map (`@m`) or a range (`start..end`)",
-                            ))
-                        }
-                    }
-                };
-                if parenthesized {
-                    self.expect(")", "to close the loop's head")?;
-                }
-                let body = self.block()?;
-                return block_stmt(
-                    StmtKind::For {
-                        var: name,
-                        var_span: var.span,
-                        iter,
-                        body,
-                    },
-                    start,
-                );
-            }
-            "let" => {
-                self.next()?;
-                let var = self.next()?;
-                let Tok::Var(name) = var.tok else {
-                    return Err(unexpected(&var, "a variable such as `$x`"));
-                };
-                let ty = match self.eat(":")? {
-                    Some(colon) => Some(self.type_name(colon)?),
-                    None => None,
-                };
-                let value = match self.eat("=")? {
-                    Some(_) => Some(self.expr()?),
-                    None => None,
-                };
-                let span = start.to(value.as_ref().map_or(var.span, |v| v.span));
-                return Ok((
-                    Stmt {
-                        kind: StmtKind::Let {
-                            name,
-                            name_span: var.span,
-                            ty,
-                            value,
-                        },
-                        span,
-                    },
-                    true,
-                ));
-            }
-            "break" | "continue" | "return" => {
-                let span = self.next()?.span;
-                let kind = match keyword.as_str() {
-                    "break" => StmtKind::Break,
-                    "continue" => StmtKind::Continue,
-                    _ => StmtKind::Return,
-                };
-                // `return VALUE;`: the value is evaluated and dropped, since
-                // a probe's own return value means nothing to sdt.
-                if kind == StmtKind::Return && !self.at(";")? && !self.at("}")? {
-                    let value = self.expr()?;
-                    let whole = span.to(value.span);
-                    let stmts = vec![
-                        Stmt {
-                            span: value.span,
-                            kind: StmtKind::Expr(value),
-                        },
-                        Stmt { kind, span },
-                    ];
-                    return Ok((
-                        Stmt {
-                            kind: StmtKind::Expr(Expr {
-                                kind: ExprKind::Block { stmts, value: None },
-                                span: whole,
-                            }),
-                            span: whole,
-                        },
-                        true,
-                    ));
-                }
-                return Ok((Stmt { kind, span }, true));
-            }
-            _ => {}
+            "if" => block_stmt(self.if_stmt()?, start.to(self.span_here())),
+            "unroll" => block_stmt(self.unroll_stmt()?, start),
+            "while" => block_stmt(self.while_stmt()?, start),
+            "for" => block_stmt(self.for_stmt()?, start),
+            "let" => Ok((self.let_stmt(start)?, true)),
+            "break" => Ok((self.jump_stmt(StmtKind::Break)?, true)),
+            "continue" => Ok((self.jump_stmt(StmtKind::Continue)?, true)),
+            "return" => Ok((self.return_stmt()?, true)),
+            _ => self.expr_or_assignment(),
         }
+    }
+
+    /// `unroll (N) { ... }`.
+    fn unroll_stmt(&mut self) -> Result<StmtKind, Diagnostic> {
+        self.next()?;
+        self.expect("(", "after `unroll`")?;
+        let count = self.expr()?;
+        self.expect(")", "after the unroll count")?;
+        let body = self.block()?;
+        Ok(StmtKind::Unroll { count, body })
+    }
+
+    /// `while COND { ... }`.
+    fn while_stmt(&mut self) -> Result<StmtKind, Diagnostic> {
+        self.next()?;
+        let cond = self.expr()?;
+        let body = self.block()?;
+        Ok(StmtKind::While { cond, body })
+    }
+
+    /// `for $x : @map { ... }` or `for ($i : START..END) { ... }`.
+    fn for_stmt(&mut self) -> Result<StmtKind, Diagnostic> {
+        self.next()?;
+        let parenthesized = self.open_paren()?;
+        let var = self.next()?;
+        let Tok::Var(name) = var.tok else {
+            return Err(unexpected(&var, "a variable such as `$kv`"));
+        };
+        self.expect(":", "between the variable and what it walks")?;
+        let first = self.unary()?;
+        let iter = if self.eat("..")?.is_some() {
+            let end = self.unary()?;
+            ForIter::Range { start: first, end }
+        } else {
+            match first.kind {
+                ExprKind::Map(map) if map.keys.is_empty() => ForIter::Map {
+                    name: map.name,
+                    span: map.span,
+                },
+                _ => {
+                    return Err(Diagnostic::error(
+                        first.span,
+                        "a for loop walks a map (`@m`) or a range (`start..end`)",
+                    ))
+                }
+            }
+        };
+        if parenthesized {
+            self.expect(")", "to close the loop's head")?;
+        }
+        let body = self.block()?;
+        Ok(StmtKind::For {
+            var: name,
+            var_span: var.span,
+            iter,
+            body,
+        })
+    }
+
+    /// `let $x`, with a type and a value if given.
+    fn let_stmt(&mut self, start: Span) -> Result<Stmt, Diagnostic> {
+        self.next()?;
+        let var = self.next()?;
+        let Tok::Var(name) = var.tok else {
+            return Err(unexpected(&var, "a variable such as `$x`"));
+        };
+        let ty = match self.eat(":")? {
+            Some(colon) => Some(self.type_name(colon)?),
+            None => None,
+        };
+        let value = match self.eat("=")? {
+            Some(_) => Some(self.expr()?),
+            None => None,
+        };
+        let span = start.to(value.as_ref().map_or(var.span, |v| v.span));
+        Ok(Stmt {
+            kind: StmtKind::Let {
+                name,
+                name_span: var.span,
+                ty,
+                value,
+            },
+            span,
+        })
+    }
+
+    /// `break` or `continue`: the keyword alone.
+    fn jump_stmt(&mut self, kind: StmtKind) -> Result<Stmt, Diagnostic> {
+        let span = self.next()?.span;
+        Ok(Stmt { kind, span })
+    }
+
+    /// `return` or `return VALUE`: the value is evaluated and dropped,
+    /// since a probe's own return value means nothing to sdt.
+    fn return_stmt(&mut self) -> Result<Stmt, Diagnostic> {
+        let span = self.next()?.span;
+        let kind = StmtKind::Return;
+        if self.at(";")? || self.at("}")? {
+            return Ok(Stmt { kind, span });
+        }
+        let value = self.expr()?;
+        let whole = span.to(value.span);
+        let stmts = vec![
+            Stmt {
+                span: value.span,
+                kind: StmtKind::Expr(value),
+            },
+            Stmt { kind, span },
+        ];
+        Ok(Stmt {
+            kind: StmtKind::Expr(Expr {
+                kind: ExprKind::Block { stmts, value: None },
+                span: whole,
+            }),
+            span: whole,
+        })
+    }
+
+    /// An expression statement, or an assignment (`=`, `+=`, ...) to a
+    /// variable or a map, and whether a `;` must follow it.
+    fn expr_or_assignment(&mut self) -> Result<(Stmt, bool), Diagnostic> {
         let target = self.expr()?;
         let op = match &self.peek()?.tok {
             Tok::Punct(p) => assignment_op(p),

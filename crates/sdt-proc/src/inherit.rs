@@ -146,12 +146,15 @@ fn set_of(bits: u64) -> SigSet {
     }
     let mut set = std::mem::MaybeUninit::<libc::sigset_t>::zeroed();
     // SAFETY: sigset_t is at least 64 bits of `unsigned long` words on
-    // Linux, and zeroed bytes are the empty set; the words are written
-    // within it.
-    unsafe {
-        std::ptr::copy_nonoverlapping(words.as_ptr(), set.as_mut_ptr().cast(), WORDS);
-        SigSet::from_sigset_t_unchecked(set.assume_init())
-    }
+    // Linux, so the `WORDS` words are written within it, and `words` is a
+    // distinct local array.
+    unsafe { std::ptr::copy_nonoverlapping(words.as_ptr(), set.as_mut_ptr().cast(), WORDS) };
+    // SAFETY: every byte of `set` is initialised: zeroed, then partly
+    // overwritten with the words; zeroed bytes are the empty set.
+    let set = unsafe { set.assume_init() };
+    // SAFETY: `set` is an initialised sigset_t (above), all that
+    // `from_sigset_t_unchecked` asks.
+    unsafe { SigSet::from_sigset_t_unchecked(set) }
 }
 
 /// The signals 1 to 64 of `set`, as bits.

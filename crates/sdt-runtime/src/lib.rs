@@ -40,7 +40,7 @@ use sdt_trace::PlannedSite;
 
 pub use self::maps::{map_print, map_snapshot, Entry, MapSnapshot};
 pub use self::symbols::Symbols;
-use self::value::{decode, resolve, Env, Symbol, Value};
+use self::value::{decode, resolve, shown_number, Env, Symbol, Value};
 
 /// Maps whose names start with this are sdt's own (what a span pragma
 /// adds to a script): never printed at the end.
@@ -526,19 +526,13 @@ impl Known<'_> {
                     value: *value as u64,
                     signed: true,
                 },
-                (Value::Probe(x) | Value::Func(x) | Value::Ptr(x), _)
-                | (Value::USym { addr: x, .. }, _)
-                | (Value::Timestamp { ns: x, .. }, _) => Arg::Int {
+                (Value::Ptr(x), _) => Arg::Int {
                     value: *x,
                     signed: false,
                 },
-                (Value::Username(uid), _) => Arg::Int {
-                    value: u64::from(*uid),
-                    signed: false,
-                },
-                (Value::Strerror(e) | Value::SignalName(e), _) => Arg::Int {
-                    value: *e as u64,
-                    signed: true,
+                (Value::Shown(shown, bytes), _) => match shown_number(*shown, bytes) {
+                    Some((value, signed)) => Arg::Int { value, signed },
+                    None => as_text(v),
                 },
                 _ => as_text(v),
             })

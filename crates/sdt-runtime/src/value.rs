@@ -5,8 +5,14 @@
 //! space knows (symbol names, probe names, user names, stack frames,
 //! times of day) comes from an [`Env`]. How a datum prints is the output
 //! format's business.
+//!
+//! The values that print in their own way ([`Shown`]: symbols, names,
+//! messages, addresses, times) stay their bytes until [`render_shown`]
+//! turns them into a datum: one match over every kind, with no fallback,
+//! so a new kind does not compile until it says how it shows. What else a
+//! new kind takes is in [`Shown`]'s documentation.
 
-use sdt_lang::types::{Ty, TypeRegistry};
+use sdt_lang::types::{Shown, Ty, TypeRegistry};
 use sdt_output::{Datum, Frame, Stack};
 
 /// What rendering needs from the rest of the runtime.
@@ -59,26 +65,8 @@ pub enum Value<'a> {
     Str(&'a [u8]),
     Buf(&'a [u8]),
     Tuple(Vec<Value<'a>>),
-    USym {
-        addr: u64,
-        pid: u32,
-    },
-    UStack {
-        id: i64,
-        pid: u32,
-        perf: bool,
-        depth: u32,
-    },
-    Probe(u64),
-    Func(u64),
-    Username(u32),
-    Strerror(i64),
-    SignalName(i64),
-    Inet(std::net::IpAddr),
-    Timestamp {
-        ns: u64,
-        format: u32,
-    },
+    /// A value that prints in its own way, and its bytes.
+    Shown(Shown, &'a [u8]),
     /// A struct or union: its fields in order.
     Record(Vec<(String, Value<'a>)>),
     /// An array of the traced program's memory (char arrays are strings).
@@ -128,37 +116,10 @@ pub fn decode<'a>(ty: &Ty, bytes: &'a [u8], registry: &TypeRegistry) -> Value<'a
                     .collect(),
             )
         }
-        Ty::USym => Value::USym {
-            addr: u64_at(bytes, 0),
-            pid: u64_at(bytes, 8) as u32,
-        },
-        Ty::UStack { perf_mode, depth } => Value::UStack {
-            id: u64_at(bytes, 0) as i64,
-            pid: u64_at(bytes, 8) as u32,
-            perf: *perf_mode,
-            depth: *depth,
-        },
-        Ty::Probe => Value::Probe(u64_at(bytes, 0)),
-        Ty::Func => Value::Func(u64_at(bytes, 0)),
-        Ty::Username => Value::Username(u64_at(bytes, 0) as u32),
-        Ty::Strerror => Value::Strerror(u64_at(bytes, 0) as i64),
-        Ty::SignalName => Value::SignalName(u64_at(bytes, 0) as i64),
-        Ty::Inet { v6: false } => {
-            let mut octets = [0u8; 4];
-            octets.copy_from_slice(&bytes.get(..4).unwrap_or(&[0; 4])[..4]);
-            Value::Inet(std::net::Ipv4Addr::from(octets).into())
+        Ty::Shown(shown) => {
+            let size = (shown.value_size() as usize).min(bytes.len());
+            Value::Shown(*shown, &bytes[..size])
         }
-        Ty::Inet { v6: true } => {
-            let mut octets = [0u8; 16];
-            if let Some(b) = bytes.get(..16) {
-                octets.copy_from_slice(b);
-            }
-            Value::Inet(std::net::Ipv6Addr::from(octets).into())
-        }
-        Ty::Timestamp { format } => Value::Timestamp {
-            ns: u64_at(bytes, 0),
-            format: *format,
-        },
         Ty::Record(_) | Ty::Array { .. } => decode_c(ty, None, bytes, registry),
         Ty::Void | Ty::Agg(_) => Value::Bytes(bytes),
     }
@@ -302,52 +263,84 @@ pub fn resolve(value: &Value<'_>, env: &mut dyn Env) -> Datum {
         ),
         Value::Array(items) => Datum::Array(items.iter().map(|v| resolve(v, env)).collect()),
         Value::Tuple(items) => Datum::Tuple(items.iter().map(|v| resolve(v, env)).collect()),
-        Value::USym { addr, pid } => Datum::Text(match env.symbol(*pid, *addr) {
+        Value::Shown(shown, bytes) => render_shown(*shown, bytes, env),
+    }
+}
+
+/// How a value that prints in its own way shows: one arm per kind, each
+/// reading the kind's bytes (see [`Shown`] for their layout).
+pub fn render_shown(shown: Shown, bytes: &[u8], env: &mut dyn Env) -> Datum {
+    let word = u64_at(bytes, 0);
+    let pid = u64_at(bytes, 8) as u32;
+    match shown {
+        Shown::USym => Datum::Text(match env.symbol(pid, word) {
             Some(sym) => sym.name,
-            None => format!("{addr:#x}"),
+            None => format!("{word:#x}"),
         }),
-        Value::UStack {
-            id,
-            pid,
-            perf,
-            depth,
-        } => {
-            let addrs = if *id < 0 {
-                Vec::new()
-            } else {
-                env.stack(*id as u32)
-            };
-            let frames = addrs
-                .into_iter()
-                .take(*depth as usize)
-                .map(|addr| {
-                    let sym = env.symbol(*pid, addr);
-                    Frame {
-                        addr,
-                        module: match &sym {
-                            Some(s) => Some(s.module.clone()),
-                            None => env.module(*pid, addr),
-                        },
-                        symbol: sym.map(|s| (s.name, s.offset)),
-                    }
-                })
-                .collect();
-            Datum::Stack(Stack {
-                frames,
-                perf: *perf,
-            })
+        Shown::UStack { perf_mode, depth } => {
+            Datum::Stack(user_stack(word as i64, pid, perf_mode, depth, env))
         }
-        Value::Probe(id) => Datum::Text(env.probe_name(*id)),
-        Value::Func(id) => Datum::Text(env.func_name(*id)),
-        Value::Username(uid) => Datum::Text(env.user_name(*uid).unwrap_or_else(|| uid.to_string())),
-        Value::Strerror(errno) => Datum::Text(strerror(*errno)),
-        Value::SignalName(signal) => Datum::Text(signal_name(*signal)),
-        Value::Inet(addr) => Datum::Text(addr.to_string()),
-        Value::Timestamp { ns, format } => {
-            let wall = env.wall_ns(*ns);
-            Datum::Text(format_time(env.time_format(*format), wall))
+        Shown::Probe => Datum::Text(env.probe_name(word)),
+        Shown::Func => Datum::Text(env.func_name(word)),
+        Shown::Username => {
+            let uid = word as u32;
+            Datum::Text(env.user_name(uid).unwrap_or_else(|| uid.to_string()))
+        }
+        Shown::Strerror => Datum::Text(strerror(word as i64)),
+        Shown::SignalName => Datum::Text(signal_name(word as i64)),
+        Shown::Inet { v6: false } => {
+            let mut octets = [0u8; 4];
+            if let Some(b) = bytes.get(..4) {
+                octets.copy_from_slice(b);
+            }
+            Datum::Text(std::net::Ipv4Addr::from(octets).to_string())
+        }
+        Shown::Inet { v6: true } => {
+            let mut octets = [0u8; 16];
+            if let Some(b) = bytes.get(..16) {
+                octets.copy_from_slice(b);
+            }
+            Datum::Text(std::net::Ipv6Addr::from(octets).to_string())
+        }
+        Shown::Timestamp { format } => {
+            let wall = env.wall_ns(word);
+            Datum::Text(format_time(env.time_format(format), wall))
         }
     }
+}
+
+/// The number `printf`'s integer conversions print for a value that
+/// prints in its own way, and whether it is signed; `None` where they
+/// print its text.
+pub fn shown_number(shown: Shown, bytes: &[u8]) -> Option<(u64, bool)> {
+    let ty = shown.number()?;
+    Some((ty.truncate(u64_at(bytes, 0) as i64) as u64, ty.is_signed()))
+}
+
+/// The frames of stack `id` (none if negative) of process `pid`,
+/// symbolized, at most `depth` of them.
+fn user_stack(id: i64, pid: u32, perf: bool, depth: u32, env: &mut dyn Env) -> Stack {
+    let addrs = if id < 0 {
+        Vec::new()
+    } else {
+        env.stack(id as u32)
+    };
+    let frames = addrs
+        .into_iter()
+        .take(depth as usize)
+        .map(|addr| {
+            let sym = env.symbol(pid, addr);
+            Frame {
+                addr,
+                module: match &sym {
+                    Some(s) => Some(s.module.clone()),
+                    None => env.module(pid, addr),
+                },
+                symbol: sym.map(|s| (s.name, s.offset)),
+            }
+        })
+        .collect();
+    Stack { frames, perf }
 }
 
 /// The message of an errno value, as `strerror(3)` words it.
@@ -553,6 +546,55 @@ mod tests {
         assert_eq!(signal_name(64), "Real-time signal 30");
         assert_eq!(signal_name(65), "N/A");
         assert_eq!(signal_name(-1), "N/A");
+    }
+
+    #[test]
+    fn shown_values_print_their_own_way_and_printf_sees_their_numbers() {
+        let reg = TypeRegistry::default();
+        let mut env = Plain(reg.clone());
+        let shown = |kind: Shown, bytes: &[u8], env: &mut Plain| {
+            let v = decode(&Ty::Shown(kind), bytes, &reg);
+            assert_eq!(v, Value::Shown(kind, &bytes[..kind.value_size() as usize]));
+            let text = sdt_output::text::datum(&resolve(&v, env), sdt_output::text::Context::Value);
+            (text, shown_number(kind, bytes))
+        };
+        let word = |v: i64| v.to_ne_bytes().repeat(2);
+        assert_eq!(
+            shown(Shown::Strerror, &word(2), &mut env),
+            ("No such file or directory".into(), Some((2, true)))
+        );
+        assert_eq!(
+            shown(Shown::SignalName, &word(9), &mut env),
+            ("Killed".into(), Some((9, true)))
+        );
+        // A user id is 32 bits, whatever the word above it holds.
+        assert_eq!(
+            shown(Shown::Username, &word(-1), &mut env),
+            ("4294967295".into(), Some((u64::from(u32::MAX), false)))
+        );
+        assert_eq!(
+            shown(Shown::Probe, &word(3), &mut env),
+            ("3".into(), Some((3, false)))
+        );
+        let mut v4 = vec![127, 0, 0, 1];
+        v4.resize(16, 0xff);
+        assert_eq!(
+            shown(Shown::Inet { v6: false }, &v4, &mut env),
+            ("127.0.0.1".into(), None)
+        );
+        let mut v6 = [0u8; 16];
+        v6[15] = 1;
+        assert_eq!(
+            shown(Shown::Inet { v6: true }, &v6, &mut env),
+            ("::1".into(), None)
+        );
+        // An address without a symbol is shown in hex.
+        let mut usym = 0x1234u64.to_ne_bytes().to_vec();
+        usym.extend(7u64.to_ne_bytes());
+        assert_eq!(
+            shown(Shown::USym, &usym, &mut env),
+            ("0x1234".into(), Some((0x1234, false)))
+        );
     }
 
     #[test]

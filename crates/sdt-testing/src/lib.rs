@@ -6,6 +6,8 @@
 //!   `systemtap-sdt-dev` can still run the rest.
 //! * **readelf.** An independent reader of the same notes and section
 //!   headers that `sdt-elf` parses, for cross-checks.
+//! * **Fixtures.** [`fixture::C`] compiles the C programs the tests trace,
+//!   once per test binary.
 //!
 //! Failures here panic: this crate only ever runs inside tests.
 
@@ -13,6 +15,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+pub mod fixture;
 
 /// Whether the tests run in CI (`CI=true`).
 pub fn in_ci() -> bool {

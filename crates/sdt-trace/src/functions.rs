@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use globset::Glob;
@@ -63,150 +63,36 @@ pub fn plan_functions(
     scope: &Scope,
 ) -> Result<Vec<FunctionSite>, Error> {
     let objects = objects(target, text, scope, &mut None, &mut HashMap::new())?;
-    let mut sites = Vec::new();
-    let mut candidates = Vec::new();
+    let mut found = Found::default();
     let explicit = crate::plan::named_explicitly(target, scope);
     let searched: Vec<PathBuf> = objects.iter().map(|o| o.path.clone()).collect();
     for object in objects {
-        let file = match object.file {
-            Ok(file) => file,
-            // Objects of a process that cannot be opened safely are
-            // skipped when the user did not name them.
-            Err(_) if !explicit => continue,
-            Err(e) => return Err(Error::Elf(e)),
+        let Some((file, functions)) = open(object.file, &object.path, explicit)? else {
+            continue;
         };
-        let file = &file;
-        let functions = match sdt_elf::functions(file.data()) {
-            Ok(functions) => functions,
-            Err(_) if !explicit => continue,
-            Err(source) => {
-                return Err(Error::Elf(sdt_elf::Error::Elf {
-                    path: object.path.clone(),
-                    source,
-                }))
-            }
-        };
-        let site = |f: &Function, symbol: String, offset: u64| -> Result<FunctionSite, Error> {
-            let refuse = |why: String| Error::BadSpec {
-                spec: text.to_string(),
-                why,
-            };
-            let start = f.file_offset.ok_or_else(|| {
-                refuse(format!(
-                    "{} is not in an executable segment of {}",
-                    f.name,
-                    object.path.display()
-                ))
-            })?;
-            if f.size == 0 && offset == 0 && !scope.allow_unsafe {
-                return Err(Error::SizeUnknown {
-                    function: f.display_name().to_string(),
-                });
-            }
-            if offset > 0 {
-                if f.size > 0 && offset >= f.size {
-                    return Err(Error::OffsetOutside {
-                        function: f.display_name().to_string(),
-                        size: f.size,
-                        offset,
-                    });
-                }
-                let code = usize::try_from(start)
-                    .ok()
-                    .and_then(|s| file.data().get(s..s + f.size.max(offset + 16) as usize))
-                    .unwrap_or_default();
-                match sdt_elf::is_instruction_boundary(code, offset) {
-                    Some(true) => {}
-                    Some(false) => {
-                        return Err(refuse(format!(
-                            "offset {offset} is inside an instruction of {}; a uprobe there would corrupt the program",
-                            f.display_name()
-                        )))
-                    }
-                    None => {
-                        return Err(refuse(format!(
-                            "cannot decode {} up to offset {offset}, so sdt cannot check that it starts an instruction",
-                            f.display_name()
-                        )))
-                    }
-                }
-            }
-            Ok(FunctionSite {
-                path: object.path.clone(),
-                attach_path: PathBuf::from(format!(
-                    "/proc/self/fd/{}",
-                    file.descriptor().as_raw_fd()
-                )),
-                attach_fd: Arc::clone(file.descriptor()),
-                symbol,
-                function: f.display_name().to_string(),
-                address: f.address + offset,
-                offset,
-                file_offset: start + offset,
-            })
+        let object = InObject {
+            path: &object.path,
+            file: &file,
+            functions,
+            text,
+            scope,
         };
         match function {
-            FunctionTarget::Symbol(pattern) => {
-                let glob = Glob::new(pattern)
-                    .map(|g| g.compile_matcher())
-                    .map_err(|e| Error::BadSpec {
-                        spec: text.to_string(),
-                        why: e.kind().to_string(),
-                    })?;
-                for f in &functions {
-                    let name = if glob.is_match(&f.name) {
-                        f.name.clone()
-                    } else if let Some(d) = f.demangled.as_deref().filter(|d| {
-                        glob.is_match(d)
-                            || d.split('(').next().is_some_and(|bare| glob.is_match(bare))
-                    }) {
-                        d.to_string()
-                    } else {
-                        candidates.push(f.display_name().to_string());
-                        continue;
-                    };
-                    sites.push(site(f, name, 0)?);
-                }
-            }
+            FunctionTarget::Symbol(pattern) => object.by_symbol(pattern, &mut found)?,
             FunctionTarget::Offset { symbol, offset } => {
-                let found = functions.iter().find(|f| {
-                    f.name == *symbol
-                        || f.demangled
-                            .as_deref()
-                            .is_some_and(|d| d == symbol || d.split('(').next() == Some(symbol))
-                });
-                match found {
-                    Some(f) => sites.push(site(f, format!("{symbol}+{offset}"), *offset)?),
-                    None => {
-                        candidates.extend(functions.iter().map(|f| f.display_name().to_string()))
-                    }
-                }
+                object.by_offset(symbol, *offset, &mut found)?
             }
-            FunctionTarget::Address(_) | FunctionTarget::SourceLine(_) => {
-                let (address, name) = match function {
-                    FunctionTarget::SourceLine(at) => (
-                        line_address(at, &object.path, file, &scope.debug_dirs, text)?,
-                        format!("{}:{}", at.file, at.line),
-                    ),
-                    FunctionTarget::Address(a) => (*a, a.to_string()),
-                    _ => unreachable!("matched above"),
-                };
-                let address = &address;
-                let found = functions
-                    .iter()
-                    .find(|f| (f.address..f.address + f.size.max(1)).contains(address));
-                match found {
-                    Some(f) => sites.push(site(f, name, address - f.address)?),
-                    None => {
-                        return Err(Error::AddressOutside {
-                            path: object.path.clone(),
-                            address: *address,
-                        })
-                    }
-                }
+            FunctionTarget::Address(a) => object.by_address(*a, a.to_string(), &mut found)?,
+            FunctionTarget::SourceLine(at) => {
+                let address = line_address(at, object.path, &file, &scope.debug_dirs, text)?;
+                object.by_address(address, format!("{}:{}", at.file, at.line), &mut found)?
             }
         }
     }
+    let Found {
+        mut sites,
+        candidates,
+    } = found;
     // One uprobe per place, however many names point there.
     sites.sort_by(|a, b| (&a.attach_path, a.file_offset).cmp(&(&b.attach_path, b.file_offset)));
     sites.dedup_by(|a, b| a.attach_path == b.attach_path && a.file_offset == b.file_offset);
@@ -223,6 +109,176 @@ pub fn plan_functions(
         });
     }
     Ok(sites)
+}
+
+/// The sites found so far, and the names that did not match, for a
+/// suggestion when nothing does.
+#[derive(Default)]
+struct Found {
+    sites: Vec<FunctionSite>,
+    candidates: Vec<String>,
+}
+
+/// An object's file and functions; `None` for an object of a process
+/// that cannot be read safely, skipped when the user did not name it.
+fn open(
+    file: Result<sdt_elf::ElfFile, sdt_elf::Error>,
+    path: &Path,
+    explicit: bool,
+) -> Result<Option<(sdt_elf::ElfFile, Vec<Function>)>, Error> {
+    let file = match file {
+        Ok(file) => file,
+        Err(_) if !explicit => return Ok(None),
+        Err(e) => return Err(Error::Elf(e)),
+    };
+    match sdt_elf::functions(file.data()) {
+        Ok(functions) => Ok(Some((file, functions))),
+        Err(_) if !explicit => Ok(None),
+        Err(source) => Err(Error::Elf(sdt_elf::Error::Elf {
+            path: path.to_path_buf(),
+            source,
+        })),
+    }
+}
+
+/// One object's functions, and the sites in them.
+struct InObject<'a> {
+    path: &'a Path,
+    file: &'a sdt_elf::ElfFile,
+    functions: Vec<Function>,
+    /// The attach point, for messages.
+    text: &'a str,
+    scope: &'a Scope,
+}
+
+impl InObject<'_> {
+    /// Every function whose name (or demangled name, with or without its
+    /// parameters) matches the glob `pattern`.
+    fn by_symbol(&self, pattern: &str, found: &mut Found) -> Result<(), Error> {
+        let glob = Glob::new(pattern)
+            .map(|g| g.compile_matcher())
+            .map_err(|e| self.refuse(e.kind().to_string()))?;
+        for f in &self.functions {
+            let name = if glob.is_match(&f.name) {
+                f.name.clone()
+            } else if let Some(d) = f.demangled.as_deref().filter(|d| {
+                glob.is_match(d) || d.split('(').next().is_some_and(|bare| glob.is_match(bare))
+            }) {
+                d.to_string()
+            } else {
+                found.candidates.push(f.display_name().to_string());
+                continue;
+            };
+            found.sites.push(self.site(f, name, 0)?);
+        }
+        Ok(())
+    }
+
+    /// `offset` bytes into the function named `symbol`.
+    fn by_offset(&self, symbol: &str, offset: u64, found: &mut Found) -> Result<(), Error> {
+        let function = self.functions.iter().find(|f| {
+            f.name == symbol
+                || f.demangled
+                    .as_deref()
+                    .is_some_and(|d| d == symbol || d.split('(').next() == Some(symbol))
+        });
+        match function {
+            Some(f) => found
+                .sites
+                .push(self.site(f, format!("{symbol}+{offset}"), offset)?),
+            None => found
+                .candidates
+                .extend(self.functions.iter().map(|f| f.display_name().to_string())),
+        }
+        Ok(())
+    }
+
+    /// The function that holds `address`, which `name` names.
+    fn by_address(&self, address: u64, name: String, found: &mut Found) -> Result<(), Error> {
+        let function = self
+            .functions
+            .iter()
+            .find(|f| (f.address..f.address + f.size.max(1)).contains(&address));
+        let Some(f) = function else {
+            return Err(Error::AddressOutside {
+                path: self.path.to_path_buf(),
+                address,
+            });
+        };
+        found.sites.push(self.site(f, name, address - f.address)?);
+        Ok(())
+    }
+
+    /// The site `offset` bytes into `f`, checked: in an executable
+    /// segment, of a function whose size is known (unless `--unsafe`),
+    /// and at the start of an instruction.
+    fn site(&self, f: &Function, symbol: String, offset: u64) -> Result<FunctionSite, Error> {
+        let start = f.file_offset.ok_or_else(|| {
+            self.refuse(format!(
+                "{} is not in an executable segment of {}",
+                f.name,
+                self.path.display()
+            ))
+        })?;
+        if f.size == 0 && offset == 0 && !self.scope.allow_unsafe {
+            return Err(Error::SizeUnknown {
+                function: f.display_name().to_string(),
+            });
+        }
+        if offset > 0 {
+            self.check_boundary(f, start, offset)?;
+        }
+        let file = self.file;
+        Ok(FunctionSite {
+            path: self.path.to_path_buf(),
+            attach_path: PathBuf::from(format!("/proc/self/fd/{}", file.descriptor().as_raw_fd())),
+            attach_fd: Arc::clone(file.descriptor()),
+            symbol,
+            function: f.display_name().to_string(),
+            address: f.address + offset,
+            offset,
+            file_offset: start + offset,
+        })
+    }
+
+    /// Refuses an `offset` into `f` (whose code starts at file offset
+    /// `start`) that is outside it or not the start of an instruction:
+    /// a uprobe there would corrupt the traced program.
+    fn check_boundary(&self, f: &Function, start: u64, offset: u64) -> Result<(), Error> {
+        if f.size > 0 && offset >= f.size {
+            return Err(Error::OffsetOutside {
+                function: f.display_name().to_string(),
+                size: f.size,
+                offset,
+            });
+        }
+        let code = usize::try_from(start)
+            .ok()
+            .and_then(|s| {
+                self.file
+                    .data()
+                    .get(s..s + f.size.max(offset + 16) as usize)
+            })
+            .unwrap_or_default();
+        match sdt_elf::is_instruction_boundary(code, offset) {
+            Some(true) => Ok(()),
+            Some(false) => Err(self.refuse(format!(
+                "offset {offset} is inside an instruction of {}; a uprobe there would corrupt the program",
+                f.display_name()
+            ))),
+            None => Err(self.refuse(format!(
+                "cannot decode {} up to offset {offset}, so sdt cannot check that it starts an instruction",
+                f.display_name()
+            ))),
+        }
+    }
+
+    fn refuse(&self, why: String) -> Error {
+        Error::BadSpec {
+            spec: self.text.to_string(),
+            why,
+        }
+    }
 }
 
 /// The address of the code of source line `at` in `file` (the object

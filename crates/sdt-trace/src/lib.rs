@@ -14,7 +14,8 @@
 //!   and reads the ring buffer.
 //!
 //! The compiler that generates the programs is `sdt-script`; this crate
-//! knows nothing of the language.
+//! knows nothing of the language, and takes from `sdt-lang` only the
+//! type of a tracepoint's field, which the checker types `args` by.
 
 #![forbid(unsafe_code)]
 

@@ -16,6 +16,9 @@ use globset::{Glob, GlobMatcher};
 use rustix::fs::{Mode, OFlags};
 
 use crate::Error;
+/// One field of a tracepoint's record: the checker's type, so that a
+/// format read here is what the checker types `args` by.
+pub use sdt_lang::check::TracepointField;
 
 /// A tracepoint with its id and record format.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,18 +28,6 @@ pub struct Tracepoint {
     /// The perf event id (`events/CATEGORY/NAME/id`).
     pub id: u64,
     pub fields: Vec<TracepointField>,
-}
-
-/// One field of a tracepoint's record, from its `format` file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TracepointField {
-    pub name: String,
-    /// The declaration without the name: `const char *`, `char[16]`,
-    /// `__data_loc char[]`.
-    pub c_type: String,
-    pub offset: u32,
-    pub size: u32,
-    pub signed: bool,
 }
 
 /// A tracefs instance, open.

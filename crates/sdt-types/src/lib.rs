@@ -194,6 +194,20 @@ pub enum Lookup {
 
 pub(crate) type Reader = gimli::EndianReader<RunTimeEndian, Bytes>;
 
+/// The children of a type's entry, as [`DebugInfo::get`] walks them.
+type Children<'abbrev, 'tree> = gimli::EntriesTreeIter<'abbrev, 'tree, Reader>;
+
+/// The entry of the type being read, with what every kind of type needs.
+struct TypeEntry<'a> {
+    id: TypeId,
+    unit: &'a PartUnit,
+    entry: &'a gimli::DebuggingInformationEntry<Reader>,
+    /// `DW_AT_type`: what it points to, names, qualifies or holds.
+    target: Option<TypeId>,
+    /// `DW_AT_byte_size`.
+    size: Option<u64>,
+}
+
 /// Section bytes: a slice of a mapped file, or an inflated section.
 #[derive(Clone)]
 pub(crate) struct Bytes {
@@ -722,33 +736,26 @@ impl DebugInfo {
         Ok(dwarf)
     }
 
-    /// Reads the type at `id`.
+    /// Reads the type at `id`: the entry's tag says which kind of type it
+    /// is, and each kind with more to read than a name and a target has a
+    /// method of its own.
     pub fn get(&self, id: TypeId) -> Result<Type, Error> {
         let (unit, offset) = self.locate(id)?;
         let fail = |e: gimli::Error| self.corrupt(id.0, e);
         let mut tree = unit.entries_tree(Some(offset)).map_err(fail)?;
         let root = tree.root().map_err(fail)?;
         let entry = root.entry().clone();
-        let target = self.type_ref(&unit, &entry)?;
-        let size = udata(&entry, gimli::DW_AT_byte_size);
+        let at = TypeEntry {
+            id,
+            unit: &unit,
+            target: self.type_ref(&unit, &entry)?,
+            size: udata(&entry, gimli::DW_AT_byte_size),
+            entry: &entry,
+        };
+        let target = at.target;
         let tag = entry.tag();
         Ok(match tag {
-            gimli::DW_TAG_base_type => {
-                let encoding = match entry.attr_value(gimli::DW_AT_encoding) {
-                    Some(AttributeValue::Encoding(e)) => e,
-                    _ => gimli::DW_ATE_signed,
-                };
-                Type::Base {
-                    name: self.name(&unit, &entry)?.unwrap_or_default(),
-                    size: size.unwrap_or(0),
-                    encoding: match encoding {
-                        gimli::DW_ATE_signed | gimli::DW_ATE_signed_char => Encoding::Signed,
-                        gimli::DW_ATE_boolean => Encoding::Bool,
-                        gimli::DW_ATE_float => Encoding::Float,
-                        _ => Encoding::Unsigned,
-                    },
-                }
-            }
+            gimli::DW_TAG_base_type => self.base_type(&at)?,
             gimli::DW_TAG_pointer_type
             | gimli::DW_TAG_reference_type
             | gimli::DW_TAG_rvalue_reference_type => Type::Pointer { target },
@@ -769,146 +776,11 @@ impl DebugInfo {
                 target,
             },
             gimli::DW_TAG_subroutine_type => Type::Function,
-            gimli::DW_TAG_array_type => {
-                let mut dims = Vec::new();
-                let mut children = root.children();
-                while let Some(child) = children.next().map_err(fail)? {
-                    let e = child.entry();
-                    if e.tag() != gimli::DW_TAG_subrange_type {
-                        continue;
-                    }
-                    let len = udata(e, gimli::DW_AT_count).or_else(|| {
-                        let lower = udata(e, gimli::DW_AT_lower_bound).unwrap_or(0);
-                        udata(e, gimli::DW_AT_upper_bound)
-                            .map(|u| u.wrapping_sub(lower).wrapping_add(1))
-                    });
-                    dims.push(len);
-                }
-                if dims.is_empty() {
-                    dims.push(None);
-                }
-                Type::Array {
-                    elem: target
-                        .ok_or_else(|| self.corrupt(id.0, "array without an element type"))?,
-                    dims,
-                }
-            }
+            gimli::DW_TAG_array_type => self.array(&at, root.children())?,
             gimli::DW_TAG_structure_type | gimli::DW_TAG_class_type | gimli::DW_TAG_union_type => {
-                let declaration = matches!(
-                    entry.attr_value(gimli::DW_AT_declaration),
-                    Some(AttributeValue::Flag(true))
-                );
-                let mut members = Vec::new();
-                let mut children = root.children();
-                while let Some(child) = children.next().map_err(fail)? {
-                    let e = child.entry();
-                    // A C++ base class is laid out like an unnamed member,
-                    // and its members are reached the same way.
-                    if e.tag() != gimli::DW_TAG_member && e.tag() != gimli::DW_TAG_inheritance {
-                        continue;
-                    }
-                    // Static members (C++) have no location.
-                    let is_union = tag == gimli::DW_TAG_union_type;
-                    let location = udata(e, gimli::DW_AT_data_member_location);
-                    if location.is_none()
-                        && !is_union
-                        && e.attr(gimli::DW_AT_data_bit_offset).is_none()
-                    {
-                        continue;
-                    }
-                    let Some(ty) = self.type_ref(&unit, e)? else {
-                        continue;
-                    };
-                    let location = location.unwrap_or(0);
-                    let bitfield = match udata(e, gimli::DW_AT_bit_size) {
-                        None => None,
-                        Some(bits) => {
-                            let bit_offset = if let Some(b) = udata(e, gimli::DW_AT_data_bit_offset)
-                            {
-                                b
-                            } else {
-                                // DWARF 4: counted from the most significant
-                                // bit of a storage unit of DW_AT_byte_size.
-                                let storage = udata(e, gimli::DW_AT_byte_size).unwrap_or(4);
-                                let from_msb = udata(e, gimli::DW_AT_bit_offset).unwrap_or(0);
-                                location
-                                    .checked_add(storage)
-                                    .and_then(|end| end.checked_mul(8))
-                                    .and_then(|end| end.checked_sub(from_msb.checked_add(bits)?))
-                                    .ok_or_else(|| {
-                                        self.corrupt(id.0, "bitfield outside its storage")
-                                    })?
-                            };
-                            // Sane bounds keep every later sum in range.
-                            if bits > 64 || bit_offset >= 1 << 48 {
-                                return Err(self.corrupt(id.0, "bitfield out of range"));
-                            }
-                            Some(Bitfield { bit_offset, bits })
-                        }
-                    };
-                    members.push(Member {
-                        name: self.name(&unit, e)?,
-                        ty,
-                        offset: bitfield.map_or(location, |b| b.bit_offset / 8),
-                        bitfield,
-                    });
-                }
-                Type::Record(Record {
-                    is_union: tag == gimli::DW_TAG_union_type,
-                    name: self.name(&unit, &entry)?,
-                    size: if declaration { None } else { size },
-                    members,
-                })
+                Type::Record(self.record(&at, root.children())?)
             }
-            gimli::DW_TAG_enumeration_type => {
-                let mut signed = false;
-                let mut values = Vec::new();
-                let mut base = target;
-                let mut depth = 0;
-                // The underlying type, where given, says the signedness.
-                while let Some(t) = base {
-                    depth += 1;
-                    if depth > MAX_DEPTH {
-                        break;
-                    }
-                    match self.get(t)? {
-                        Type::Base { encoding, .. } => {
-                            signed = encoding == Encoding::Signed;
-                            break;
-                        }
-                        Type::Typedef { target, .. } | Type::Qualified { target, .. } => {
-                            base = target
-                        }
-                        _ => break,
-                    }
-                }
-                let mut children = root.children();
-                while let Some(child) = children.next().map_err(fail)? {
-                    let e = child.entry();
-                    if e.tag() != gimli::DW_TAG_enumerator {
-                        continue;
-                    }
-                    let value = match e.attr_value(gimli::DW_AT_const_value) {
-                        Some(AttributeValue::Sdata(v)) => {
-                            signed |= v < 0;
-                            v
-                        }
-                        Some(AttributeValue::Udata(v)) => v as i64,
-                        Some(AttributeValue::Data1(v)) => i64::from(v),
-                        Some(AttributeValue::Data2(v)) => i64::from(v),
-                        Some(AttributeValue::Data4(v)) => i64::from(v),
-                        Some(AttributeValue::Data8(v)) => v as i64,
-                        _ => continue,
-                    };
-                    values.push((self.name(&unit, e)?.unwrap_or_default(), value));
-                }
-                Type::Enum(Enum {
-                    name: self.name(&unit, &entry)?,
-                    size: size.unwrap_or(4),
-                    signed,
-                    values,
-                })
-            }
+            gimli::DW_TAG_enumeration_type => Type::Enum(self.enumeration(&at, root.children())?),
             gimli::DW_TAG_unspecified_type => Type::Base {
                 name: self.name(&unit, &entry)?.unwrap_or_else(|| "void".into()),
                 size: 0,
@@ -916,6 +788,185 @@ impl DebugInfo {
             },
             other => return Err(self.corrupt(id.0, format!("{other} is not a type"))),
         })
+    }
+
+    /// `int`, `char`, `_Bool`, `double` and the like.
+    fn base_type(&self, at: &TypeEntry) -> Result<Type, Error> {
+        let encoding = match at.entry.attr_value(gimli::DW_AT_encoding) {
+            Some(AttributeValue::Encoding(e)) => e,
+            _ => gimli::DW_ATE_signed,
+        };
+        Ok(Type::Base {
+            name: self.name(at.unit, at.entry)?.unwrap_or_default(),
+            size: at.size.unwrap_or(0),
+            encoding: match encoding {
+                gimli::DW_ATE_signed | gimli::DW_ATE_signed_char => Encoding::Signed,
+                gimli::DW_ATE_boolean => Encoding::Bool,
+                gimli::DW_ATE_float => Encoding::Float,
+                _ => Encoding::Unsigned,
+            },
+        })
+    }
+
+    /// An array: its element type and one length per dimension (`None`
+    /// where unknown, as in `int a[]`).
+    fn array(&self, at: &TypeEntry, mut children: Children) -> Result<Type, Error> {
+        let fail = |e: gimli::Error| self.corrupt(at.id.0, e);
+        let mut dims = Vec::new();
+        while let Some(child) = children.next().map_err(fail)? {
+            let e = child.entry();
+            if e.tag() != gimli::DW_TAG_subrange_type {
+                continue;
+            }
+            let len = udata(e, gimli::DW_AT_count).or_else(|| {
+                let lower = udata(e, gimli::DW_AT_lower_bound).unwrap_or(0);
+                udata(e, gimli::DW_AT_upper_bound).map(|u| u.wrapping_sub(lower).wrapping_add(1))
+            });
+            dims.push(len);
+        }
+        if dims.is_empty() {
+            dims.push(None);
+        }
+        Ok(Type::Array {
+            elem: at
+                .target
+                .ok_or_else(|| self.corrupt(at.id.0, "array without an element type"))?,
+            dims,
+        })
+    }
+
+    /// A struct, class or union and its members (a declaration has no
+    /// size).
+    fn record(&self, at: &TypeEntry, mut children: Children) -> Result<Record, Error> {
+        let fail = |e: gimli::Error| self.corrupt(at.id.0, e);
+        let is_union = at.entry.tag() == gimli::DW_TAG_union_type;
+        let declaration = matches!(
+            at.entry.attr_value(gimli::DW_AT_declaration),
+            Some(AttributeValue::Flag(true))
+        );
+        let mut members = Vec::new();
+        while let Some(child) = children.next().map_err(fail)? {
+            members.extend(self.member(at, child.entry(), is_union)?);
+        }
+        Ok(Record {
+            is_union,
+            name: self.name(at.unit, at.entry)?,
+            size: if declaration { None } else { at.size },
+            members,
+        })
+    }
+
+    /// A record's child, if it is a member with a place in the record.
+    fn member(
+        &self,
+        at: &TypeEntry,
+        e: &gimli::DebuggingInformationEntry<Reader>,
+        is_union: bool,
+    ) -> Result<Option<Member>, Error> {
+        // A C++ base class is laid out like an unnamed member, and its
+        // members are reached the same way.
+        if e.tag() != gimli::DW_TAG_member && e.tag() != gimli::DW_TAG_inheritance {
+            return Ok(None);
+        }
+        // Static members (C++) have no location.
+        let location = udata(e, gimli::DW_AT_data_member_location);
+        if location.is_none() && !is_union && e.attr(gimli::DW_AT_data_bit_offset).is_none() {
+            return Ok(None);
+        }
+        let Some(ty) = self.type_ref(at.unit, e)? else {
+            return Ok(None);
+        };
+        let location = location.unwrap_or(0);
+        let bitfield = match udata(e, gimli::DW_AT_bit_size) {
+            None => None,
+            Some(bits) => Some(self.bitfield(at.id, e, location, bits)?),
+        };
+        Ok(Some(Member {
+            name: self.name(at.unit, e)?,
+            ty,
+            offset: bitfield.map_or(location, |b| b.bit_offset / 8),
+            bitfield,
+        }))
+    }
+
+    /// Where a bitfield member of `bits` bits starts, in bits from the
+    /// start of the record.
+    fn bitfield(
+        &self,
+        id: TypeId,
+        e: &gimli::DebuggingInformationEntry<Reader>,
+        location: u64,
+        bits: u64,
+    ) -> Result<Bitfield, Error> {
+        let bit_offset = if let Some(b) = udata(e, gimli::DW_AT_data_bit_offset) {
+            b
+        } else {
+            // DWARF 4: counted from the most significant bit of a storage
+            // unit of DW_AT_byte_size.
+            let storage = udata(e, gimli::DW_AT_byte_size).unwrap_or(4);
+            let from_msb = udata(e, gimli::DW_AT_bit_offset).unwrap_or(0);
+            location
+                .checked_add(storage)
+                .and_then(|end| end.checked_mul(8))
+                .and_then(|end| end.checked_sub(from_msb.checked_add(bits)?))
+                .ok_or_else(|| self.corrupt(id.0, "bitfield outside its storage"))?
+        };
+        // Sane bounds keep every later sum in range.
+        if bits > 64 || bit_offset >= 1 << 48 {
+            return Err(self.corrupt(id.0, "bitfield out of range"));
+        }
+        Ok(Bitfield { bit_offset, bits })
+    }
+
+    /// An enum and its enumerators; signed if its underlying type is, or
+    /// if any value is negative.
+    fn enumeration(&self, at: &TypeEntry, mut children: Children) -> Result<Enum, Error> {
+        let fail = |e: gimli::Error| self.corrupt(at.id.0, e);
+        let mut signed = self.signed_base(at.target)?;
+        let mut values = Vec::new();
+        while let Some(child) = children.next().map_err(fail)? {
+            let e = child.entry();
+            if e.tag() != gimli::DW_TAG_enumerator {
+                continue;
+            }
+            let value = match e.attr_value(gimli::DW_AT_const_value) {
+                Some(AttributeValue::Sdata(v)) => {
+                    signed |= v < 0;
+                    v
+                }
+                Some(AttributeValue::Udata(v)) => v as i64,
+                Some(AttributeValue::Data1(v)) => i64::from(v),
+                Some(AttributeValue::Data2(v)) => i64::from(v),
+                Some(AttributeValue::Data4(v)) => i64::from(v),
+                Some(AttributeValue::Data8(v)) => v as i64,
+                _ => continue,
+            };
+            values.push((self.name(at.unit, e)?.unwrap_or_default(), value));
+        }
+        Ok(Enum {
+            name: self.name(at.unit, at.entry)?,
+            size: at.size.unwrap_or(4),
+            signed,
+            values,
+        })
+    }
+
+    /// Whether an enum's underlying type, where given, is signed: through
+    /// typedefs and qualifiers, to a depth of [`MAX_DEPTH`].
+    fn signed_base(&self, mut base: Option<TypeId>) -> Result<bool, Error> {
+        let mut depth = 0;
+        while let Some(t) = base {
+            depth += 1;
+            if depth > MAX_DEPTH {
+                break;
+            }
+            match self.get(t)? {
+                Type::Base { encoding, .. } => return Ok(encoding == Encoding::Signed),
+                Type::Typedef { target, .. } | Type::Qualified { target, .. } => base = target,
+                _ => break,
+            }
+        }
+        Ok(false)
     }
 
     fn type_ref(

@@ -2,10 +2,8 @@
 //! `.debug_info` is damaged byte by byte and cut short, and every lookup
 //! and layout is tried on the result.
 
-use std::path::Path;
-use std::process::Command;
-
 use object::{Object, ObjectSection, ObjectSymbol};
+use sdt_testing::fixture::C;
 use sdt_types::{DebugInfo, Lookup};
 
 fn fixture() -> Option<Vec<u8>> {
@@ -16,19 +14,11 @@ fn build(flags: &[&str]) -> Option<Vec<u8>> {
     if !sdt_testing::require(sdt_testing::have("cc"), "a C compiler (cc)") {
         return None;
     }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/types/subsys.c");
-    let out =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sdt-types-corrupt{}", flags.join("")));
-    let status = Command::new("cc")
-        .args(["-g", "-O2"])
-        .args(flags)
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("run cc");
-    assert!(status.success());
-    Some(std::fs::read(&out).unwrap())
+    let out = C::new("tests/fixtures/types/subsys.c")
+        .flags(&["-g", "-O2"])
+        .flags(flags)
+        .build();
+    Some(std::fs::read(out).unwrap())
 }
 
 /// Everything a user of the crate does with a file.

@@ -9,40 +9,37 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use object::{Object, ObjectSymbol};
+use sdt_testing::fixture::C;
 use sdt_types::{DebugInfo, LineLookup, SourceLine};
 
 fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/dwarf")
 }
 
-/// Builds the fixture with `flags` into `name`.
+/// Builds the fixture with `flags` (to `params.c`) as `name`.
 fn build(name: &str, flags: &[&str]) -> Option<PathBuf> {
     if !sdt_testing::require(sdt_testing::have("cc"), "a C compiler (cc)") {
         return None;
     }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdt-types-functions");
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(name);
     // The .dwo files are named after the objects, so each build compiles
     // in a directory of its own.
     let work = dir.join(format!("{name}.d"));
-    std::fs::create_dir_all(&work).unwrap();
-    let run = |cmd: &mut Command| {
-        let status = cmd.current_dir(&work).status().expect("run cc");
-        assert!(status.success(), "{cmd:?}");
+    let object = |source: &str, flags: &[&str]| {
+        C::new(fixture_dir().join(format!("{source}.c")))
+            .flags(&["-O2", "-no-pie", "-c"])
+            .flags(flags)
+            .dir(&work)
+            .output(&format!("{source}.o"))
+            .build()
     };
-    run(Command::new("cc")
-        .args(["-O2", "-no-pie", "-c", "-o", "params.o"])
-        .args(flags)
-        .arg(fixture_dir().join("params.c")));
-    run(Command::new("cc")
-        .args(["-O2", "-no-pie", "-c", "-o", "nodebug.o"])
-        .arg(fixture_dir().join("nodebug.c")));
-    run(Command::new("cc")
-        .args(["-no-pie", "-o"])
-        .arg(&out)
-        .args(["params.o", "nodebug.o"]));
-    Some(out)
+    let program = C::new(object("params", flags))
+        .source(object("nodebug", &[]))
+        .flags(&["-no-pie"])
+        .dir(&dir)
+        .output(name)
+        .build();
+    Some(program)
 }
 
 fn symbol(program: &Path, name: &str) -> u64 {

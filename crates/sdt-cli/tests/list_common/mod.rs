@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
+use sdt_testing::fixture::C;
 pub use sdt_testing::{have, readelf_notes, readelf_sections, require, Note, Section};
 use serde_json::Value;
 
@@ -85,72 +85,38 @@ pub struct Fixtures {
     pub lib: PathBuf,
 }
 
-/// Compiles the fixtures once per test binary into `name`'s own directory,
-/// or returns `None` (after a SKIP notice) where no compiler or
+/// The fixtures, compiled once per test binary into `name`'s own
+/// directory, or `None` (after a SKIP notice) where no compiler or
 /// `<sys/sdt.h>` is installed.
-pub fn fixtures(name: &str) -> Option<&'static Fixtures> {
-    static BUILT: OnceLock<Option<Fixtures>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/list");
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("list-fixtures-{name}"));
-            std::fs::create_dir_all(&dir).expect("create fixture dir");
-            if !require(have("cc"), "a C compiler (cc)") {
-                return None;
-            }
-            let lib = dir.join("libsem.so");
-            let header = cc(
-                &["-fPIC", "-shared", "-o"],
-                &lib,
-                &[source.join("libsem.c")],
-            );
-            if !require(header, "<sys/sdt.h> (Debian: systemtap-sdt-dev)") {
-                return None;
-            }
-            let link = [
-                OsStr::new("-L").to_owned(),
-                dir.clone().into_os_string(),
-                OsStr::new("-lsem").to_owned(),
-                format!("-Wl,-rpath,{}", dir.display()).into(),
-            ];
-            let pie = dir.join("probes-pie");
-            let nopie = dir.join("probes-nopie");
-            for (flags, out) in [
-                (&["-fPIE", "-pie", "-o"][..], &pie),
-                (&["-no-pie", "-o"][..], &nopie),
-            ] {
-                let mut cmd = Command::new("cc");
-                cmd.arg("-O2")
-                    .args(flags)
-                    .arg(out)
-                    .arg(source.join("probes.c"))
-                    .args(&link);
-                let status = cmd.status().expect("run cc");
-                assert!(status.success(), "{cmd:?} failed");
-            }
-            Some(Fixtures {
-                dir,
-                pie,
-                nopie,
-                lib,
-            })
-        })
-        .as_ref()
-}
-
-/// Compiles with `cc -O2 FLAGS OUT SOURCES`; false if it fails.
-fn cc(flags: &[&str], out: &Path, sources: &[PathBuf]) -> bool {
-    let output = Command::new("cc")
-        .arg("-O2")
-        .args(flags)
-        .arg(out)
-        .args(sources)
-        .output()
-        .expect("run cc");
-    if !output.status.success() {
-        eprintln!("cc failed: {}", String::from_utf8_lossy(&output.stderr));
+pub fn fixtures(name: &str) -> Option<Fixtures> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("list-fixtures-{name}"));
+    if !require(have("cc"), "a C compiler (cc)") {
+        return None;
     }
-    output.status.success()
+    let cc = |source: &str| {
+        C::new(format!("tests/fixtures/list/{source}"))
+            .flags(&["-O2"])
+            .dir(&dir)
+    };
+    let lib = cc("libsem.c")
+        .flags(&["-fPIC", "-shared"])
+        .output("libsem.so")
+        .try_build();
+    if let Err(why) = &lib {
+        eprintln!("{why}");
+    }
+    let Ok(lib) = lib else {
+        require(false, "<sys/sdt.h> (Debian: systemtap-sdt-dev)");
+        return None;
+    };
+    let program =
+        |flags: &[&str], out: &str| cc("probes.c").flags(flags).link(&lib).output(out).build();
+    Some(Fixtures {
+        pie: program(&["-fPIE", "-pie"], "probes-pie"),
+        nopie: program(&["-no-pie"], "probes-nopie"),
+        dir,
+        lib,
+    })
 }
 
 /// The notes in `sdt list --json` output, one per site.

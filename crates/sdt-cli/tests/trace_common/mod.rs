@@ -4,9 +4,8 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
 
+use sdt_testing::fixture::C;
 use sdt_testing::{have, require};
 
 pub struct Fixtures {
@@ -17,47 +16,31 @@ pub struct Fixtures {
     pub semaprog: PathBuf,
 }
 
-/// Builds the C fixtures of `tests/fixtures/trace` once per test binary.
-pub fn fixtures() -> Option<&'static Fixtures> {
-    static BUILT: OnceLock<Option<Fixtures>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            if !require(have("cc"), "a C compiler (cc)") {
-                return None;
-            }
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/trace");
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("trace-fixtures");
-            std::fs::create_dir_all(&dir).expect("create fixture dir");
-            let cc = |out: &str, args: &[&str]| -> PathBuf {
-                let path = dir.join(out);
-                let status = Command::new("cc")
-                    .current_dir(&src)
-                    .args(["-O2", "-g", "-o"])
-                    .arg(&path)
-                    .args(args)
-                    .status()
-                    .expect("run cc");
-                assert!(
-                    status.success(),
-                    "cc failed building {out} (is systemtap-sdt-dev installed?)"
-                );
-                path
-            };
-            let libsema = cc("libsema.so", &["-fPIC", "-shared", "libsema.c"]);
-            let rpath = format!("-Wl,-rpath,{}", dir.display());
-            let libdir = format!("-L{}", dir.display());
-            Some(Fixtures {
-                argforms: cc("argforms", &["argforms.c"]),
-                badsites: cc("badsites", &["badsites.c"]),
-                threads: cc("threads", &["-pthread", "threads.c"]),
-                semaprog: cc("semaprog", &["semaprog.c", &libdir, "-lsema", &rpath]),
-                libsema,
-            })
-        })
-        .as_ref()
+/// The C fixtures of `tests/fixtures/trace`, built once per test binary.
+pub fn fixtures() -> Option<Fixtures> {
+    if !require(have("cc"), "a C compiler (cc)") {
+        return None;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("trace-fixtures");
+    let cc = |source: &str| {
+        C::new(format!("tests/fixtures/trace/{source}"))
+            .flags(&["-O2", "-g"])
+            .dir(&dir)
+    };
+    let libsema = cc("libsema.c")
+        .flags(&["-fPIC", "-shared"])
+        .output("libsema.so")
+        .build();
+    Some(Fixtures {
+        argforms: cc("argforms.c").build(),
+        badsites: cc("badsites.c").build(),
+        threads: cc("threads.c").flags(&["-pthread"]).build(),
+        semaprog: cc("semaprog.c").link(&libsema).build(),
+        libsema,
+    })
 }
 
-pub fn setup() -> Option<&'static Fixtures> {
+pub fn setup() -> Option<Fixtures> {
     if !sdt_testing::require_root() {
         return None;
     }

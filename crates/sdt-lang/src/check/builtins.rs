@@ -20,7 +20,7 @@ use super::{Checker, Scope, Stop, R};
 use crate::ast::{Expr, ExprKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{HelperValue, Output, Param, ProbeKind, TExpr, TKind, TStmt};
-use crate::types::{Agg, Ty, INT64, UINT32, UINT64};
+use crate::types::{Agg, Shown, Ty, INT64, UINT32, UINT64};
 
 /// The kernel's ids (`enum bpf_func_id`) of the helpers builtins lower to.
 /// The front end calls nothing; these are data for the code generator.
@@ -143,7 +143,9 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     }),
     variable("comm", comm),
     variable("username", username),
-    variable("probe", |_, u, _| value(u, TKind::Probe, Ty::Probe)),
+    variable("probe", |_, u, _| {
+        value(u, TKind::Probe, Ty::Shown(Shown::Probe))
+    }),
     variable("func", func),
     variable("retval", retval),
     variable("args", |c, u, scope| {
@@ -176,6 +178,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     function("strcontains", 2, 2, strcontains),
     function("strstr", 2, 2, strstr),
     function("strlen", 1, 1, strlen),
+    function("str_concat", 2, 2, str_concat),
     function("sizeof", 1, 1, sizeof_value),
     function("has_key", 2, 2, has_key),
     function("len", 1, 1, len),
@@ -509,7 +512,11 @@ fn username(_: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
         ty: UINT32,
         span: use_.span,
     };
-    value(use_, TKind::Retype(Box::new(uid)), Ty::Username)
+    value(
+        use_,
+        TKind::Retype(Box::new(uid)),
+        Ty::Shown(Shown::Username),
+    )
 }
 
 fn func(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -522,7 +529,7 @@ fn func(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
             format!("`func` is not available in {} probes", scope.kind.name()),
         )));
     }
-    value(use_, TKind::Func, Ty::Func)
+    value(use_, TKind::Func, Ty::Shown(Shown::Func))
 }
 
 fn retval(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -570,7 +577,11 @@ fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
             }
         }
     }
-    value(use_, TKind::UStack, Ty::UStack { perf_mode, depth })
+    value(
+        use_,
+        TKind::UStack,
+        Ty::Shown(Shown::UStack { perf_mode, depth }),
+    )
 }
 
 fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -725,7 +736,7 @@ fn usym(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
             "usym() takes an address",
         )));
     }
-    value(use_, TKind::USym(Box::new(v)), Ty::USym)
+    value(use_, TKind::USym(Box::new(v)), Ty::Shown(Shown::USym))
 }
 
 fn uaddr(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -868,6 +879,39 @@ fn strstr(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
     )
 }
 
+/// The most bytes `str_concat()` gives, NUL included: bpftrace's
+/// `string[1024]`.
+const STR_CONCAT_MAX: u32 = 1024;
+
+/// `str_concat(s1, s2)`: the two strings one after the other, as in
+/// bpftrace 0.26. Its string holds both whole (bpftrace's holds 1024
+/// bytes, so the same text up to that), and at most 1023 characters.
+fn str_concat(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let mut parts = Vec::new();
+    // The characters each part can hold, without its NUL.
+    let mut chars = 0;
+    for arg in use_.args {
+        let v = c.expr(arg, scope)?;
+        let v = c.value(v)?;
+        let Ty::Str { size } = v.ty else {
+            return Err(c.error(
+                Diagnostic::error(
+                    arg.span,
+                    format!(
+                        "str_concat() joins two strings, and this is {}",
+                        v.ty.display(&c.registry)
+                    ),
+                )
+                .hint("make a string of it first, with str()"),
+            ));
+        };
+        chars += size.saturating_sub(1);
+        parts.push(v);
+    }
+    let size = chars.saturating_add(1).min(STR_CONCAT_MAX);
+    value(use_, TKind::Concat(parts), Ty::Str { size })
+}
+
 /// `strlen(s)` of a string, or of a `char` array or pointer, read as
 /// `str()` reads it.
 fn strlen(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -933,7 +977,11 @@ fn ntop(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
             ))
         }
     };
-    value(use_, TKind::Retype(Box::new(v)), Ty::Inet { v6 })
+    value(
+        use_,
+        TKind::Retype(Box::new(v)),
+        Ty::Shown(Shown::Inet { v6 }),
+    )
 }
 
 /// The one argument, which must be an integer.
@@ -948,7 +996,7 @@ fn integer(c: &mut Checker<'_>, e: &Expr, scope: &mut Scope, message: &str) -> R
 
 fn strerror(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let v = integer(c, &use_.args[0], scope, "strerror() takes an errno value")?;
-    value(use_, TKind::Retype(Box::new(v)), Ty::Strerror)
+    value(use_, TKind::Retype(Box::new(v)), Ty::Shown(Shown::Strerror))
 }
 
 /// `signal_name(N)`: the signal's description, as `strsignal(3)` gives
@@ -960,7 +1008,11 @@ fn signal_name(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Chec
         scope,
         "signal_name() takes a signal number",
     )?;
-    value(use_, TKind::Retype(Box::new(v)), Ty::SignalName)
+    value(
+        use_,
+        TKind::Retype(Box::new(v)),
+        Ty::Shown(Shown::SignalName),
+    )
 }
 
 fn strftime(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -974,7 +1026,11 @@ fn strftime(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked
     )?;
     c.time_formats.push(format);
     let format = c.time_formats.len() as u32 - 1;
-    value(use_, TKind::Strftime(Box::new(v)), Ty::Timestamp { format })
+    value(
+        use_,
+        TKind::Strftime(Box::new(v)),
+        Ty::Shown(Shown::Timestamp { format }),
+    )
 }
 
 fn bswap(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -1276,7 +1332,7 @@ fn len(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let v = c.expr(arg, scope)?;
     let v = c.value(v)?;
     match v.ty {
-        Ty::UStack { .. } => value(use_, TKind::StackLen(Box::new(v)), INT64),
+        Ty::Shown(Shown::UStack { .. }) => value(use_, TKind::StackLen(Box::new(v)), INT64),
         _ => Err(c.error(Diagnostic::error(
             arg.span,
             format!(
@@ -1471,5 +1527,48 @@ mod tests {
             too_many.contains("nsecs() takes 0 to 1 arguments"),
             "{too_many}"
         );
+    }
+
+    /// The HIR of the value a script's first map assignment stores, or
+    /// the error.
+    fn assigned(script: &str) -> Result<TExpr, String> {
+        let parsed = crate::parser::parse(script).map_err(|d| d.message)?;
+        let attach = super::super::offline_attach(&parsed, &[]).map_err(|d| d.message)?;
+        let options = super::super::CheckOptions::default();
+        let program = super::super::check(&parsed, &attach, &options, &mut super::super::NoObjects)
+            .map_err(|d| d.to_text("test.bt", script))?;
+        program.probes[0]
+            .body
+            .iter()
+            .find_map(|s| match s {
+                crate::hir::TStmt::AssignMap { value, .. } => Some(value.clone()),
+                _ => None,
+            })
+            .ok_or_else(|| "no map assignment".to_string())
+    }
+
+    #[test]
+    fn str_concat_joins_two_strings_in_a_string_that_holds_both() {
+        let joined =
+            assigned(r#"BEGIN { $dir = "/var/"; @path = str_concat($dir, "log"); }"#).unwrap();
+        // "/var/" and "log": 8 characters and a NUL.
+        assert_eq!(joined.ty, Ty::Str { size: 9 });
+        let TKind::Concat(parts) = &joined.kind else {
+            panic!("{:?}", joined.kind);
+        };
+        assert!(matches!(&parts[1].kind, TKind::Str(s) if s == b"log"));
+        // As in bpftrace, no more than 1024 bytes.
+        let long = format!(
+            r#"BEGIN {{ @s = str_concat("{0}", "{0}"); }}"#,
+            "x".repeat(600)
+        );
+        assert_eq!(assigned(&long).unwrap().ty, Ty::Str { size: 1024 });
+        let number = assigned(r#"BEGIN { @s = str_concat("pid ", pid); }"#).unwrap_err();
+        assert!(
+            number.contains("str_concat() joins two strings, and this is uint32"),
+            "{number}"
+        );
+        let one = assigned(r#"BEGIN { @s = str_concat("a"); }"#).unwrap_err();
+        assert!(one.contains("str_concat() takes 2 arguments"), "{one}");
     }
 }

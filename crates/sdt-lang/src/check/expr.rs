@@ -1,304 +1,422 @@
 //! Expressions: builtins, operators, casts, and reading C data.
 
 use super::{Checker, Scope, Stop, UsdtArg, R};
-use crate::ast::{BinOp, Expr, ExprKind, UnOp};
+use crate::ast::{BinOp, Expr, ExprKind, MapRef, Stmt, TypeName, UnOp};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{ProbeKind, TExpr, TKind};
 use crate::types::{Ty, BOOL, INT64, UINT64};
 
 use super::builtins::{self, Checked, Role, Use};
 
+/// What `x++`, `--x` and the like say, besides their target.
+#[derive(Clone, Copy)]
+struct IncDec {
+    /// 1 or -1.
+    delta: i64,
+    /// `++x`: the value after the step.
+    prefix: bool,
+    /// Where the variable or map element is written.
+    target: Span,
+    /// The whole expression.
+    span: Span,
+}
+
 impl Checker<'_> {
+    /// Checks an expression: each kind of expression has its own method,
+    /// below this one or, for the larger families (calls, fields, casts,
+    /// operators), further down the file.
     pub(crate) fn expr(&mut self, e: &Expr, scope: &mut Scope) -> R<TExpr> {
         let span = e.span;
-        let typed = |kind, ty| TExpr { kind, ty, span };
-        Ok(match &e.kind {
-            ExprKind::Int(n) => self.int_literal(*n, span)?,
-            ExprKind::Str(bytes) => typed(
-                TKind::Str(bytes.clone()),
-                Ty::Str {
+        match &e.kind {
+            ExprKind::Int(n) => self.int_literal(*n, span),
+            ExprKind::Str(bytes) => Ok(TExpr {
+                kind: TKind::Str(bytes.clone()),
+                ty: Ty::Str {
                     size: bytes.len() as u32 + 1,
                 },
-            ),
-            ExprKind::Ident(name) => self.ident(name, span, scope)?,
-            ExprKind::Var(name) => match scope.lookup(name) {
-                Some(i) => {
-                    // `let $x;` read before any assignment: the integer 0.
-                    if scope.vars[i].1 == Ty::Void {
-                        scope.vars[i].1 = INT64;
-                    }
-                    typed(TKind::Var(i), scope.vars[i].1.clone())
-                }
-                None if scope.ended(name) => {
-                    return Err(self.error(
-                        Diagnostic::error(span, format!("${name} is not seen here"))
-                            .label("assigned only inside a block that has ended")
-                            .hint(format!(
-                                "a variable belongs to the block where it is first assigned; declare it before that block with `let ${name};`"
-                            )),
-                    ))
-                }
-                None => {
-                    let names = scope.visible_names();
-                    let mut d =
-                        Diagnostic::error(span, format!("${name} is used before it is assigned"))
-                            .label("not assigned yet in this probe");
-                    if let Some(h) = did_you_mean(&suggest(
-                        &format!("${name}"),
-                        names.iter().map(String::as_str),
-                    )) {
-                        d = d.hint(h);
-                    }
-                    return Err(self.error(d));
-                }
-            },
-            ExprKind::Map(map) => {
-                let keys = self.map_keys(map, scope)?;
-                let id = self.known_map(&map.name, map.span)?;
-                let decl = self.maps[id].clone();
-                if decl.keys.len() != keys.len() {
-                    return Err(self.error(
-                        Diagnostic::error(
-                            map.span,
-                            format!(
-                                "@{} has {} key{}, but {} {} given here",
-                                map.name,
-                                decl.keys.len(),
-                                super::plural(decl.keys.len()),
-                                keys.len(),
-                                if keys.len() == 1 { "is" } else { "are" }
-                            ),
-                        )
-                        .related(decl.span, "first assigned here"),
-                    ));
-                }
-                if let Ty::Agg(agg) = decl.value {
-                    let Some(ty) = agg.read_type() else {
-                        return Err(self.error(
-                            Diagnostic::error(
-                                span,
-                                format!("@{} holds {}(), which has no single value to read in a probe", map.name, agg.name()),
-                            )
-                            .hint("print it with print(); count(), sum(), min(), max() and avg() can be read"),
-                        ));
-                    };
-                    return Ok(typed(TKind::AggGet { map: id, keys }, ty));
-                }
-                typed(TKind::MapGet { map: id, keys }, decl.value)
-            }
-            ExprKind::Param(n) => self.param(*n, span)?,
-            ExprKind::ParamCount => typed(TKind::Int(self.options.params.len() as i64), INT64),
-            ExprKind::Call { name, args, .. } => self.call_value(name, args, span, scope)?,
-            ExprKind::Unary { op, expr } => self.unary(*op, expr, span, scope)?,
-            ExprKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, span, scope)?,
+                span,
+            }),
+            ExprKind::Ident(name) => self.ident(name, span, scope),
+            ExprKind::Var(name) => self.var(name, span, scope),
+            ExprKind::Map(map) => self.map_read(map, span, scope),
+            ExprKind::Param(n) => self.param(*n, span),
+            ExprKind::ParamCount => Ok(TExpr::int(self.options.params.len() as i64, INT64, span)),
+            ExprKind::Call { name, args, .. } => self.call_value(name, args, span, scope),
+            ExprKind::Unary { op, expr } => self.unary(*op, expr, span, scope),
+            ExprKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, span, scope),
             ExprKind::Ternary {
                 cond,
                 then,
                 otherwise,
-            } => {
-                let cond = self.expr(cond, scope)?;
-                let cond = self.condition(cond)?;
-                let then = self.expr(then, scope)?;
-                let then = self.value(then)?;
-                let otherwise = self.expr(otherwise, scope)?;
-                let otherwise = self.value(otherwise)?;
-                let ty = self.ternary_type(&then, &otherwise, span)?;
-                typed(
-                    TKind::Ternary {
-                        cond: Box::new(cond),
-                        then: Box::new(then),
-                        otherwise: Box::new(otherwise),
-                    },
-                    ty,
-                )
-            }
+            } => self.ternary(cond, then, otherwise, span, scope),
             ExprKind::Cast { ty, expr } => {
                 let target = self.resolve_type(ty)?;
                 let value = self.expr(expr, scope)?;
-                self.cast(value, target, span)?
+                self.cast(value, target, span)
             }
             ExprKind::Field {
                 expr,
                 field,
                 field_span,
                 arrow,
-            } => {
-                // A uprobe's `args` are its function's parameters.
-                if matches!(scope.kind, ProbeKind::Uprobe | ProbeKind::Uretprobe)
-                    && matches!(&expr.kind, ExprKind::Ident(n) if n == "args")
-                {
-                    return self.uprobe_arg(field, *field_span, span, scope.kind);
-                }
-                // A USDT probe's `args` are its arguments as DWARF names
-                // them, when there is an object to read DWARF from.
-                if scope.kind == ProbeKind::Usdt
-                    && self.current_target.object.is_some()
-                    && matches!(&expr.kind, ExprKind::Ident(n) if n == "args")
-                {
-                    return self.usdt_arg(field, *field_span, span);
-                }
-                let base = self.expr(expr, scope)?;
-                // A struct parameter that a uprobe read from registers.
-                if matches!(base.kind, TKind::Fields(_)) && !*arrow {
-                    return self.fields_member(base, field, *field_span, span);
-                }
-                self.field(base, field, *field_span, *arrow, span, scope)?
-            }
-            ExprKind::TupleIndex { expr, index } => {
-                let tuple = self.expr(expr, scope)?;
-                let tuple = self.value(tuple)?;
-                let Ty::Tuple(items) = &tuple.ty else {
-                    return Err(self.error(Diagnostic::error(
-                        span,
-                        format!(
-                            "`.{index}` needs a tuple, not {}",
-                            tuple.ty.display(&self.registry)
-                        ),
-                    )));
-                };
-                let Some(item) = items.get(*index as usize).cloned() else {
-                    return Err(self.error(Diagnostic::error(
-                        span,
-                        format!(
-                            "the tuple has {} items; `.{index}` is out of range",
-                            items.len()
-                        ),
-                    )));
-                };
-                typed(
-                    TKind::TupleIndex {
-                        tuple: Box::new(tuple),
-                        index: *index as usize,
-                    },
-                    item,
-                )
-            }
+            } => self.member(expr, field, *field_span, *arrow, span, scope),
+            ExprKind::TupleIndex { expr, index } => self.tuple_index(expr, *index, span, scope),
             ExprKind::Index { expr, index } => {
                 let base = self.expr(expr, scope)?;
                 let index = self.expr(index, scope)?;
-                self.index(base, index, span)?
+                self.index(base, index, span)
             }
-            ExprKind::Tuple(items) => {
-                let mut values = Vec::new();
-                for item in items {
-                    let v = self.expr(item, scope)?;
-                    let v = self.value(v)?;
-                    self.not_void(&v)?;
-                    values.push(v);
-                }
-                let ty = Ty::Tuple(values.iter().map(|v| super::widen(&v.ty)).collect());
-                typed(TKind::Tuple(values), ty)
-            }
-            ExprKind::Record(fields) => self.record(fields, span, scope)?,
+            ExprKind::Tuple(items) => self.tuple(items, span, scope),
+            ExprKind::Record(fields) => self.record(fields, span, scope),
             ExprKind::IncDec {
                 target,
                 increment,
                 prefix,
-            } => {
-                let delta = if *increment { 1 } else { -1 };
-                match &target.kind {
-                    ExprKind::Var(name) => {
-                        let Some(var) = scope.lookup(name) else {
-                            return Err(self.error(Diagnostic::error(
-                                target.span,
-                                format!("${name} is used before it is assigned"),
-                            )));
-                        };
-                        let ty = scope.vars[var].1.clone();
-                        let Some(step) = self.incdec_step(&ty) else {
-                            return Err(self.error(Diagnostic::error(
-                                target.span,
-                                format!(
-                                    "`++` and `--` need an integer or a pointer; ${name} is {}",
-                                    ty.display(&self.registry)
-                                ),
-                            )));
-                        };
-                        typed(
-                            TKind::VarIncDec {
-                                var,
-                                delta: delta * step,
-                                prefix: *prefix,
-                            },
-                            ty,
-                        )
-                    }
-                    ExprKind::Map(map) => {
-                        let keys = self.map_keys(map, scope)?;
-                        let zero = TExpr::int(0, INT64, span);
-                        let id = self.learn_map(map, &keys, zero.ty.clone(), span)?;
-                        let ty = self.maps[id].value.clone();
-                        let Some(step) = self.incdec_step(&ty) else {
-                            return Err(self.error(Diagnostic::error(
-                                target.span,
-                                format!(
-                                    "`++` and `--` need an integer or a pointer; @{} holds {}",
-                                    map.name,
-                                    ty.display(&self.registry)
-                                ),
-                            )));
-                        };
-                        typed(
-                            TKind::MapIncDec {
-                                map: id,
-                                keys,
-                                delta: delta * step,
-                                prefix: *prefix,
-                            },
-                            ty,
-                        )
-                    }
-                    _ => unreachable!("the parser only makes ++/-- of variables and maps"),
-                }
-            }
+            } => self.inc_dec(target, *increment, *prefix, span, scope),
             ExprKind::Block { stmts, value } => {
-                scope.blocks.push(Vec::new());
-                let body = self.statements(stmts, scope);
-                let value = match value {
-                    Some(v) => self.expr(v, scope).and_then(|v| self.value(v)),
-                    None => Err(self.error(
-                        Diagnostic::error(span, "this block gives no value")
-                            .hint("end it with an expression and no `;`: { let $x = 1; $x + 1 }"),
-                    )),
-                };
-                scope.blocks.pop();
-                let value = value?;
-                let ty = value.ty.clone();
-                typed(
-                    TKind::Block {
-                        stmts: body,
-                        value: Box::new(value),
-                    },
-                    ty,
-                )
+                self.block_value(stmts, value.as_deref(), span, scope)
             }
             ExprKind::SizeofType(ty) => {
                 let t = self.resolve_type(ty)?;
-                typed(TKind::Int(self.registry.c_size(&t) as i64), UINT64)
+                Ok(TExpr::int(self.registry.c_size(&t) as i64, UINT64, span))
             }
-            ExprKind::Offsetof { ty, field } => {
-                let t = self.resolve_type(ty)?;
-                let Ty::Record(id) = t else {
-                    return Err(self.error(Diagnostic::error(
-                        ty.span,
-                        "offsetof() needs a struct or union",
-                    )));
-                };
-                let mut record = id;
-                let mut offset = 0;
-                for part in field.split('.') {
-                    let Some(found) = self.registry.field(record, part) else {
-                        return Err(self.unknown_field(record, part, span));
-                    };
-                    offset += found.offset;
-                    record = match found.ty {
-                        Ty::Record(inner) => inner,
-                        _ => record,
-                    };
-                }
-                typed(TKind::Int(offset as i64), UINT64)
+            ExprKind::Offsetof { ty, field } => self.offsetof(ty, field, span),
+        }
+    }
+
+    /// `$name`: a variable this probe assigned in a block still open.
+    fn var(&mut self, name: &str, span: Span, scope: &mut Scope) -> R<TExpr> {
+        if let Some(i) = scope.lookup(name) {
+            // `let $x;` read before any assignment: the integer 0.
+            if scope.vars[i].1 == Ty::Void {
+                scope.vars[i].1 = INT64;
             }
+            return Ok(TExpr {
+                kind: TKind::Var(i),
+                ty: scope.vars[i].1.clone(),
+                span,
+            });
+        }
+        if scope.ended(name) {
+            return Err(self.error(
+                Diagnostic::error(span, format!("${name} is not seen here"))
+                    .label("assigned only inside a block that has ended")
+                    .hint(format!(
+                        "a variable belongs to the block where it is first assigned; declare it before that block with `let ${name};`"
+                    )),
+            ));
+        }
+        let names = scope.visible_names();
+        let mut d = Diagnostic::error(span, format!("${name} is used before it is assigned"))
+            .label("not assigned yet in this probe");
+        if let Some(h) = did_you_mean(&suggest(
+            &format!("${name}"),
+            names.iter().map(String::as_str),
+        )) {
+            d = d.hint(h);
+        }
+        Err(self.error(d))
+    }
+
+    /// `@name[keys]` read: its value, or an aggregation's single value.
+    fn map_read(&mut self, map: &MapRef, span: Span, scope: &mut Scope) -> R<TExpr> {
+        let keys = self.map_keys(map, scope)?;
+        let id = self.known_map(&map.name, map.span)?;
+        let decl = self.maps[id].clone();
+        if decl.keys.len() != keys.len() {
+            return Err(self.error(
+                Diagnostic::error(
+                    map.span,
+                    format!(
+                        "@{} has {} key{}, but {} {} given here",
+                        map.name,
+                        decl.keys.len(),
+                        super::plural(decl.keys.len()),
+                        keys.len(),
+                        if keys.len() == 1 { "is" } else { "are" }
+                    ),
+                )
+                .related(decl.span, "first assigned here"),
+            ));
+        }
+        let Ty::Agg(agg) = decl.value else {
+            return Ok(TExpr {
+                kind: TKind::MapGet { map: id, keys },
+                ty: decl.value,
+                span,
+            });
+        };
+        let Some(ty) = agg.read_type() else {
+            return Err(self.error(
+                Diagnostic::error(
+                    span,
+                    format!(
+                        "@{} holds {}(), which has no single value to read in a probe",
+                        map.name,
+                        agg.name()
+                    ),
+                )
+                .hint("print it with print(); count(), sum(), min(), max() and avg() can be read"),
+            ));
+        };
+        Ok(TExpr {
+            kind: TKind::AggGet { map: id, keys },
+            ty,
+            span,
         })
+    }
+
+    /// `cond ? then : otherwise`.
+    fn ternary(
+        &mut self,
+        cond: &Expr,
+        then: &Expr,
+        otherwise: &Expr,
+        span: Span,
+        scope: &mut Scope,
+    ) -> R<TExpr> {
+        let cond = self.expr(cond, scope)?;
+        let cond = self.condition(cond)?;
+        let then = self.expr(then, scope)?;
+        let then = self.value(then)?;
+        let otherwise = self.expr(otherwise, scope)?;
+        let otherwise = self.value(otherwise)?;
+        let ty = self.ternary_type(&then, &otherwise, span)?;
+        Ok(TExpr {
+            kind: TKind::Ternary {
+                cond: Box::new(cond),
+                then: Box::new(then),
+                otherwise: Box::new(otherwise),
+            },
+            ty,
+            span,
+        })
+    }
+
+    /// `base.field` or `base->field`; on `args`, a uprobe's parameter or a
+    /// USDT argument by its DWARF name.
+    fn member(
+        &mut self,
+        base: &Expr,
+        field: &str,
+        field_span: Span,
+        arrow: bool,
+        span: Span,
+        scope: &mut Scope,
+    ) -> R<TExpr> {
+        let on_args = matches!(&base.kind, ExprKind::Ident(n) if n == "args");
+        // A uprobe's `args` are its function's parameters.
+        if on_args && matches!(scope.kind, ProbeKind::Uprobe | ProbeKind::Uretprobe) {
+            return self.uprobe_arg(field, field_span, span, scope.kind);
+        }
+        // A USDT probe's `args` are its arguments as DWARF names them,
+        // when there is an object to read DWARF from.
+        if on_args && scope.kind == ProbeKind::Usdt && self.current_target.object.is_some() {
+            return self.usdt_arg(field, field_span, span);
+        }
+        let base = self.expr(base, scope)?;
+        // A struct parameter that a uprobe read from registers.
+        if matches!(base.kind, TKind::Fields(_)) && !arrow {
+            return self.fields_member(base, field, field_span, span);
+        }
+        self.field(base, field, field_span, arrow, span, scope)
+    }
+
+    /// `tuple.N`.
+    fn tuple_index(&mut self, tuple: &Expr, index: u32, span: Span, scope: &mut Scope) -> R<TExpr> {
+        let tuple = self.expr(tuple, scope)?;
+        let tuple = self.value(tuple)?;
+        let Ty::Tuple(items) = &tuple.ty else {
+            return Err(self.error(Diagnostic::error(
+                span,
+                format!(
+                    "`.{index}` needs a tuple, not {}",
+                    tuple.ty.display(&self.registry)
+                ),
+            )));
+        };
+        let Some(item) = items.get(index as usize).cloned() else {
+            return Err(self.error(Diagnostic::error(
+                span,
+                format!(
+                    "the tuple has {} items; `.{index}` is out of range",
+                    items.len()
+                ),
+            )));
+        };
+        Ok(TExpr {
+            kind: TKind::TupleIndex {
+                tuple: Box::new(tuple),
+                index: index as usize,
+            },
+            ty: item,
+            span,
+        })
+    }
+
+    /// `(a, b, ...)`: each item widened as a map key or value would be.
+    fn tuple(&mut self, items: &[Expr], span: Span, scope: &mut Scope) -> R<TExpr> {
+        let mut values = Vec::new();
+        for item in items {
+            let v = self.expr(item, scope)?;
+            let v = self.value(v)?;
+            self.not_void(&v)?;
+            values.push(v);
+        }
+        let ty = Ty::Tuple(values.iter().map(|v| super::widen(&v.ty)).collect());
+        Ok(TExpr {
+            kind: TKind::Tuple(values),
+            ty,
+            span,
+        })
+    }
+
+    /// `x++`, `--x` and the like, on a variable or a map element: by the
+    /// size of what a pointer points to, or by one.
+    fn inc_dec(
+        &mut self,
+        target: &Expr,
+        increment: bool,
+        prefix: bool,
+        span: Span,
+        scope: &mut Scope,
+    ) -> R<TExpr> {
+        let step = IncDec {
+            delta: if increment { 1 } else { -1 },
+            prefix,
+            target: target.span,
+            span,
+        };
+        match &target.kind {
+            ExprKind::Var(name) => self.var_inc_dec(name, step, scope),
+            ExprKind::Map(map) => self.map_inc_dec(map, step, scope),
+            // The parser makes `++` and `--` of nothing else.
+            _ => Err(self.error(Diagnostic::error(
+                target.span,
+                "`++` and `--` need a variable or a map element",
+            ))),
+        }
+    }
+
+    fn var_inc_dec(&mut self, name: &str, step: IncDec, scope: &mut Scope) -> R<TExpr> {
+        let IncDec {
+            delta,
+            prefix,
+            target,
+            span,
+        } = step;
+        let Some(var) = scope.lookup(name) else {
+            return Err(self.error(Diagnostic::error(
+                target,
+                format!("${name} is used before it is assigned"),
+            )));
+        };
+        let ty = scope.vars[var].1.clone();
+        let Some(step) = self.incdec_step(&ty) else {
+            return Err(self.error(Diagnostic::error(
+                target,
+                format!(
+                    "`++` and `--` need an integer or a pointer; ${name} is {}",
+                    ty.display(&self.registry)
+                ),
+            )));
+        };
+        Ok(TExpr {
+            kind: TKind::VarIncDec {
+                var,
+                delta: delta * step,
+                prefix,
+            },
+            ty,
+            span,
+        })
+    }
+
+    /// A map not yet assigned starts as an integer.
+    fn map_inc_dec(&mut self, map: &MapRef, step: IncDec, scope: &mut Scope) -> R<TExpr> {
+        let IncDec {
+            delta,
+            prefix,
+            target,
+            span,
+        } = step;
+        let keys = self.map_keys(map, scope)?;
+        let id = self.learn_map(map, &keys, INT64, span)?;
+        let ty = self.maps[id].value.clone();
+        let Some(step) = self.incdec_step(&ty) else {
+            return Err(self.error(Diagnostic::error(
+                target,
+                format!(
+                    "`++` and `--` need an integer or a pointer; @{} holds {}",
+                    map.name,
+                    ty.display(&self.registry)
+                ),
+            )));
+        };
+        Ok(TExpr {
+            kind: TKind::MapIncDec {
+                map: id,
+                keys,
+                delta: delta * step,
+                prefix,
+            },
+            ty,
+            span,
+        })
+    }
+
+    /// `{ stmts; value }`: the variables it assigns end with it.
+    fn block_value(
+        &mut self,
+        stmts: &[Stmt],
+        value: Option<&Expr>,
+        span: Span,
+        scope: &mut Scope,
+    ) -> R<TExpr> {
+        scope.blocks.push(Vec::new());
+        let body = self.statements(stmts, scope);
+        let value = match value {
+            Some(v) => self.expr(v, scope).and_then(|v| self.value(v)),
+            None => Err(self.error(
+                Diagnostic::error(span, "this block gives no value")
+                    .hint("end it with an expression and no `;`: { let $x = 1; $x + 1 }"),
+            )),
+        };
+        scope.blocks.pop();
+        let value = value?;
+        let ty = value.ty.clone();
+        Ok(TExpr {
+            kind: TKind::Block {
+                stmts: body,
+                value: Box::new(value),
+            },
+            ty,
+            span,
+        })
+    }
+
+    /// `offsetof(struct s, a.b)`: the offset of a member, through nested
+    /// records.
+    fn offsetof(&mut self, ty: &TypeName, field: &str, span: Span) -> R<TExpr> {
+        let Ty::Record(id) = self.resolve_type(ty)? else {
+            return Err(self.error(Diagnostic::error(
+                ty.span,
+                "offsetof() needs a struct or union",
+            )));
+        };
+        let mut record = id;
+        let mut offset = 0;
+        for part in field.split('.') {
+            let Some(found) = self.registry.field(record, part) else {
+                return Err(self.unknown_field(record, part, span));
+            };
+            offset += found.offset;
+            record = match found.ty {
+                Ty::Record(inner) => inner,
+                _ => record,
+            };
+        }
+        Ok(TExpr::int(offset as i64, UINT64, span))
     }
 
     fn int_literal(&mut self, n: i128, span: Span) -> R<TExpr> {
@@ -705,17 +823,8 @@ impl Checker<'_> {
             Err(sides) => sides,
         };
         for side in [&l, &r] {
-            let printable_only = matches!(
-                side.ty,
-                Ty::USym
-                    | Ty::Probe
-                    | Ty::Func
-                    | Ty::Username
-                    | Ty::Strerror
-                    | Ty::SignalName
-                    | Ty::Inet { .. }
-                    | Ty::Timestamp { .. }
-            );
+            // Compared, but no arithmetic.
+            let printable_only = matches!(side.ty, Ty::Shown(_));
             if !side.ty.is_scalar() || (printable_only && !op.is_comparison()) {
                 return Err(self.error(Diagnostic::error(
                     side.span,

@@ -116,7 +116,7 @@ pub struct UsdtSite {
 }
 
 /// A field of a tracepoint's record, as its tracefs `format` file
-/// describes it.
+/// describes it: `sdt-trace` reads it, the checker types `args` by it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TracepointField {
     pub name: String,

@@ -29,7 +29,8 @@ use std::string::String;
 use std::vec::Vec;
 
 use object::elf;
-use object::write::elf::{FileHeader, ProgramHeader, SectionHeader, Sym, Writer};
+use object::write::elf::{FileHeader, ProgramHeader, SectionHeader, SectionIndex, Sym, Writer};
+use object::write::StringId;
 use object::Endianness;
 
 use super::{ArgType, ProbeDef};
@@ -107,6 +108,11 @@ pub(crate) struct Layout {
 }
 
 /// Builds the shared object for `provider`'s `probes`.
+///
+/// The `object` crate's ELF writer works in two passes: everything is
+/// reserved first, which fixes every offset, then written in the same
+/// order. [`Plan::reserve`] is the first pass; the `write_*` methods are
+/// the second, part by part.
 pub(crate) fn build(
     provider: &str,
     probes: &[ProbeDef],
@@ -120,226 +126,314 @@ pub(crate) fn build(
             )
         })
         .collect();
-
     let mut image = Vec::new();
     let mut writer = Writer::new(Endianness::Little, true, &mut image);
-    writer.reserve_file_header();
-    writer.reserve_program_headers(5);
-
-    writer.reserve_null_section_index();
-    writer.reserve_dynsym_section_index();
-    writer.reserve_dynstr_section_index();
-    writer.reserve_hash_section_index();
-    let base_name = writer.add_section_name(b".stapsdt.base");
-    writer.reserve_section_index();
-    let text_name = writer.add_section_name(b".text");
-    let text_index = writer.reserve_section_index();
-    writer.reserve_dynamic_section_index();
-    let probes_name = writer.add_section_name(b".probes");
-    let probes_index = writer.reserve_section_index();
-    let note_name = writer.add_section_name(b".note.stapsdt");
-    writer.reserve_section_index();
-    writer.reserve_shstrtab_section_index();
-
-    writer.reserve_null_dynamic_symbol_index();
-    let mut symbols = Vec::new();
-    for (function, semaphore) in &names {
-        let function = writer.add_dynamic_string(function.as_bytes());
-        writer.reserve_dynamic_symbol_index();
-        let semaphore = writer.add_dynamic_string(semaphore.as_bytes());
-        writer.reserve_dynamic_symbol_index();
-        symbols.push((function, semaphore));
-    }
-
-    // The read-only segment, from the file header on.
-    let dynsym_offset = writer.reserve_dynsym();
-    let dynstr_offset = writer.reserve_dynstr();
-    let symbol_count = writer.dynamic_symbol_count();
-    let buckets = (symbol_count / 2).max(1);
-    let hash_offset = writer.reserve_hash(buckets, symbol_count);
-    let base_offset = writer.reserve(1, 1);
-    let read_only_end = writer.reserved_len();
-
-    writer.reserve_until(read_only_end.next_multiple_of(PAGE));
-    let text_offset = writer.reserve(FUNCTION.len() * probes.len(), 16);
-    let text_end = writer.reserved_len();
-
-    writer.reserve_until(text_end.next_multiple_of(PAGE));
-    const DYNAMIC_ENTRIES: usize = 6;
-    let dynamic_offset = writer.reserve_dynamic(DYNAMIC_ENTRIES);
-    let probes_offset = writer.reserve(2 * probes.len(), 2);
-    let writable_end = writer.reserved_len();
-
-    let functions: Vec<u64> = (0..probes.len())
-        .map(|i| (text_offset + i * FUNCTION.len()) as u64)
-        .collect();
-    let semaphores: Vec<u64> = (0..probes.len())
-        .map(|i| (probes_offset + 2 * i) as u64)
-        .collect();
-    let notes = notes(
-        provider,
-        probes,
-        &functions,
-        &semaphores,
-        base_offset as u64,
-    );
-    let note_offset = writer.reserve(notes.len(), 4);
-    writer.reserve_shstrtab();
-    writer.reserve_section_headers();
-
-    writer.write_file_header(&FileHeader {
-        os_abi: elf::ELFOSABI_NONE,
-        abi_version: 0,
-        e_type: elf::ET_DYN,
-        e_machine: elf::EM_X86_64,
-        e_entry: 0,
-        e_flags: 0,
-    })?;
-    writer.write_align_program_headers();
-    let load = |offset: usize, end: usize, flags: u32| ProgramHeader {
-        p_type: elf::PT_LOAD,
-        p_flags: flags,
-        p_offset: offset as u64,
-        p_vaddr: offset as u64,
-        p_paddr: offset as u64,
-        p_filesz: (end - offset) as u64,
-        p_memsz: (end - offset) as u64,
-        p_align: PAGE as u64,
-    };
-    writer.write_program_header(&load(0, read_only_end, elf::PF_R));
-    writer.write_program_header(&load(text_offset, text_end, elf::PF_R | elf::PF_X));
-    writer.write_program_header(&load(dynamic_offset, writable_end, elf::PF_R | elf::PF_W));
-    writer.write_program_header(&ProgramHeader {
-        p_type: elf::PT_DYNAMIC,
-        p_align: 8,
-        ..load(dynamic_offset, probes_offset, elf::PF_R | elf::PF_W)
-    });
-    writer.write_program_header(&ProgramHeader {
-        p_type: elf::PT_GNU_STACK,
-        p_flags: elf::PF_R | elf::PF_W,
-        p_offset: 0,
-        p_vaddr: 0,
-        p_paddr: 0,
-        p_filesz: 0,
-        p_memsz: 0,
-        p_align: 16,
-    });
-
-    writer.write_null_dynamic_symbol();
-    for (i, &(function, semaphore)) in symbols.iter().enumerate() {
-        writer.write_dynamic_symbol(&Sym {
-            name: Some(function),
-            section: Some(text_index),
-            st_info: (elf::STB_GLOBAL << 4) | elf::STT_FUNC,
-            st_other: elf::STV_DEFAULT,
-            st_shndx: 0,
-            st_value: functions[i],
-            st_size: 6,
-        });
-        writer.write_dynamic_symbol(&Sym {
-            name: Some(semaphore),
-            section: Some(probes_index),
-            st_info: (elf::STB_GLOBAL << 4) | elf::STT_OBJECT,
-            st_other: elf::STV_DEFAULT,
-            st_shndx: 0,
-            st_value: semaphores[i],
-            st_size: 2,
-        });
-    }
-    writer.write_dynstr();
-    let dynstr_len = writer.dynstr_len();
-    writer.write_hash(buckets, symbol_count, |i| {
-        // Symbol 0 is the null symbol; then a function and a semaphore per probe.
-        let i = (i as usize).checked_sub(1)?;
-        let (function, semaphore) = &names[i / 2];
-        let name = if i % 2 == 0 { function } else { semaphore };
-        Some(elf::hash(name.as_bytes()))
-    });
-    writer.pad_until(base_offset);
-    writer.write(&[0]);
-
-    writer.pad_until(text_offset);
-    for _ in probes {
-        writer.write(&FUNCTION);
-    }
-
-    writer.pad_until(dynamic_offset);
-    writer.write_align_dynamic();
-    writer.write_dynamic(elf::DT_HASH, hash_offset as u64)?;
-    writer.write_dynamic(elf::DT_STRTAB, dynstr_offset as u64)?;
-    writer.write_dynamic(elf::DT_SYMTAB, dynsym_offset as u64)?;
-    writer.write_dynamic(elf::DT_STRSZ, dynstr_len as u64)?;
-    writer.write_dynamic(elf::DT_SYMENT, 24)?;
-    writer.write_dynamic(elf::DT_NULL, 0)?;
-    writer.pad_until(probes_offset);
-    writer.write(&std::vec![0; 2 * probes.len()]);
-
-    writer.pad_until(note_offset);
-    writer.write(&notes);
-    writer.write_shstrtab();
-
-    writer.write_null_section_header();
-    writer.write_dynsym_section_header(dynsym_offset as u64, 1);
-    writer.write_dynstr_section_header(dynstr_offset as u64);
-    writer.write_hash_section_header(hash_offset as u64);
-    let section = |name, sh_type, flags: u32, offset: usize, size: usize, align| SectionHeader {
-        name: Some(name),
-        sh_type,
-        sh_flags: flags.into(),
-        sh_addr: if flags & elf::SHF_ALLOC != 0 {
-            offset as u64
-        } else {
-            0
-        },
-        sh_offset: offset as u64,
-        sh_size: size as u64,
-        sh_link: 0,
-        sh_info: 0,
-        sh_addralign: align,
-        sh_entsize: 0,
-    };
-    writer.write_section_header(&section(
-        base_name,
-        elf::SHT_PROGBITS,
-        elf::SHF_ALLOC,
-        base_offset,
-        1,
-        1,
-    ));
-    writer.write_section_header(&section(
-        text_name,
-        elf::SHT_PROGBITS,
-        elf::SHF_ALLOC | elf::SHF_EXECINSTR,
-        text_offset,
-        text_end - text_offset,
-        16,
-    ));
-    writer.write_dynamic_section_header(dynamic_offset as u64);
-    writer.write_section_header(&section(
-        probes_name,
-        elf::SHT_PROGBITS,
-        elf::SHF_ALLOC | elf::SHF_WRITE,
-        probes_offset,
-        writable_end - probes_offset,
-        2,
-    ));
-    writer.write_section_header(&section(
-        note_name,
-        elf::SHT_NOTE,
-        0,
-        note_offset,
-        notes.len(),
-        4,
-    ));
-    writer.write_shstrtab_section_header();
+    let plan = Plan::reserve(&mut writer, provider, probes, &names);
+    plan.write_headers(&mut writer)?;
+    plan.write_dynamic_symbols(&mut writer, &names);
+    plan.write_contents(&mut writer)?;
+    plan.write_section_headers(&mut writer);
     debug_assert_eq!(writer.reserved_len(), image.len());
-    Ok((
-        image,
-        Layout {
-            functions,
-            semaphores,
-        },
-    ))
+    Ok((image, plan.layout))
+}
+
+/// What the first pass reserved: section names and indices, symbol
+/// names, and the offset of every part of the file.
+struct Plan {
+    base_name: StringId,
+    text_name: StringId,
+    text_index: SectionIndex,
+    probes_name: StringId,
+    probes_index: SectionIndex,
+    note_name: StringId,
+    /// Each probe's function and semaphore symbol names.
+    symbols: Vec<(StringId, StringId)>,
+    symbol_count: u32,
+    hash_buckets: u32,
+    dynsym_offset: usize,
+    dynstr_offset: usize,
+    hash_offset: usize,
+    base_offset: usize,
+    read_only_end: usize,
+    text_offset: usize,
+    text_end: usize,
+    dynamic_offset: usize,
+    probes_offset: usize,
+    writable_end: usize,
+    notes: Vec<u8>,
+    note_offset: usize,
+    layout: Layout,
+}
+
+/// The entries of `.dynamic`, `DT_NULL` included.
+const DYNAMIC_ENTRIES: usize = 6;
+
+impl Plan {
+    /// The first pass: sections, symbols, then the three segments and the
+    /// notes, in file order.
+    fn reserve<'a>(
+        writer: &mut Writer<'a>,
+        provider: &str,
+        probes: &[ProbeDef],
+        names: &'a [(String, String)],
+    ) -> Plan {
+        writer.reserve_file_header();
+        writer.reserve_program_headers(5);
+
+        writer.reserve_null_section_index();
+        writer.reserve_dynsym_section_index();
+        writer.reserve_dynstr_section_index();
+        writer.reserve_hash_section_index();
+        let base_name = writer.add_section_name(b".stapsdt.base");
+        writer.reserve_section_index();
+        let text_name = writer.add_section_name(b".text");
+        let text_index = writer.reserve_section_index();
+        writer.reserve_dynamic_section_index();
+        let probes_name = writer.add_section_name(b".probes");
+        let probes_index = writer.reserve_section_index();
+        let note_name = writer.add_section_name(b".note.stapsdt");
+        writer.reserve_section_index();
+        writer.reserve_shstrtab_section_index();
+
+        writer.reserve_null_dynamic_symbol_index();
+        let mut symbols = Vec::new();
+        for (function, semaphore) in names {
+            let function = writer.add_dynamic_string(function.as_bytes());
+            writer.reserve_dynamic_symbol_index();
+            let semaphore = writer.add_dynamic_string(semaphore.as_bytes());
+            writer.reserve_dynamic_symbol_index();
+            symbols.push((function, semaphore));
+        }
+
+        // The read-only segment, from the file header on.
+        let dynsym_offset = writer.reserve_dynsym();
+        let dynstr_offset = writer.reserve_dynstr();
+        let symbol_count = writer.dynamic_symbol_count();
+        let hash_buckets = (symbol_count / 2).max(1);
+        let hash_offset = writer.reserve_hash(hash_buckets, symbol_count);
+        let base_offset = writer.reserve(1, 1);
+        let read_only_end = writer.reserved_len();
+
+        writer.reserve_until(read_only_end.next_multiple_of(PAGE));
+        let text_offset = writer.reserve(FUNCTION.len() * probes.len(), 16);
+        let text_end = writer.reserved_len();
+
+        writer.reserve_until(text_end.next_multiple_of(PAGE));
+        let dynamic_offset = writer.reserve_dynamic(DYNAMIC_ENTRIES);
+        let probes_offset = writer.reserve(2 * probes.len(), 2);
+        let writable_end = writer.reserved_len();
+
+        let layout = Layout {
+            functions: (0..probes.len())
+                .map(|i| (text_offset + i * FUNCTION.len()) as u64)
+                .collect(),
+            semaphores: (0..probes.len())
+                .map(|i| (probes_offset + 2 * i) as u64)
+                .collect(),
+        };
+        let notes = notes(
+            provider,
+            probes,
+            &layout.functions,
+            &layout.semaphores,
+            base_offset as u64,
+        );
+        let note_offset = writer.reserve(notes.len(), 4);
+        writer.reserve_shstrtab();
+        writer.reserve_section_headers();
+        Plan {
+            base_name,
+            text_name,
+            text_index,
+            probes_name,
+            probes_index,
+            note_name,
+            symbols,
+            symbol_count,
+            hash_buckets,
+            dynsym_offset,
+            dynstr_offset,
+            hash_offset,
+            base_offset,
+            read_only_end,
+            text_offset,
+            text_end,
+            dynamic_offset,
+            probes_offset,
+            writable_end,
+            notes,
+            note_offset,
+            layout,
+        }
+    }
+
+    /// The file header and the program headers: the three loaded
+    /// segments, the dynamic table, and a stack that is not executable.
+    fn write_headers(&self, writer: &mut Writer<'_>) -> Result<(), object::write::Error> {
+        writer.write_file_header(&FileHeader {
+            os_abi: elf::ELFOSABI_NONE,
+            abi_version: 0,
+            e_type: elf::ET_DYN,
+            e_machine: elf::EM_X86_64,
+            e_entry: 0,
+            e_flags: 0,
+        })?;
+        writer.write_align_program_headers();
+        let load = |offset: usize, end: usize, flags: u32| ProgramHeader {
+            p_type: elf::PT_LOAD,
+            p_flags: flags,
+            p_offset: offset as u64,
+            p_vaddr: offset as u64,
+            p_paddr: offset as u64,
+            p_filesz: (end - offset) as u64,
+            p_memsz: (end - offset) as u64,
+            p_align: PAGE as u64,
+        };
+        let (rw, rx) = (elf::PF_R | elf::PF_W, elf::PF_R | elf::PF_X);
+        writer.write_program_header(&load(0, self.read_only_end, elf::PF_R));
+        writer.write_program_header(&load(self.text_offset, self.text_end, rx));
+        writer.write_program_header(&load(self.dynamic_offset, self.writable_end, rw));
+        writer.write_program_header(&ProgramHeader {
+            p_type: elf::PT_DYNAMIC,
+            p_align: 8,
+            ..load(self.dynamic_offset, self.probes_offset, rw)
+        });
+        writer.write_program_header(&ProgramHeader {
+            p_type: elf::PT_GNU_STACK,
+            p_flags: rw,
+            p_offset: 0,
+            p_vaddr: 0,
+            p_paddr: 0,
+            p_filesz: 0,
+            p_memsz: 0,
+            p_align: 16,
+        });
+        Ok(())
+    }
+
+    /// `.dynsym`, `.dynstr` and `.hash`: a function and a semaphore symbol
+    /// per probe, which `dlsym` finds.
+    fn write_dynamic_symbols(&self, writer: &mut Writer<'_>, names: &[(String, String)]) {
+        writer.write_null_dynamic_symbol();
+        let addresses = self.layout.functions.iter().zip(&self.layout.semaphores);
+        for (&(function, semaphore), (&at, &semaphore_at)) in self.symbols.iter().zip(addresses) {
+            writer.write_dynamic_symbol(&Sym {
+                name: Some(function),
+                section: Some(self.text_index),
+                st_info: (elf::STB_GLOBAL << 4) | elf::STT_FUNC,
+                st_other: elf::STV_DEFAULT,
+                st_shndx: 0,
+                st_value: at,
+                st_size: 6,
+            });
+            writer.write_dynamic_symbol(&Sym {
+                name: Some(semaphore),
+                section: Some(self.probes_index),
+                st_info: (elf::STB_GLOBAL << 4) | elf::STT_OBJECT,
+                st_other: elf::STV_DEFAULT,
+                st_shndx: 0,
+                st_value: semaphore_at,
+                st_size: 2,
+            });
+        }
+        writer.write_dynstr();
+        writer.write_hash(self.hash_buckets, self.symbol_count, |i| {
+            // Symbol 0 is the null symbol; then a function and a semaphore per probe.
+            let i = (i as usize).checked_sub(1)?;
+            let (function, semaphore) = &names[i / 2];
+            let name = if i % 2 == 0 { function } else { semaphore };
+            Some(elf::hash(name.as_bytes()))
+        });
+    }
+
+    /// The base byte, the functions, the dynamic table, the semaphores,
+    /// the notes and the section names.
+    fn write_contents(&self, writer: &mut Writer<'_>) -> Result<(), object::write::Error> {
+        let probes = self.layout.functions.len();
+        writer.pad_until(self.base_offset);
+        writer.write(&[0]);
+
+        writer.pad_until(self.text_offset);
+        for _ in 0..probes {
+            writer.write(&FUNCTION);
+        }
+
+        writer.pad_until(self.dynamic_offset);
+        writer.write_align_dynamic();
+        writer.write_dynamic(elf::DT_HASH, self.hash_offset as u64)?;
+        writer.write_dynamic(elf::DT_STRTAB, self.dynstr_offset as u64)?;
+        writer.write_dynamic(elf::DT_SYMTAB, self.dynsym_offset as u64)?;
+        let dynstr_len = writer.dynstr_len();
+        writer.write_dynamic(elf::DT_STRSZ, dynstr_len as u64)?;
+        writer.write_dynamic(elf::DT_SYMENT, 24)?;
+        writer.write_dynamic(elf::DT_NULL, 0)?;
+        writer.pad_until(self.probes_offset);
+        writer.write(&std::vec![0; 2 * probes]);
+
+        writer.pad_until(self.note_offset);
+        writer.write(&self.notes);
+        writer.write_shstrtab();
+        Ok(())
+    }
+
+    /// The section headers, in the order their indices were reserved.
+    fn write_section_headers(&self, writer: &mut Writer<'_>) {
+        writer.write_null_section_header();
+        writer.write_dynsym_section_header(self.dynsym_offset as u64, 1);
+        writer.write_dynstr_section_header(self.dynstr_offset as u64);
+        writer.write_hash_section_header(self.hash_offset as u64);
+        let section =
+            |name, sh_type, flags: u32, offset: usize, size: usize, align| SectionHeader {
+                name: Some(name),
+                sh_type,
+                sh_flags: flags.into(),
+                sh_addr: if flags & elf::SHF_ALLOC != 0 {
+                    offset as u64
+                } else {
+                    0
+                },
+                sh_offset: offset as u64,
+                sh_size: size as u64,
+                sh_link: 0,
+                sh_info: 0,
+                sh_addralign: align,
+                sh_entsize: 0,
+            };
+        writer.write_section_header(&section(
+            self.base_name,
+            elf::SHT_PROGBITS,
+            elf::SHF_ALLOC,
+            self.base_offset,
+            1,
+            1,
+        ));
+        writer.write_section_header(&section(
+            self.text_name,
+            elf::SHT_PROGBITS,
+            elf::SHF_ALLOC | elf::SHF_EXECINSTR,
+            self.text_offset,
+            self.text_end - self.text_offset,
+            16,
+        ));
+        writer.write_dynamic_section_header(self.dynamic_offset as u64);
+        writer.write_section_header(&section(
+            self.probes_name,
+            elf::SHT_PROGBITS,
+            elf::SHF_ALLOC | elf::SHF_WRITE,
+            self.probes_offset,
+            self.writable_end - self.probes_offset,
+            2,
+        ));
+        writer.write_section_header(&section(
+            self.note_name,
+            elf::SHT_NOTE,
+            0,
+            self.note_offset,
+            self.notes.len(),
+            4,
+        ));
+        writer.write_shstrtab_section_header();
+    }
 }
 
 /// The `.note.stapsdt` section: one note per probe, in the layout of

@@ -45,9 +45,12 @@ pub(crate) struct Loaded {
     pub backing: Backing,
 }
 
-// SAFETY: the handle is only passed to `dlsym` and `dlclose`, which are
-// thread-safe.
+// SAFETY: the handle is an opaque token that this type never dereferences:
+// it is only passed to `dlsym` (from `&self`) and `dlclose` (once, from
+// `Drop`), and glibc's loader takes its own lock in both, so calling them
+// from any thread, or `dlsym` from several at once, is sound.
 unsafe impl Send for Loaded {}
+// SAFETY: as for `Send`: `&self` only reaches `dlsym`, which is thread-safe.
 unsafe impl Sync for Loaded {}
 
 impl Loaded {
@@ -150,7 +153,9 @@ fn dl_error() -> String {
     if message.is_null() {
         return "dlopen failed".into();
     }
-    // SAFETY: see above.
+    // SAFETY: `message` is not NULL (checked above), so it is the
+    // NUL-terminated string dlerror returned, valid until this thread's next
+    // loader call; it is copied into a `String` before any such call.
     unsafe { CStr::from_ptr(message) }
         .to_string_lossy()
         .into_owned()
@@ -163,7 +168,7 @@ fn memfd(image: &[u8], provider: &str) -> Result<OwnedFd, String> {
     let mut fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_EXEC) };
     if fd < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
         // A kernel older than 6.3 knows no MFD_EXEC; its memfds are executable.
-        // SAFETY: as above.
+        // SAFETY: the name is NUL-terminated and outlives the call.
         fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
     }
     if fd < 0 {

@@ -463,9 +463,13 @@ pub struct Probe {
 }
 
 // SAFETY: the pointers are into the loaded object, which lives as long as
-// the `LoadedProvider` that owns this probe; the semaphore is only read,
-// and the function is reentrant (a no-op and a return).
+// the `LoadedProvider` that owns this probe, whichever thread holds it; the
+// semaphore is only read, and the function is reentrant (a no-op and a
+// return), so nothing ties a `Probe` to the thread that made it.
 unsafe impl Send for Probe {}
+// SAFETY: shared use is only reading the semaphore (a volatile `u16` load,
+// which cannot tear) and calling the reentrant function, from any number of
+// threads at once.
 unsafe impl Sync for Probe {}
 
 type Function6 = extern "C" fn(u64, u64, u64, u64, u64, u64);
@@ -557,15 +561,18 @@ impl Probe {
 
     #[inline(always)]
     fn call(&self, s: &[u64; MAX_SLOTS]) {
-        // SAFETY: `function` is a probe function of the loaded object,
-        // which lives as long as `self`: a no-op and a return, which
-        // reads no argument and touches no memory, so any signature that
-        // passes integers is sound to call it with. The values are only
-        // looked at by a tracer, through the note's specs.
+        // `function` is a probe function of the loaded object, which lives
+        // as long as `self`: a no-op and a return, which reads no argument
+        // and touches no memory, so any signature that passes integers is
+        // sound to call it with. The values are only looked at by a tracer,
+        // through the note's specs.
         if self.slots <= 6 {
+            // SAFETY: `function` is the address of code (above), and a
+            // `usize` and an `extern "C" fn` have the same size.
             let function: Function6 = unsafe { core::mem::transmute(self.function) };
             function(s[0], s[1], s[2], s[3], s[4], s[5]);
         } else {
+            // SAFETY: as for the six-slot case.
             let function: Function12 = unsafe { core::mem::transmute(self.function) };
             function(
                 s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
