@@ -79,6 +79,14 @@ pub trait Argument: sealed::Sealed {
 
     #[doc(hidden)]
     fn into_slot(self) -> Self::Slot;
+
+    /// What the fast path records of the slot: its value, and for a
+    /// string, its bytes.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn fast(slot: &Self::Slot, args: &mut crate::__private::FastArgs) {
+        args.value(slot.register());
+    }
 }
 
 /// The value an [`Argument`] leaves at the probe site.
@@ -86,6 +94,14 @@ pub trait Argument: sealed::Sealed {
 pub trait Slot {
     /// The value for the argument's register.
     fn register(&self) -> u64;
+}
+
+impl PtrLen {
+    /// The fast path's two arguments, with the bytes to copy.
+    #[inline(always)]
+    pub fn fast(&self, args: &mut crate::__private::FastArgs) {
+        args.bytes(self.ptr as usize as u64, self.len as u64);
+    }
 }
 
 impl Slot for u64 {
@@ -187,6 +203,10 @@ impl Argument for &CStr {
     fn into_slot(self) -> u64 {
         self.as_ptr().into_slot()
     }
+    #[inline(always)]
+    fn fast(slot: &u64, args: &mut crate::__private::FastArgs) {
+        args.c_str(*slot);
+    }
 }
 
 impl sealed::Sealed for &[u8] {}
@@ -200,6 +220,10 @@ impl Argument for &[u8] {
             len: self.len(),
         }
     }
+    #[inline(always)]
+    fn fast(slot: &PtrLen, args: &mut crate::__private::FastArgs) {
+        slot.fast(args);
+    }
 }
 
 impl sealed::Sealed for &str {}
@@ -209,5 +233,9 @@ impl Argument for &str {
     #[inline(always)]
     fn into_slot(self) -> PtrLen {
         self.as_bytes().into_slot()
+    }
+    #[inline(always)]
+    fn fast(slot: &PtrLen, args: &mut crate::__private::FastArgs) {
+        slot.fast(args);
     }
 }

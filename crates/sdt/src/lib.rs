@@ -166,13 +166,16 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-#[cfg(feature = "dynamic")]
+#[cfg(any(feature = "dynamic", feature = "fastpath"))]
 extern crate std;
 
 mod arg;
 #[cfg(feature = "dynamic")]
 #[allow(unsafe_code)] // it loads the probes it generates and calls them: see its doc
 pub mod dynamic;
+#[cfg(feature = "fastpath")]
+#[allow(unsafe_code)] // it shares memory with a tracer and writes hits into it: see its doc
+pub mod fastpath;
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod unsupported;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -207,6 +210,37 @@ pub mod __private {
     pub fn typed<T: crate::Argument>(value: T) -> T {
         value
     }
+
+    #[cfg(feature = "fastpath")]
+    pub use crate::fastpath::{hit as fast_hit, Args as FastArgs};
+
+    /// Without the fast path, what a probe collects for it is nothing.
+    #[cfg(not(feature = "fastpath"))]
+    #[derive(Default)]
+    pub struct FastArgs;
+
+    #[cfg(not(feature = "fastpath"))]
+    impl FastArgs {
+        #[inline(always)]
+        pub const fn new() -> FastArgs {
+            FastArgs
+        }
+        #[inline(always)]
+        pub fn value(&mut self, _: u64) {}
+        #[inline(always)]
+        pub fn c_str(&mut self, _: u64) {}
+        #[inline(always)]
+        pub fn bytes(&mut self, _: u64, _: u64) {}
+    }
+
+    /// Without the fast path, no probe has a cache.
+    #[cfg(not(feature = "fastpath"))]
+    pub static NO_CACHE: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+    /// Without the fast path, a hit goes to the kernel only.
+    #[cfg(not(feature = "fastpath"))]
+    #[inline(always)]
+    pub fn fast_hit(_: usize, _: &core::sync::atomic::AtomicU64, _: &FastArgs) {}
 }
 
 /// Fires the probe `provider:name` with up to twelve argument slots.
