@@ -335,10 +335,11 @@ fn captured(arg: &Arg) -> &[u8] {
         Copy::Bytes(len) => unsafe {
             core::slice::from_raw_parts(arg.value as *const u8, len as usize)
         },
-        // SAFETY: a `&CStr` argument: bytes up to a NUL, valid for the
-        // probe's duration.
         Copy::CStr => {
-            unsafe { core::ffi::CStr::from_ptr(arg.value as *const core::ffi::c_char) }.to_bytes()
+            let start = arg.value as *const core::ffi::c_char;
+            // SAFETY: a `&CStr` argument: bytes up to a NUL, valid for the
+            // probe's duration.
+            unsafe { core::ffi::CStr::from_ptr(start) }.to_bytes()
         }
     };
     &bytes[..bytes.len().min(layout::MAX_CAPTURE)]
