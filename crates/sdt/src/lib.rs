@@ -173,7 +173,8 @@ mod arg;
 #[cfg(feature = "dynamic")]
 #[allow(unsafe_code)] // it loads the probes it generates and calls them: see its doc
 pub mod dynamic;
-#[cfg(feature = "fastpath")]
+// The layout is always here, for the tracer; the writing of hits only with
+// the `fastpath` feature.
 #[allow(unsafe_code)] // it shares memory with a tracer and writes hits into it: see its doc
 pub mod fastpath;
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]

@@ -48,7 +48,13 @@
 //! kernel tracer only; the probe then tries again after twice as many hits
 //! each time, up to a million.
 
+//!
+//! The layout of the shared memory ([`layout`]) is always compiled, for
+//! the tracer; the writing of hits only with the `fastpath` feature.
+
 pub mod layout;
+#[cfg(feature = "fastpath")]
 mod producer;
 
+#[cfg(feature = "fastpath")]
 pub use producer::{hit, Arg, Args};
