@@ -83,6 +83,7 @@ mod error;
 mod insn;
 pub mod map;
 mod mappings;
+mod perf_event;
 mod program;
 mod ringbuf;
 #[allow(unsafe_code)] // the kernel interface; see the crate doc
@@ -98,6 +99,7 @@ pub use insn::{
 };
 pub use map::{online_cpus, possible_cpus, Map, MapSpec, MapType, PerCpuValues, F_NO_PREALLOC};
 pub use mappings::{Mapped, MappingEvents, ProcessEvent};
+pub use perf_event::{PerfEvent, PerfType, Sampling};
 pub use program::{relocate_maps, AttachType, LoadOptions, Program, ProgramInfo, ProgramType};
 pub use ringbuf::{Poll, RingBuf, QUERY_AVAIL_DATA, SUBMIT_FORCE_WAKEUP, SUBMIT_NO_WAKEUP};
 pub use tracepoint::{attach_raw_tracepoint, attach_tracepoint};

@@ -34,6 +34,10 @@ pub enum ProgramType {
     /// arguments. Such programs can also be run from user space
     /// ([`Program::test_run`]).
     RawTracepoint,
+    /// `BPF_PROG_TYPE_PERF_EVENT`: run when a perf event overflows; the
+    /// context is `struct bpf_perf_event_data`, the interrupted task's
+    /// `pt_regs` first.
+    PerfEvent,
 }
 
 impl ProgramType {
@@ -42,6 +46,7 @@ impl ProgramType {
             ProgramType::Kprobe => 2,
             ProgramType::Tracepoint => 5,
             ProgramType::RawTracepoint => 17,
+            ProgramType::PerfEvent => 7,
         }
     }
 }

@@ -16,7 +16,7 @@ use super::{ArgAccess, Gen, Ids, CTX};
 use crate::layout;
 use sdt_lang::ast::{BinOp, UnOp};
 use sdt_lang::diag::{Diagnostic, Span};
-use sdt_lang::hir::{HelperValue, Output, Param, ProbeKind, TExpr, TKind};
+use sdt_lang::hir::{HelperValue, Output, Param, TExpr, TKind};
 use sdt_lang::types::{Shown, Ty};
 
 pub(super) type R<T> = Result<T, Diagnostic>;
@@ -417,7 +417,7 @@ impl Gen<'_> {
         let Ty::Shown(Shown::UStack { depth, .. }) = stack.ty else {
             return Ok(Op::Imm(0));
         };
-        if !self.kind().is_uprobe() && self.kind() != ProbeKind::Tracepoint {
+        if !self.kind().has_task() {
             return Ok(Op::Imm(0));
         }
         let bytes = 8 * depth.clamp(1, layout::STACK_DEPTH);
@@ -1092,7 +1092,7 @@ impl Gen<'_> {
 
     /// `ustack`: a stack id (or -1 for none) and the process.
     fn ustack(&mut self, dst: Mem) {
-        if !self.kind().is_uprobe() && self.kind() != ProbeKind::Tracepoint {
+        if !self.kind().has_task() {
             // BEGIN, END and interval interrupt no process of their own:
             // the stack is empty, as in bpftrace.
             dst.store_imm(&mut self.b, Size::DW, 0, -1);

@@ -50,6 +50,10 @@ pub enum Attach {
     Tracepoint { id: u64 },
     /// A raw tracepoint, by name (no tracefs needed).
     RawTracepoint { name: String },
+    /// A perf event on every online CPU (`profile`, `software`,
+    /// `hardware`). With a traced process, the program first checks that
+    /// the sampled task belongs to it (and its tree, when followed).
+    PerfEvent(sdt_bpf::PerfEvent),
     /// Not attached: run by [`Session::trigger`] (BEGIN, END, interval).
     Triggered,
 }
@@ -198,6 +202,11 @@ impl Session {
                 Attach::Tracepoint { id } => {
                     let attachment = sdt_bpf::attach_tracepoint(program, *id, self.mechanism)
                         .map_err(Error::Bpf)?;
+                    self.attachments.push(attachment);
+                    count += 1;
+                }
+                Attach::PerfEvent(event) => {
+                    let attachment = event.attach(program, self.mechanism).map_err(Error::Bpf)?;
                     self.attachments.push(attachment);
                     count += 1;
                 }
@@ -361,7 +370,9 @@ fn load_program(
             }
             mechanism.expected_attach_type()
         }
-        Attach::Tracepoint { .. } if options.filter_tracepoints => {
+        Attach::Tracepoint { .. } | Attach::PerfEvent(_)
+            if options.filter_tracepoints || matches!(spec.attach, Attach::PerfEvent(_)) =>
+        {
             match (follow, options.pid) {
                 (Some(follow), _) => {
                     insns.splice(0..0, follow.filter()?);
