@@ -38,6 +38,8 @@ pub struct ObjectFacts {
     pub(crate) functions: crate::params::Known,
     /// What `-v` tells, in order, once each.
     notes: Vec<String>,
+    /// The kernel's symbols, read at the first `kaddr()`.
+    kernel_symbols: Option<sdt_kernel::KernelSymbols>,
 }
 
 type R<T> = Result<T, Refusal>;
@@ -220,6 +222,31 @@ impl Objects for ObjectFacts {
 
     fn notes(&self) -> Vec<String> {
         self.notes.clone()
+    }
+
+    fn kernel_symbol(&mut self, name: &str) -> R<u64> {
+        let symbols = match &self.kernel_symbols {
+            Some(s) => s,
+            None => {
+                let read = sdt_kernel::KernelSymbols::load().map_err(|e| {
+                    Refusal::new(format!("Failed to resolve kernel symbol: {name}"))
+                        .label(format!("cannot read /proc/kallsyms: {e}"))
+                })?;
+                self.kernel_symbols.insert(read)
+            }
+        };
+        if let Some(address) = symbols.address(name) {
+            return Ok(address);
+        }
+        let refusal = Refusal::new(format!("Failed to resolve kernel symbol: {name}"))
+            .label("/proc/kallsyms has no such symbol");
+        Err(if symbols.hidden() {
+            refusal.hint("/proc/kallsyms shows sdt no addresses: it needs CAP_SYSLOG, or kernel.kptr_restrict=0 with perf_event_paranoid at most 1")
+        } else if !symbols.lists_variables() {
+            refusal.hint("this kernel lists only its functions in /proc/kallsyms (it was built without CONFIG_KALLSYMS_ALL), so no variable such as jiffies has an address there")
+        } else {
+            refusal
+        })
     }
 }
 

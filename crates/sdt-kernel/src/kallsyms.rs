@@ -23,6 +23,9 @@ pub struct KernelSymbols {
     symbols: Vec<(u64, u32, u32)>,
     /// Lines whose address read as zero: symbols hidden from this reader.
     hidden: usize,
+    /// Symbols of data (types `d`, `b`, `r`), which a kernel built
+    /// without `CONFIG_KALLSYMS_ALL` lists only a few dozen of.
+    data: usize,
 }
 
 /// A symbol an address falls in.
@@ -47,7 +50,7 @@ impl KernelSymbols {
         let mut table = KernelSymbols::default();
         for line in text.lines() {
             let mut words = line.split_whitespace();
-            let (Some(address), Some(_kind), Some(name)) =
+            let (Some(address), Some(kind), Some(name)) =
                 (words.next(), words.next(), words.next())
             else {
                 continue;
@@ -64,6 +67,9 @@ impl KernelSymbols {
             else {
                 break;
             };
+            if matches!(kind, "d" | "D" | "b" | "B" | "r" | "R") {
+                table.data += 1;
+            }
             table.names.push_str(name);
             table.symbols.push((address, start, len));
         }
@@ -75,6 +81,13 @@ impl KernelSymbols {
     /// not see (all zero), and none it may.
     pub fn hidden(&self) -> bool {
         self.symbols.is_empty() && self.hidden > 0
+    }
+
+    /// Whether the table lists the kernel's variables, not only its
+    /// functions: a kernel built without `CONFIG_KALLSYMS_ALL` lists a
+    /// few dozen section markers and no variable (`jiffies`).
+    pub fn lists_variables(&self) -> bool {
+        self.data > 1000
     }
 
     pub fn len(&self) -> usize {

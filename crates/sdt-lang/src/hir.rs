@@ -533,6 +533,8 @@ pub enum TKind {
     USym(Box<TExpr>),
     /// `ustack`.
     UStack,
+    /// `kstack`: the id of the kernel stack in the stack map, or -1.
+    KStack,
     /// `strftime(fmt, ns)`.
     Strftime(Box<TExpr>),
     /// `bswap(x)`.

@@ -130,6 +130,11 @@ pub enum Shown {
     USym,
     /// A user stack (`ustack`): a stack id, then the process id.
     UStack { perf_mode: bool, depth: u32 },
+    /// A kernel stack (`kstack`): a stack id, negative for none (a probe
+    /// that interrupted user code has no kernel stack).
+    KStack { perf_mode: bool, depth: u32 },
+    /// A kernel address, printed as the kernel symbol it is in (`ksym`).
+    KSym,
     /// A probe's full name (`probe`), by its id.
     Probe,
     /// The traced function's name (`func`), by its id.
@@ -155,6 +160,8 @@ impl Shown {
         match self {
             Shown::USym => "usym",
             Shown::UStack { .. } => "ustack",
+            Shown::KStack { .. } => "kstack",
+            Shown::KSym => "ksym",
             Shown::Probe => "probe",
             Shown::Func => "func",
             Shown::Username => "username",
@@ -169,6 +176,8 @@ impl Shown {
     pub fn value_size(self) -> u32 {
         match self {
             Shown::Probe
+            | Shown::KStack { .. }
+            | Shown::KSym
             | Shown::Func
             | Shown::Username
             | Shown::Strerror
@@ -191,10 +200,12 @@ impl Shown {
     /// value's first word; `None` where they print its text.
     pub fn number(self) -> Option<Ty> {
         match self {
-            Shown::USym | Shown::Probe | Shown::Func | Shown::Timestamp { .. } => Some(UINT64),
+            Shown::USym | Shown::KSym | Shown::Probe | Shown::Func | Shown::Timestamp { .. } => {
+                Some(UINT64)
+            }
             Shown::Username => Some(UINT32),
             Shown::Strerror | Shown::SignalName => Some(INT64),
-            Shown::UStack { .. } | Shown::Inet { .. } => None,
+            Shown::UStack { .. } | Shown::KStack { .. } | Shown::Inet { .. } => None,
         }
     }
 }

@@ -117,6 +117,7 @@ fn stack_frames(stack: &Stack) -> Box<dyn Iterator<Item = String> + '_> {
             .iter()
             .rev()
             .map(|f| match (&f.symbol, &f.module) {
+                (Some((name, _)), _) if stack.kernel => frame(&format!("{name}_[k]")),
                 (Some((name, _)), _) => frame(name),
                 (None, Some(module)) => {
                     let base = module.rsplit('/').next().unwrap_or(module);
@@ -165,6 +166,7 @@ mod tests {
                 frame_at(0x8, None, None),
             ],
             perf: false,
+            kernel: false,
         });
         let map = MapPrint {
             name: "@".into(),

@@ -32,6 +32,11 @@ pub trait Env {
     }
     /// The frames of a recorded user stack.
     fn stack(&mut self, id: u32) -> Vec<u64>;
+    /// `symbol+offset` of kernel address `addr`, or `None`.
+    fn kernel_symbol(&mut self, addr: u64) -> Option<Symbol> {
+        let _ = addr;
+        None
+    }
     /// The name of user `uid`.
     fn user_name(&self, uid: u32) -> Option<String>;
     /// A time format of `strftime`.
@@ -280,6 +285,13 @@ pub fn render_shown(shown: Shown, bytes: &[u8], env: &mut dyn Env) -> Datum {
         Shown::UStack { perf_mode, depth } => {
             Datum::Stack(user_stack(word as i64, pid, perf_mode, depth, env))
         }
+        Shown::KStack { perf_mode, depth } => {
+            Datum::Stack(kernel_stack(word as i64, perf_mode, depth, env))
+        }
+        Shown::KSym => Datum::Text(match env.kernel_symbol(word) {
+            Some(sym) => sym.name,
+            None => format!("{word:#x}"),
+        }),
         Shown::Probe => Datum::Text(env.probe_name(word)),
         Shown::Func => Datum::Text(env.func_name(word)),
         Shown::Username => {
@@ -340,7 +352,35 @@ fn user_stack(id: i64, pid: u32, perf: bool, depth: u32, env: &mut dyn Env) -> S
             }
         })
         .collect();
-    Stack { frames, perf }
+    Stack {
+        frames,
+        perf,
+        kernel: false,
+    }
+}
+
+/// The frames of kernel stack `id` (none if negative), symbolized
+/// through `/proc/kallsyms`, at most `depth` of them.
+fn kernel_stack(id: i64, perf: bool, depth: u32, env: &mut dyn Env) -> Stack {
+    let addrs = if id < 0 {
+        Vec::new()
+    } else {
+        env.stack(id as u32)
+    };
+    let frames = addrs
+        .into_iter()
+        .take(depth as usize)
+        .map(|addr| Frame {
+            addr,
+            symbol: env.kernel_symbol(addr).map(|s| (s.name, s.offset)),
+            module: None,
+        })
+        .collect();
+    Stack {
+        frames,
+        perf,
+        kernel: true,
+    }
 }
 
 /// The message of an errno value, as `strerror(3)` words it.

@@ -151,9 +151,6 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     variable("args", |c, u, scope| {
         Ok(Checked::Value(c.args_record(u.span, scope)?))
     }),
-    variable("kstack", kernel_only),
-    variable("ksym", kernel_only),
-    variable("kaddr", kernel_only),
     variable("ctx", |c, u, _| {
         Err(c.error(Diagnostic::error(
             u.span,
@@ -167,6 +164,14 @@ pub(crate) const BUILTINS: &[Builtin] = &[
         role: Role::Value,
         check: ustack,
     },
+    Builtin {
+        name: "kstack",
+        shape: Shape::Both { min: 0, max: 2 },
+        role: Role::Value,
+        check: kstack,
+    },
+    function("ksym", 1, 1, ksym),
+    function("kaddr", 1, 1, kaddr),
     function("str", 1, 2, str),
     function("buf", 1, 3, buf),
     function("usym", 1, 1, usym),
@@ -464,7 +469,9 @@ fn pid_or_tid(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> 
 /// processes; `BEGIN` and `END` run for sdt itself, from user space.
 fn usermode(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     match scope.kind {
-        k if k.is_uprobe() => value(use_, TKind::UserMode, crate::types::UINT8),
+        k if k.is_uprobe() || k.is_perf_event() => {
+            value(use_, TKind::UserMode, crate::types::UINT8)
+        }
         ProbeKind::Begin | ProbeKind::End => value(use_, TKind::Int(1), crate::types::UINT8),
         other => Err(c.error(Diagnostic::error(
             use_.span,
@@ -548,17 +555,9 @@ fn retval(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
     value(use_, TKind::Retval, UINT64)
 }
 
-fn kernel_only(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
-    Err(c.error(Diagnostic::error(
-        use_.span,
-        format!(
-            "`{}` reads the kernel, and sdt traces user space",
-            use_.name
-        ),
-    )))
-}
-
-fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+/// The mode and depth of `ustack(...)` or `kstack(...)`: `perf` or
+/// `bpftrace` and a frame count, either or both, in either order.
+fn stack_args(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<(bool, u32)> {
     let mut perf_mode = false;
     let mut depth = 127u32;
     for a in use_.args {
@@ -566,22 +565,79 @@ fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
             ExprKind::Ident(mode) if mode == "perf" => perf_mode = true,
             ExprKind::Ident(mode) if mode == "bpftrace" => perf_mode = false,
             _ => {
-                let n = c.literal_int(a, scope, "ustack()'s depth")?;
+                let what = format!("{}()'s depth", use_.name);
+                let n = c.literal_int(a, scope, &what)?;
                 if !(1..=127).contains(&n) {
                     return Err(c.error(Diagnostic::error(
                         a.span,
-                        "ustack()'s depth must be between 1 and 127",
+                        format!("{what} must be between 1 and 127"),
                     )));
                 }
                 depth = n as u32;
             }
         }
     }
+    Ok((perf_mode, depth))
+}
+
+fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let (perf_mode, depth) = stack_args(c, use_, scope)?;
     value(
         use_,
         TKind::UStack,
         Ty::Shown(Shown::UStack { perf_mode, depth }),
     )
+}
+
+/// `kstack`: the kernel's stack where the probe fired. A probe of a
+/// process interrupts user code, where the kernel has no stack: it is
+/// empty there, as in bpftrace, and the checker says so.
+fn kstack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let (perf_mode, depth) = stack_args(c, use_, scope)?;
+    if scope.kind.is_uprobe() {
+        c.warn(
+            Diagnostic::warning(
+                use_.span,
+                format!(
+                    "kstack is always empty in a {} probe, which interrupts user code",
+                    scope.kind.name()
+                ),
+            )
+            .hint("kernel stacks come from tracepoints, and from profile and software probes that sample the kernel"),
+        );
+    }
+    value(
+        use_,
+        TKind::KStack,
+        Ty::Shown(Shown::KStack { perf_mode, depth }),
+    )
+}
+
+/// `ksym(addr)`: a kernel address, printed as the symbol it is in.
+fn ksym(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let v = c.expr(&use_.args[0], scope)?;
+    let v = c.value(v)?;
+    if !matches!(v.ty, Ty::Int { .. } | Ty::Ptr(_)) && v.ty != Ty::Shown(Shown::KSym) {
+        return Err(c.error(Diagnostic::error(
+            use_.args[0].span,
+            format!(
+                "ksym() takes a kernel address, and this is {}",
+                v.ty.display(&c.registry)
+            ),
+        )));
+    }
+    value(use_, TKind::Retype(Box::new(v)), Ty::Shown(Shown::KSym))
+}
+
+/// `kaddr("name")`: the address of a kernel symbol, from
+/// `/proc/kallsyms` when the script is compiled.
+fn kaddr(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    let name = c.literal_string(&use_.args[0], "kaddr()'s symbol name")?;
+    let name = String::from_utf8_lossy(&name).into_owned();
+    match c.objects.kernel_symbol(&name) {
+        Ok(address) => value(use_, TKind::Int(address as i64), UINT64),
+        Err(refusal) => Err(c.refused(use_.span, refusal)),
+    }
 }
 
 fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
@@ -792,7 +848,9 @@ const REGISTERS: &[(&str, i16)] = &[
 ];
 
 fn reg(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
-    if !scope.kind.is_uprobe() {
+    // Probes of processes and perf events have the interrupted task's
+    // registers as their context.
+    if !scope.kind.is_uprobe() && !scope.kind.is_perf_event() {
         return Err(c.error(Diagnostic::error(
             use_.span,
             format!("reg() is not available in {} probes", scope.kind.name()),
@@ -1332,7 +1390,9 @@ fn len(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let v = c.expr(arg, scope)?;
     let v = c.value(v)?;
     match v.ty {
-        Ty::Shown(Shown::UStack { .. }) => value(use_, TKind::StackLen(Box::new(v)), INT64),
+        Ty::Shown(Shown::UStack { .. } | Shown::KStack { .. }) => {
+            value(use_, TKind::StackLen(Box::new(v)), INT64)
+        }
         _ => Err(c.error(Diagnostic::error(
             arg.span,
             format!(

@@ -170,7 +170,8 @@ pub fn check(
     checker.final_pass = true;
     checker.errors.clear();
     let probes = checker.run(script, attach);
-    let warnings = checker.apply_declarations(&script.map_declarations);
+    let mut warnings = checker.apply_declarations(&script.map_declarations);
+    warnings.append(&mut checker.warnings);
     if !checker.errors.is_empty() {
         return Err(Diagnostics(checker.errors));
     }
@@ -267,6 +268,8 @@ pub(crate) struct Checker<'o> {
     pub(crate) time_formats: Vec<String>,
     pub(crate) join_separators: Vec<String>,
     errors: Vec<Diagnostic>,
+    /// Warnings of the last run (see [`Checker::warn`]).
+    warnings: Vec<Diagnostic>,
     /// Whether this run reports errors (the last one).
     final_pass: bool,
     /// Whether this run learned something new about a map.
@@ -353,6 +356,7 @@ impl<'o> Checker<'o> {
             time_formats: Vec::new(),
             join_separators: Vec::new(),
             errors: Vec::new(),
+            warnings: Vec::new(),
             final_pass: false,
             learned: false,
             current_target: TargetInfo::default(),
@@ -463,6 +467,18 @@ impl<'o> Checker<'o> {
             self.errors.push(d);
         }
         Stop
+    }
+
+    /// Reports a warning once, however many probe instances check the
+    /// text it is about.
+    pub(crate) fn warn(&mut self, d: Diagnostic) {
+        let seen = self
+            .warnings
+            .iter()
+            .any(|w| w.span == d.span && w.message == d.message);
+        if self.final_pass && !seen {
+            self.warnings.push(d);
+        }
     }
 
     fn run(&mut self, script: &Script, attach: &[Vec<AttachInfo>]) -> Vec<ProbeInstance> {

@@ -57,6 +57,15 @@ pub trait Objects {
     /// Where the types came from and what `args.NAME` found, one line
     /// each, for `-v`.
     fn notes(&self) -> Vec<String>;
+
+    /// The address of kernel symbol `name` (`kaddr()`), from the running
+    /// kernel's symbol table.
+    fn kernel_symbol(&mut self, name: &str) -> Result<u64, Refusal> {
+        Err(
+            Refusal::new(format!("Failed to resolve kernel symbol: {name}"))
+                .label("no kernel symbols are read here"),
+        )
+    }
 }
 
 /// What `args.NAME` names.

@@ -117,6 +117,7 @@ fn stacks_indent_by_where_they_are() {
             },
         ],
         perf: false,
+        kernel: false,
     });
     assert_eq!(datum(&stack, Context::Key), "\n    main+4\n    0x2000\n");
     assert_eq!(
