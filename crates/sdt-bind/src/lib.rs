@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod abi;
+mod kernel;
 mod params;
 mod types;
 

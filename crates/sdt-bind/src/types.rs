@@ -20,7 +20,7 @@ use std::rc::Rc;
 
 use sdt_lang::check::{Objects, Refusal, TargetInfo, UsdtArg};
 use sdt_lang::diag::did_you_mean;
-use sdt_lang::types::{EnumDef, Field, Record, Ty, TypeRegistry};
+use sdt_lang::types::{EnumDef, Field, Record, RecordId, Ty, TypeRegistry};
 use sdt_types::{DebugInfo, Lookup, Type, TypeId};
 
 /// Opened debug information and symbol tables, and what was converted
@@ -40,6 +40,8 @@ pub struct ObjectFacts {
     notes: Vec<String>,
     /// The kernel's symbols, read at the first `kaddr()`.
     kernel_symbols: Option<sdt_kernel::KernelSymbols>,
+    /// The kernel's types, read at the first that a script names.
+    kernel_types: crate::kernel::KernelTypes,
 }
 
 type R<T> = Result<T, Refusal>;
@@ -130,41 +132,25 @@ impl Objects for ObjectFacts {
         name: &str,
         registry: &mut TypeRegistry,
     ) -> R<Option<Ty>> {
-        let Some(object) = target.object.clone() else {
-            return Ok(None);
-        };
-        let info = self.open(&object, target).map_err(|e| {
-            Refusal::new(format!("unknown type `{name}`"))
-                .label(e.to_string())
-                .hint("or define the type at the top of the script in C")
-        })?;
-        let found = info
-            .find(name)
-            .map_err(|e| Refusal::new(format!("reading the type `{name}`: {e}")))?;
-        match found {
-            Lookup::Found(id) => self.convert(&info, id, registry, 0).map(Some),
-            Lookup::Ambiguous(defs) => Err(Refusal::new(format!(
-                "`{name}` is defined differently in two compilation units of {}: {} and {}",
-                info.debug_file.display(),
-                defs[0].1,
-                defs[1].1
-            ))
-            .hint(format!(
-                "define the one you mean at the top of the script, where it wins; `sdt types --bpftrace --unit {} {} '{name}'` prints it",
-                defs[0].1.rsplit('/').next().unwrap_or(&defs[0].1),
-                object.display()
-            ))),
-            Lookup::Missing(close) => {
-                let mut refusal = Refusal::new(format!(
-                    "unknown type `{name}`: the debug information of {} does not define it",
-                    object.display()
-                ));
-                if let Some(h) = did_you_mean(&close) {
-                    refusal = refusal.hint(h);
-                }
-                Err(refusal)
-            }
+        // The probe's object first (a program's `struct timespec` is its
+        // own), then the kernel's BTF (`struct task_struct`).
+        let from_object = self.object_type(target, name, registry);
+        if let Ok(Some(ty)) = from_object {
+            return Ok(Some(ty));
         }
+        if let Some(ty) = self.kernel_types.find(name, registry)? {
+            self.note(format!("{name} from the kernel's BTF"));
+            return Ok(Some(ty));
+        }
+        from_object
+    }
+
+    fn kernel_type(&mut self, name: &str, registry: &mut TypeRegistry) -> R<Option<Ty>> {
+        self.kernel_types.find(name, registry)
+    }
+
+    fn complete_record(&mut self, id: RecordId, registry: &mut TypeRegistry) -> R<()> {
+        self.kernel_types.complete(id, registry)
     }
 
     fn usdt_arg(
@@ -251,6 +237,50 @@ impl Objects for ObjectFacts {
 }
 
 impl ObjectFacts {
+    /// The C type `name` from the DWARF of `target`'s object.
+    fn object_type(
+        &mut self,
+        target: &TargetInfo,
+        name: &str,
+        registry: &mut TypeRegistry,
+    ) -> R<Option<Ty>> {
+        let Some(object) = target.object.clone() else {
+            return Ok(None);
+        };
+        let info = self.open(&object, target).map_err(|e| {
+            Refusal::new(format!("unknown type `{name}`"))
+                .label(e.to_string())
+                .hint("or define the type at the top of the script in C")
+        })?;
+        let found = info
+            .find(name)
+            .map_err(|e| Refusal::new(format!("reading the type `{name}`: {e}")))?;
+        match found {
+            Lookup::Found(id) => self.convert(&info, id, registry, 0).map(Some),
+            Lookup::Ambiguous(defs) => Err(Refusal::new(format!(
+                "`{name}` is defined differently in two compilation units of {}: {} and {}",
+                info.debug_file.display(),
+                defs[0].1,
+                defs[1].1
+            ))
+            .hint(format!(
+                "define the one you mean at the top of the script, where it wins; `sdt types --bpftrace --unit {} {} '{name}'` prints it",
+                defs[0].1.rsplit('/').next().unwrap_or(&defs[0].1),
+                object.display()
+            ))),
+            Lookup::Missing(close) => {
+                let mut refusal = Refusal::new(format!(
+                    "unknown type `{name}`: the debug information of {} does not define it",
+                    object.display()
+                ));
+                if let Some(h) = did_you_mean(&close) {
+                    refusal = refusal.hint(h);
+                }
+                Err(refusal)
+            }
+        }
+    }
+
     pub(crate) fn convert(
         &mut self,
         info: &Rc<DebugInfo>,
@@ -282,7 +312,7 @@ impl ObjectFacts {
                         _ => self.convert(info, t, registry, depth + 1)?,
                     },
                 };
-                Ty::Ptr(Box::new(pointee))
+                Ty::ptr(pointee)
             }
             Type::Typedef { target, .. } | Type::Qualified { target, .. } => match target {
                 None => Ty::Void,

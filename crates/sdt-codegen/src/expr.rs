@@ -17,7 +17,7 @@ use crate::layout;
 use sdt_lang::ast::{BinOp, UnOp};
 use sdt_lang::diag::{Diagnostic, Span};
 use sdt_lang::hir::{HelperValue, Output, Param, TExpr, TKind};
-use sdt_lang::types::{Shown, Ty};
+use sdt_lang::types::{Shown, Space, Ty};
 
 pub(super) type R<T> = Result<T, Diagnostic>;
 
@@ -985,7 +985,11 @@ impl Gen<'_> {
         match source {
             Err(address) => {
                 self.load_op(address, Reg::R3);
-                self.b.call(Helper::ProbeReadUserStr);
+                self.b.call(if ptr.ty.space() == Some(Space::Kernel) {
+                    Helper::ProbeReadKernelStr
+                } else {
+                    Helper::ProbeReadUserStr
+                });
             }
             Ok(string) => {
                 string.address(&mut self.b, Reg::R3, 0);
@@ -1069,7 +1073,11 @@ impl Gen<'_> {
         dst.store(&mut self.b, Size::DW, 0, Reg::R2);
         self.load_op(p, Reg::R3);
         dst.address(&mut self.b, Reg::R1, 8);
-        self.b.call(Helper::ProbeReadUser);
+        self.b.call(if ptr.ty.space() == Some(Space::Kernel) {
+            Helper::ProbeReadKernel
+        } else {
+            Helper::ProbeReadUser
+        });
         Ok(())
     }
 

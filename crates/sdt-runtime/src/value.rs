@@ -100,7 +100,7 @@ pub fn decode<'a>(ty: &Ty, bytes: &'a [u8], registry: &TypeRegistry) -> Value<'a
             id: *id,
             value: u64_at(bytes, 0) as i64,
         },
-        Ty::Ptr(_) => Value::Ptr(u64_at(bytes, 0)),
+        Ty::Ptr(..) => Value::Ptr(u64_at(bytes, 0)),
         Ty::Str { size } => {
             let b = &bytes[..bytes.len().min(*size as usize)];
             Value::Str(&b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())])
@@ -179,7 +179,7 @@ fn decode_c<'a>(
             id: *id,
             value: int(*width, *signed) as i64,
         },
-        Ty::Ptr(_) => Value::Ptr(int(8, false)),
+        Ty::Ptr(..) => Value::Ptr(int(8, false)),
         Ty::Bool => Value::Bool(int(1, false) != 0),
         // `char name[16]` is a string, as in bpftrace; other arrays are
         // lists of their elements.
@@ -546,7 +546,7 @@ mod tests {
                 field("in", Ty::Record(inner), 10, None),
                 field("lo", Ty::int(4, false), 12, Some((0, 3))),
                 field("hi", Ty::int(4, false), 12, Some((3, 5))),
-                field("p", Ty::Ptr(Box::new(Ty::Void)), 16, None),
+                field("p", Ty::ptr(Ty::Void), 16, None),
             ],
             incomplete: false,
         });

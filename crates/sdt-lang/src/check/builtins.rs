@@ -20,7 +20,7 @@ use super::{Checker, Scope, Stop, R};
 use crate::ast::{Expr, ExprKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{HelperValue, Output, Param, ProbeKind, TExpr, TKind, TStmt};
-use crate::types::{Agg, Shown, Ty, INT64, UINT32, UINT64};
+use crate::types::{Agg, Shown, Space, Ty, INT64, UINT32, UINT64};
 
 /// The kernel's ids (`enum bpf_func_id`) of the helpers builtins lower to.
 /// The front end calls nothing; these are data for the code generator.
@@ -135,9 +135,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     variable("numaid", |c, u, _| {
         helper(c, u, helper::GET_NUMA_NODE_ID, 0, 32, UINT32)
     }),
-    variable("curtask", |c, u, _| {
-        helper(c, u, helper::GET_CURRENT_TASK, 0, 64, UINT64)
-    }),
+    variable("curtask", curtask),
     variable("cpid", |_, u, _| {
         value(u, TKind::Param(Param::Cpid), UINT32)
     }),
@@ -498,6 +496,17 @@ fn probetype(_: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checke
     )
 }
 
+/// `curtask`: the current task, a `struct task_struct *` into the kernel
+/// where the kernel's BTF describes it (so `curtask->real_parent->tgid`
+/// reads), else its address as an integer.
+fn curtask(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    let ty = match c.kernel_type("struct task_struct") {
+        Some(task @ Ty::Record(_)) => Ty::kernel_ptr(task),
+        _ => UINT64,
+    };
+    helper(c, use_, helper::GET_CURRENT_TASK, 0, 64, ty)
+}
+
 fn comm(_: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
     value(
         use_,
@@ -617,7 +626,7 @@ fn kstack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
 fn ksym(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let v = c.expr(&use_.args[0], scope)?;
     let v = c.value(v)?;
-    if !matches!(v.ty, Ty::Int { .. } | Ty::Ptr(_)) && v.ty != Ty::Shown(Shown::KSym) {
+    if !matches!(v.ty, Ty::Int { .. } | Ty::Ptr(..)) && v.ty != Ty::Shown(Shown::KSym) {
         return Err(c.error(Diagnostic::error(
             use_.args[0].span,
             format!(
@@ -688,7 +697,7 @@ fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let size = match ptr.ty {
         // A string value is cut to the length.
         Ty::Str { size: have } => size.min(have),
-        Ty::Int { .. } | Ty::Ptr(_) => size,
+        Ty::Int { .. } | Ty::Ptr(..) => size,
         _ => {
             return Err(c.error(Diagnostic::error(
                 args[0].span,
@@ -736,7 +745,7 @@ fn buf(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     };
     if !matches!(
         ptr.ty,
-        Ty::Int { .. } | Ty::Ptr(_) | Ty::Str { .. } | Ty::Array { .. } | Ty::Record(_)
+        Ty::Int { .. } | Ty::Ptr(..) | Ty::Str { .. } | Ty::Array { .. } | Ty::Record(_)
     ) {
         return Err(c.error(Diagnostic::error(
             args[0].span,
@@ -786,7 +795,7 @@ fn buf(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
 fn usym(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let v = c.expr(&use_.args[0], scope)?;
     let v = c.value(v)?;
-    if !matches!(v.ty, Ty::Int { .. } | Ty::Ptr(_)) {
+    if !matches!(v.ty, Ty::Int { .. } | Ty::Ptr(..)) {
         return Err(c.error(Diagnostic::error(
             use_.args[0].span,
             "usym() takes an address",
@@ -806,9 +815,31 @@ fn uaddr(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     )?))
 }
 
+/// `kptr(p)`, `uptr(p)`: `p` pointing into the kernel's memory or the
+/// traced process's; an integer becomes a `void *` there.
 fn pointer(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let space = if use_.name.ends_with("kptr") {
+        Space::Kernel
+    } else {
+        Space::User
+    };
     let v = c.expr(&use_.args[0], scope)?;
-    Ok(Checked::Value(c.value(v)?))
+    let v = c.value(v)?;
+    let ty = match &v.ty {
+        Ty::Ptr(pointee, _) => Ty::Ptr(pointee.clone(), space),
+        t if t.is_integer() => Ty::Ptr(Box::new(Ty::Void), space),
+        other => {
+            return Err(c.error(Diagnostic::error(
+                use_.args[0].span,
+                format!(
+                    "{}() takes an address, and this is {}",
+                    use_.name,
+                    other.display(&c.registry)
+                ),
+            )))
+        }
+    };
+    Ok(Checked::Value(TExpr { ty, ..v }))
 }
 
 /// Registers by the names `reg()` takes, at their `pt_regs` offsets.
@@ -978,7 +1009,7 @@ fn strlen(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
     let v = c.value(v)?;
     let s = if v.ty.is_string() {
         v
-    } else if matches!(v.ty, Ty::Ptr(_) | Ty::Array { .. }) {
+    } else if matches!(v.ty, Ty::Ptr(..) | Ty::Array { .. }) {
         let call = Expr {
             kind: ExprKind::Call {
                 name: "str".to_string(),
@@ -1424,7 +1455,7 @@ fn join(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let args = use_.args;
     let array = c.expr(&args[0], scope)?;
     let array = c.value(array)?;
-    if !matches!(array.ty, Ty::Ptr(_) | Ty::Int { .. }) {
+    if !matches!(array.ty, Ty::Ptr(..) | Ty::Int { .. }) {
         return Err(c.error(Diagnostic::error(
             args[0].span,
             "join() takes a pointer to an array of string pointers (char **)",

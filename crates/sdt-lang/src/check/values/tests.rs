@@ -154,10 +154,10 @@ fn tracepoint_pointers_keep_every_level() {
         size: 8,
         signed: false,
     };
-    let char_ptr = Ty::Ptr(Box::new(Ty::int(1, true)));
+    let char_ptr = Ty::ptr(Ty::int(1, true));
     assert_eq!(
         crate::check::tracepoint_field_type(&registry, &field("const char *const *")),
-        Ty::Ptr(Box::new(char_ptr.clone()))
+        Ty::ptr(char_ptr.clone())
     );
     assert_eq!(
         crate::check::tracepoint_field_type(&registry, &field("const char *")),
@@ -165,7 +165,7 @@ fn tracepoint_pointers_keep_every_level() {
     );
     assert_eq!(
         crate::check::tracepoint_field_type(&registry, &field("unsigned long *")),
-        Ty::Ptr(Box::new(crate::types::UINT64))
+        Ty::ptr(crate::types::UINT64)
     );
 }
 
