@@ -73,8 +73,8 @@ impl PerfEvent {
     /// Attaches `program` (a [`ProgramType::PerfEvent`](crate::ProgramType::PerfEvent)
     /// program) to this event on every online CPU, for every process.
     ///
-    /// A machine without the event's PMU (hardware events in most virtual
-    /// machines) refuses with [`Error::Unsupported`].
+    /// A machine without the CPU's counters (most virtual machines)
+    /// refuses hardware events with [`Error::NoHardwareCounters`].
     pub fn attach(&self, program: &Program, mechanism: Mechanism) -> Result<Attachment> {
         let cpus = sys::online_cpus().map_err(|e| Error::sys("reading the online CPUs", e))?;
         let mut links = Vec::new();
@@ -105,10 +105,7 @@ impl PerfEvent {
             Some(rustix::io::Errno::NOENT | rustix::io::Errno::OPNOTSUPP)
         );
         match self.kind {
-            PerfType::Hardware if missing => Error::Unsupported(format!(
-                "this machine has no hardware performance counter for this event ({e}): \
-                 virtual machines often have none; software:cpu-clock and profile:hz sample without one"
-            )),
+            PerfType::Hardware if missing => Error::NoHardwareCounters { error: e },
             _ => Error::sys("opening a perf event", e),
         }
     }

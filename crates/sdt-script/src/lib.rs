@@ -389,14 +389,21 @@ impl Lowering {
                         (Role::Interval { period_ns }, "interval", Attach::Triggered)
                     }
                     _ => match perf_event(&b.spec) {
-                        Some(event) => (Role::Probe, "perf", Attach::PerfEvent(event)),
+                        Some(event) => (
+                            Role::Probe,
+                            "perf",
+                            Attach::PerfEvent {
+                                event,
+                                probe: display.clone(),
+                            },
+                        ),
                         None => {
                             unreachable!("plain targets are BEGIN, END, intervals and perf events")
                         }
                     },
                 };
                 let prog_type = match attach {
-                    Attach::PerfEvent(_) => ProgramType::PerfEvent,
+                    Attach::PerfEvent { .. } => ProgramType::PerfEvent,
                     _ => ProgramType::RawTracepoint,
                 };
                 let u = unit(

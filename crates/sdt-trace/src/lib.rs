@@ -92,6 +92,12 @@ pub enum Error {
     #[error("{0}")]
     Follow(String),
 
+    #[error("cannot attach {probe}")]
+    PerfEvent {
+        probe: String,
+        source: sdt_bpf::Error,
+    },
+
     #[error("cannot attach to {}", path.display())]
     Attach {
         path: PathBuf,

@@ -53,7 +53,11 @@ pub enum Attach {
     /// A perf event on every online CPU (`profile`, `software`,
     /// `hardware`). With a traced process, the program first checks that
     /// the sampled task belongs to it (and its tree, when followed).
-    PerfEvent(sdt_bpf::PerfEvent),
+    PerfEvent {
+        event: sdt_bpf::PerfEvent,
+        /// The probe as messages name it (`hardware:cycles`).
+        probe: String,
+    },
     /// Not attached: run by [`Session::trigger`] (BEGIN, END, interval).
     Triggered,
 }
@@ -205,8 +209,13 @@ impl Session {
                     self.attachments.push(attachment);
                     count += 1;
                 }
-                Attach::PerfEvent(event) => {
-                    let attachment = event.attach(program, self.mechanism).map_err(Error::Bpf)?;
+                Attach::PerfEvent { event, probe } => {
+                    let attachment = event.attach(program, self.mechanism).map_err(|source| {
+                        Error::PerfEvent {
+                            probe: probe.clone(),
+                            source,
+                        }
+                    })?;
                     self.attachments.push(attachment);
                     count += 1;
                 }
@@ -370,8 +379,8 @@ fn load_program(
             }
             mechanism.expected_attach_type()
         }
-        Attach::Tracepoint { .. } | Attach::PerfEvent(_)
-            if options.filter_tracepoints || matches!(spec.attach, Attach::PerfEvent(_)) =>
+        Attach::Tracepoint { .. } | Attach::PerfEvent { .. }
+            if options.filter_tracepoints || matches!(spec.attach, Attach::PerfEvent { .. }) =>
         {
             match (follow, options.pid) {
                 (Some(follow), _) => {
