@@ -129,6 +129,34 @@ fn profile_samples_each_busy_thread_at_99_hz_of_its_cpu_time() {
     );
 }
 
+/// The profile of work a program marks with USDT probes: only the thread
+/// inside the marked span is sampled, at 99 Hz of its CPU time.
+#[test]
+fn profile_filters_on_state_usdt_probes_keep() {
+    let Some(busy) = fixture("busy") else { return };
+    let report = std::env::temp_dir().join(format!("sdt-marked-{}.txt", std::process::id()));
+    let command = format!("{} 2 {}", busy.display(), report.display());
+    let bin = busy.display().to_string();
+    let script = format!(
+        "usdt:{bin}:busy:marked_start {{ @on[tid] = 1; }} \
+         usdt:{bin}:busy:marked_done {{ delete(@on[tid]); }} \
+         profile:hz:99 /@on[tid]/ {{ @samples[tid] = count(); }}"
+    );
+    let out = run_ok(&["-f", "json", "-c", &command, "-e", &script]);
+    let samples = counts(&json_maps(&out.stdout)["@samples"]);
+    let threads = std::fs::read_to_string(&report).expect("the fixture's report");
+    let _ = std::fs::remove_file(&report);
+    // The first line is the marked thread.
+    let (tid, ns) = threads.lines().next().unwrap().split_once(' ').unwrap();
+    let expected = 99.0 * ns.parse::<f64>().unwrap() / 1e9;
+    assert_eq!(samples.keys().collect::<Vec<_>>(), [tid], "{samples:?}");
+    let got = samples[tid] as f64;
+    assert!(
+        (got - expected).abs() <= 0.2 * expected + 4.0,
+        "{got} samples of the marked thread, {expected:.0} expected"
+    );
+}
+
 #[test]
 fn page_faults_count_the_traced_process_and_no_other() {
     let Some(faults) = fixture("faults") else {

@@ -135,6 +135,18 @@ fn stacks_indent_by_where_they_are() {
         datum(&perf, Context::Value),
         "\n\t1000 main+4 (/bin/x)\n\t2000 0x2000 ([unknown])\n"
     );
+    // A kernel stack in perf mode names no object, as bpftrace prints it.
+    let kernel = Datum::Stack(Stack {
+        kernel: true,
+        ..match &perf {
+            Datum::Stack(s) => s.clone(),
+            _ => unreachable!(),
+        }
+    });
+    assert_eq!(
+        datum(&kernel, Context::Value),
+        "\n\t1000 main+4\n\t2000 0x2000\n"
+    );
 }
 
 #[test]
