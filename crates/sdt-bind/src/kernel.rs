@@ -95,10 +95,8 @@ impl KernelTypes {
         }
         let ty = match btf.get(id).map_err(bad)? {
             Kind::Void | Kind::Other => Ty::Void,
-            Kind::Int { size, signed, .. } | Kind::Enum { size, signed, .. }
-                if !matches!(size, 1 | 2 | 4 | 8) =>
-            {
-                let _ = signed;
+            // Integers of other sizes (`__int128`) are their bytes.
+            Kind::Int { size, .. } | Kind::Enum { size, .. } if !matches!(size, 1 | 2 | 4 | 8) => {
                 Ty::Array {
                     elem: Box::new(Ty::int(1, false)),
                     len: u64::from(size),

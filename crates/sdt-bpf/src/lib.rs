@@ -11,7 +11,8 @@
 //! * [`Program::load`]: loading, with the verifier's log on rejection.
 //! * [`Features::detect`], [`UprobeAttach::attach`]: finding out what the
 //!   kernel supports and attaching to probe sites; the returned
-//!   [`Attachment`] detaches on drop.
+//!   [`Attachment`] detaches on drop. [`PerfEvent::attach`] attaches to a
+//!   perf event on every CPU (`profile`, `software`, `hardware`).
 //! * [`disasm`]: listings in the kernel's own format, for `--dump`.
 //! * [`MappingEvents`]: where traced processes map their files, recorded
 //!   by the kernel, for symbolizing addresses after a process is gone.
