@@ -13,9 +13,10 @@
 # and measures, per tracer run:
 #   - CPU time of the tracer (user + sys, GNU time), which is what
 #     profiling costs the machine beyond the sampled process;
-#   - samples delivered: the counts of the printed map, summed; against
-#     what 99 Hz of the target's CPU time over the window should give
-#     (2 CPUs busy: about 198 a second);
+#   - samples delivered: the counts of the printed map, summed; and that
+#     over what 99 Hz of the target's CPU time while the tracer ran should
+#     give (its utime + stime from /proc/PID/stat before and after: the
+#     machine is shared, so the target gets what CPU it gets);
 #   - peak RSS of the tracer (GNU time %M).
 # Medians of ROUNDS rounds, and ratios sdt / bpftrace.
 #
@@ -50,21 +51,32 @@ script='profile:hz:99 /pid == $1/ { @[ustack] = count(); }'
 
 # trace NAME TRACER...: TRACER (with the script and the busy pid) for
 # WINDOW seconds under GNU time; its output to $work/NAME.out, and
-# "user sys maxrss_kb" to $work/NAME.time.
+# "user sys maxrss_kb" to $work/NAME.time. (`--foreground`: timeout
+# otherwise signals its whole process group as well, and the second
+# SIGINT that reaches the tracer ends it before it prints.)
 trace() {
   local name=$1
   shift
+  local before
+  before=$(target_ticks)
   /usr/bin/time -f '%U %S %M' -o "$work/$name.time" \
-    timeout -s INT "$WINDOW" "$@" "$script" "$busy_pid" >"$work/$name.out" 2>"$work/$name.err" || true
+    timeout --foreground -s INT "$WINDOW" "$@" "$script" "$busy_pid" >"$work/$name.out" 2>"$work/$name.err" || true
+  echo $(($(target_ticks) - before)) >"$work/$name.ticks"
   if ! grep -q ']: [0-9]' "$work/$name.out"; then
     echo "profile.sh: $name printed no samples" >&2
     cat "$work/$name.err" >&2
     exit 1
   fi
 }
+# The target's CPU time so far (user + system), in clock ticks.
+target_ticks() { awk '{print $14 + $15}' "/proc/$busy_pid/stat"; }
+ticks_per_s=$(getconf CLK_TCK)
+# Samples over 99 Hz of the target's CPU time during the window.
+share() { awk -v s="$(samples "$1")" -v t="$(cat "$work/$1.ticks")" -v hz="$ticks_per_s" 'BEGIN {printf "%.3f\n", (t > 0 ? s / (99 * t / hz) : 0)}'; }
 samples() { sed -n 's/^\]: \([0-9]*\)$/\1/p' "$work/$1.out" | awk '{s += $1} END {print s + 0}'; }
-cpu_s() { awk 'NR == 1 {printf "%.3f", $1 + $2}' "$work/$1.time"; }
-rss_kb() { awk 'NR == 1 {print $3}' "$work/$1.time"; }
+# GNU time's last line is ours (a status line may come before it).
+cpu_s() { tail -n1 "$work/$1.time" | awk '{printf "%.2f\n", $1 + $2}'; }
+rss_kb() { tail -n1 "$work/$1.time" | awk '{print $3}'; }
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf (b > 0 ? "%.3g" : "-"), a / b}'; }
 
@@ -92,13 +104,12 @@ row() { # row MEASURE FUNCTION UNIT
   b=$(for ((r = 1; r <= ROUNDS; r++)); do "$2" "bt-$r"; done | median)
   printf '| %s | %s%s | %s%s | %s |\n' "$1" "$s" "$3" "$b" "$3" "$(ratio "$s" "$b")"
 }
-expected=$(awk -v w="$WINDOW" -v n="$(nproc)" 'BEGIN {printf "%d", 99 * w * (n < 3 ? n : 3)}')
 echo
 echo "profile:hz:99 of a process with 3 busy threads, $WINDOW s windows, median of $ROUNDS rounds"
-echo "(at most about $expected samples: 99 Hz on each of $(nproc) CPUs the threads keep busy)"
 echo
 echo "| measure | sdt | bpftrace 0.17 | ratio |"
 echo "| --- | --- | --- | --- |"
 row "tracer CPU time (user + sys)" cpu_s " s"
 row "samples delivered" samples ""
+row "samples / (99 Hz x target CPU time)" share ""
 row "peak RSS" rss_kb " KiB"
