@@ -27,6 +27,9 @@ pub(crate) struct KernelTypes {
     /// `None` until first asked; then the BTF, or why there is none.
     btf: Option<Result<Arc<Btf>, String>>,
     converted: HashMap<TypeId, Ty>,
+    /// Names looked up, and what they named: a lookup walks every type,
+    /// and the checker asks again at each pass and each tracepoint.
+    found: HashMap<String, Option<TypeId>>,
     /// Records whose members are still to be read, by their BTF type.
     pending: HashMap<RecordId, TypeId>,
 }
@@ -47,7 +50,11 @@ impl KernelTypes {
         let Ok(btf) = self.btf() else {
             return Ok(None);
         };
-        let Some(id) = btf.find(name) else {
+        let found = *self
+            .found
+            .entry(name.to_string())
+            .or_insert_with(|| btf.find(name));
+        let Some(id) = found else {
             return Ok(None);
         };
         let ty = self.convert(&btf, id, registry, 0)?;
