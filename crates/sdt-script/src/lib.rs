@@ -364,57 +364,8 @@ impl Lowering {
         instance: &ProbeInstance,
         b: &Bound,
     ) -> Result<(), Diagnostic> {
-        let n = self.units.len();
-        let target = instance.target;
-        // Sites share a program through cookies, unless the program must
-        // know its site's address.
-        let cookies = self.cookies && !instance.per_site;
-        let unit = |prog_type, args, ids, name: String, display: String| Unit {
-            instance: index,
-            prog_type,
-            args,
-            ids,
-            name,
-            display,
-            site_address: None,
-        };
         match &b.target {
-            Target::Plain => {
-                let display = b.spec.own_name().unwrap_or_default();
-                let probe = self.probe_id(display.clone());
-                let (role, short, attach) = match b.spec {
-                    AttachSpec::Begin => (Role::Begin, "begin", Attach::Triggered),
-                    AttachSpec::End => (Role::End, "end", Attach::Triggered),
-                    AttachSpec::Interval { period_ns, .. } => {
-                        (Role::Interval { period_ns }, "interval", Attach::Triggered)
-                    }
-                    _ => match perf_event(&b.spec) {
-                        Some(event) => (
-                            Role::Probe,
-                            "perf",
-                            Attach::PerfEvent {
-                                event,
-                                probe: display.clone(),
-                            },
-                        ),
-                        None => {
-                            unreachable!("plain targets are BEGIN, END, intervals and perf events")
-                        }
-                    },
-                };
-                let prog_type = match attach {
-                    Attach::PerfEvent { .. } => ProgramType::PerfEvent,
-                    _ => ProgramType::RawTracepoint,
-                };
-                let u = unit(
-                    prog_type,
-                    ArgAccess::None,
-                    Ids::Const { probe, site: 0 },
-                    format!("{short}_{n}"),
-                    display,
-                );
-                self.push(u, role, attach);
-            }
+            Target::Plain => self.plain(index, b),
             Target::Usdt(planned) => {
                 let written = match &b.spec {
                     AttachSpec::Usdt { path, .. } => path.clone(),
@@ -422,83 +373,13 @@ impl Lowering {
                 };
                 self.usdt(index, instance, planned, written.as_deref())?;
             }
-            Target::Functions(functions) => {
-                let (written, ret) = match &b.spec {
-                    AttachSpec::Uprobe { path, ret, .. } => (path.clone(), *ret),
-                    _ => (None, false),
-                };
-                let kind_name = if ret { "uretprobe" } else { "uprobe" };
-                let mut sites = Vec::new();
-                let mut first_display = None;
-                for f in functions {
-                    let display = format!(
-                        "{kind_name}:{}:{}",
-                        shown_path(written.as_deref(), &f.path),
-                        f.symbol
-                    );
-                    let probe = self.probe_id(display.clone());
-                    let func = self.func_id(&f.function);
-                    let site = AttachSite {
-                        path: f.path.clone(),
-                        attach_path: f.attach_path.clone(),
-                        attach_fd: f.attach_fd.clone(),
-                        offset: f.file_offset,
-                        ref_ctr_offset: None,
-                        cookie: if cookies {
-                            (u64::from(probe) << 32) | u64::from(func)
-                        } else {
-                            0
-                        },
-                    };
-                    if cookies {
-                        first_display.get_or_insert(display);
-                        sites.push(site);
-                    } else {
-                        let u = unit(
-                            ProgramType::Kprobe,
-                            ArgAccess::Registers,
-                            Ids::Const { probe, site: func },
-                            format!("up_{}", self.units.len()),
-                            display,
-                        );
-                        let u = Unit {
-                            site_address: Some(f.address),
-                            ..u
-                        };
-                        self.push(
-                            u,
-                            Role::Probe,
-                            Attach::Uprobe {
-                                sites: vec![site],
-                                retprobe: ret,
-                            },
-                        );
-                    }
-                }
-                if !sites.is_empty() {
-                    let display = first_display.unwrap_or_default();
-                    let u = unit(
-                        ProgramType::Kprobe,
-                        ArgAccess::Registers,
-                        Ids::Cookie,
-                        format!("up_{}", self.units.len()),
-                        display,
-                    );
-                    self.push(
-                        u,
-                        Role::Probe,
-                        Attach::Uprobe {
-                            sites,
-                            retprobe: ret,
-                        },
-                    );
-                }
-            }
+            Target::Functions(functions) => self.functions(index, instance, functions, b),
             Target::Tracepoints(tps) => {
-                let tp = &tps[target];
+                let tp = &tps[instance.target];
                 let display = format!("tracepoint:{}:{}", tp.category, tp.name);
                 let probe = self.probe_id(display.clone());
                 let u = unit(
+                    index,
                     ProgramType::Tracepoint,
                     ArgAccess::None,
                     Ids::Const { probe, site: 0 },
@@ -509,6 +390,133 @@ impl Lowering {
             }
         }
         Ok(())
+    }
+
+    /// A BEGIN, END, interval or perf-event probe: one program, triggered
+    /// by hand or on every CPU's event.
+    fn plain(&mut self, index: usize, b: &Bound) {
+        let n = self.units.len();
+        let display = b.spec.own_name().unwrap_or_default();
+        let probe = self.probe_id(display.clone());
+        let (role, short, attach) = match b.spec {
+            AttachSpec::Begin => (Role::Begin, "begin", Attach::Triggered),
+            AttachSpec::End => (Role::End, "end", Attach::Triggered),
+            AttachSpec::Interval { period_ns, .. } => {
+                (Role::Interval { period_ns }, "interval", Attach::Triggered)
+            }
+            _ => match perf_event(&b.spec) {
+                Some(event) => (
+                    Role::Probe,
+                    "perf",
+                    Attach::PerfEvent {
+                        event,
+                        probe: display.clone(),
+                    },
+                ),
+                None => {
+                    unreachable!("plain targets are BEGIN, END, intervals and perf events")
+                }
+            },
+        };
+        let prog_type = match attach {
+            Attach::PerfEvent { .. } => ProgramType::PerfEvent,
+            _ => ProgramType::RawTracepoint,
+        };
+        let u = unit(
+            index,
+            prog_type,
+            ArgAccess::None,
+            Ids::Const { probe, site: 0 },
+            format!("{short}_{n}"),
+            display,
+        );
+        self.push(u, role, attach);
+    }
+
+    /// A uprobe or uretprobe at `functions`: one program sharing them
+    /// through cookies, or one each where it must know its site.
+    fn functions(
+        &mut self,
+        index: usize,
+        instance: &ProbeInstance,
+        functions: &[sdt_trace::FunctionSite],
+        b: &Bound,
+    ) {
+        // Sites share a program through cookies, unless the program must
+        // know its site's address.
+        let cookies = self.cookies && !instance.per_site;
+        let (written, ret) = match &b.spec {
+            AttachSpec::Uprobe { path, ret, .. } => (path.clone(), *ret),
+            _ => (None, false),
+        };
+        let kind_name = if ret { "uretprobe" } else { "uprobe" };
+        let mut sites = Vec::new();
+        let mut first_display = None;
+        for f in functions {
+            let display = format!(
+                "{kind_name}:{}:{}",
+                shown_path(written.as_deref(), &f.path),
+                f.symbol
+            );
+            let probe = self.probe_id(display.clone());
+            let func = self.func_id(&f.function);
+            let site = AttachSite {
+                path: f.path.clone(),
+                attach_path: f.attach_path.clone(),
+                attach_fd: f.attach_fd.clone(),
+                offset: f.file_offset,
+                ref_ctr_offset: None,
+                cookie: if cookies {
+                    (u64::from(probe) << 32) | u64::from(func)
+                } else {
+                    0
+                },
+            };
+            if cookies {
+                first_display.get_or_insert(display);
+                sites.push(site);
+            } else {
+                let u = unit(
+                    index,
+                    ProgramType::Kprobe,
+                    ArgAccess::Registers,
+                    Ids::Const { probe, site: func },
+                    format!("up_{}", self.units.len()),
+                    display,
+                );
+                let u = Unit {
+                    site_address: Some(f.address),
+                    ..u
+                };
+                self.push(
+                    u,
+                    Role::Probe,
+                    Attach::Uprobe {
+                        sites: vec![site],
+                        retprobe: ret,
+                    },
+                );
+            }
+        }
+        if !sites.is_empty() {
+            let display = first_display.unwrap_or_default();
+            let u = unit(
+                index,
+                ProgramType::Kprobe,
+                ArgAccess::Registers,
+                Ids::Cookie,
+                format!("up_{}", self.units.len()),
+                display,
+            );
+            self.push(
+                u,
+                Role::Probe,
+                Attach::Uprobe {
+                    sites,
+                    retprobe: ret,
+                },
+            );
+        }
     }
 
     /// The programs of a USDT probe instance at `planned` sites: sites
@@ -619,6 +627,26 @@ impl Lowering {
             );
         }
         Ok(())
+    }
+}
+
+/// A unit of probe instance `index`, attached at no single address.
+fn unit(
+    index: usize,
+    prog_type: ProgramType,
+    args: ArgAccess,
+    ids: Ids,
+    name: String,
+    display: String,
+) -> Unit {
+    Unit {
+        instance: index,
+        prog_type,
+        args,
+        ids,
+        name,
+        display,
+        site_address: None,
     }
 }
 
