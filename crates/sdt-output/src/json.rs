@@ -12,8 +12,8 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::model::{
-    Arg, Bucket, Cell, Column, Datum, Hit, Losses, MapKind, MapPrint, MapValue, Note, Printed,
-    Stream, Table, TextKind, TraceSummary,
+    Arg, Bucket, Cell, Column, Datum, Hint, Hit, Losses, MapKind, MapPrint, MapValue, Note,
+    Printed, Stream, Table, TextKind, TraceSummary,
 };
 use crate::text::{self, Context};
 use crate::{Event, Out, Sink};
@@ -97,6 +97,18 @@ impl Json<'_> {
         self.out.write(line.as_bytes());
     }
 
+    /// `{"type": "hint", "data": {"kind": ..., "probes": [...], "text": ...}}`.
+    fn hint(&mut self, hint: &Hint) {
+        let probes: Vec<String> = hint.probes.iter().map(|p| string(p.as_bytes())).collect();
+        let data = format!(
+            "{{\"kind\": {}, \"probes\": [{}], \"text\": {}}}",
+            string(hint.kind.as_bytes()),
+            probes.join(", "),
+            string(hint.text.as_bytes())
+        );
+        self.object("hint", &data);
+    }
+
     /// `{FIELDS, "KEY": [ROWS], NOTES}`.
     fn table(&mut self, table: &Table) {
         let mut line = vec![b'{'];
@@ -150,6 +162,7 @@ impl Sink for Json<'_> {
             Event::Lost(losses) => self.lost(losses),
             Event::Hit(hit) => self.hit(hit),
             Event::Summary(summary) => self.summary(summary),
+            Event::Hint(hint) => self.hint(hint),
             Event::Table(table) => self.table(table),
             Event::Row(stream, row) => self.row(stream, row),
             Event::Note(note) => self.note(note),

@@ -274,6 +274,23 @@ pub struct TraceSummary {
     pub sites: usize,
 }
 
+/// What sdt says about why a run may show nothing, for a reader of
+/// JSON; standard error has the same sentence, as a warning or a hint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hint {
+    /// What it is about: `no_probe` (the traced program has no such
+    /// probe), `wrapper` (the command reaches its program through a
+    /// script that decides what it runs), `loaded` (the probe is in an
+    /// object the program loads when it runs), `unattached` (an attach
+    /// point never found its probe), `switch` (probes that wait for a
+    /// runtime's switch fired too little).
+    pub kind: &'static str,
+    /// The attach points or probes it is about.
+    pub probes: Vec<String>,
+    /// The sentence.
+    pub text: String,
+}
+
 /// A thread of a traced process: what a timeline makes a track of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Thread<'a> {

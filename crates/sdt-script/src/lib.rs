@@ -52,6 +52,10 @@ pub struct Options {
     /// What an attach point that matches nothing does (`missing_probes`).
     pub missing_probes: MissingProbes,
     pub codegen: sdt_codegen::Options,
+    /// USDT probes whose hits are counted, as `(provider, name)`: the
+    /// programs of their sites add one to counter N of the hits map for
+    /// the Nth, at each hit (see [`Compilation::counted`]).
+    pub counted: Vec<(String, String)>,
 }
 
 /// What a program is run for.
@@ -93,6 +97,9 @@ pub struct Compilation {
     pub skipped: Vec<Diagnostic>,
     /// What attaching to objects mapped later needs (see [`Growth`]).
     pub later: Later,
+    /// The probes whose hits are counted, by counter (see
+    /// [`Options::counted`]).
+    pub counted: Vec<(String, String)>,
 }
 
 impl Compilation {
@@ -194,6 +201,7 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         roles: Vec::new(),
         attach: Vec::new(),
         cookies: options.mechanism.supports_cookies(),
+        counted: options.counted.clone(),
         warnings: Vec::new(),
     };
     for (index, instance) in program.probes.iter().enumerate() {
@@ -221,10 +229,14 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         })
         .collect();
     let reserve: Vec<Unit> = later_points.iter().map(Later::reserve_unit).collect();
+    let codegen = sdt_codegen::Options {
+        hit_counters: options.counted.len() as u32,
+        ..options.codegen.clone()
+    };
     let mut compiled = sdt_codegen::compile(
         &program,
         &[lowering.units.as_slice(), &reserve].concat(),
-        &options.codegen,
+        &codegen,
     )
     .map_err(Diagnostics)?;
     // The reserving programs are never loaded.
@@ -233,7 +245,7 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         points: later_points,
         units: lowering.units.clone(),
         reserve,
-        codegen: options.codegen.clone(),
+        codegen,
         cookies: lowering.cookies,
     };
     let probe_count = bound.iter().flatten().map(Bound::probe_count).sum();
@@ -258,6 +270,7 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         source_name: "stdin".to_string(),
         skipped,
         later,
+        counted: options.counted.clone(),
     })
 }
 
@@ -303,6 +316,7 @@ pub fn compile_offline(
                 name: format!("p{instance}"),
                 display: p.kind.name().to_string(),
                 site_address: None,
+                counted: None,
             }
         })
         .collect();
@@ -322,6 +336,8 @@ struct Lowering {
     roles: Vec<Role>,
     attach: Vec<Attach>,
     cookies: bool,
+    /// The probes whose hits are counted (see [`Options::counted`]).
+    counted: Vec<(String, String)>,
     /// Sites left out because the script reads an argument there that
     /// cannot be read, one line each.
     warnings: Vec<String>,
@@ -373,6 +389,7 @@ impl Lowering {
             name,
             display,
             site_address: None,
+            counted: None,
         };
         match &b.target {
             Target::Plain => {
@@ -506,7 +523,7 @@ impl Lowering {
         // Sites share a program through cookies, unless the program must
         // know its site's address.
         let cookies = self.cookies && !instance.per_site;
-        let unit = |args, ids, name: String, display: String, site_address| Unit {
+        let unit = |args, ids, name: String, display: String, site_address, counted| Unit {
             instance: index,
             prog_type: ProgramType::Kprobe,
             args,
@@ -514,9 +531,11 @@ impl Lowering {
             name,
             display,
             site_address,
+            counted,
         };
-        // Sites whose arguments live in the same places share a program.
-        let mut groups: Vec<(Vec<Option<ArgSource>>, Vec<AttachSite>, String)> = Vec::new();
+        // Sites whose arguments live in the same places, and whose hits
+        // add to the same counter (if any), share a program.
+        let mut groups: Vec<(Shape, Vec<AttachSite>, String)> = Vec::new();
         let mut refused = Vec::new();
         for site in planned {
             if let Some(why) = unreadable_read(site, instance.args_read) {
@@ -547,8 +566,15 @@ impl Lowering {
                 ref_ctr_offset: site.semaphore_offset,
                 cookie: if cookies { cookie } else { 0 },
             };
-            let shape: Vec<Option<ArgSource>> =
-                site.args.iter().map(|a| a.source.clone().ok()).collect();
+            let counted = self
+                .counted
+                .iter()
+                .position(|(provider, name)| *provider == site.provider && *name == site.name)
+                .map(|n| n as u32);
+            let shape = Shape {
+                args: site.args.iter().map(|a| a.source.clone().ok()).collect(),
+                counted,
+            };
             if cookies {
                 match groups.iter_mut().find(|g| g.0 == shape) {
                     Some(g) => g.1.push(attach_site),
@@ -556,7 +582,7 @@ impl Lowering {
                 }
             } else {
                 let u = unit(
-                    ArgAccess::Usdt(shape),
+                    ArgAccess::Usdt(shape.args),
                     Ids::Const {
                         probe,
                         site: site_id,
@@ -564,6 +590,7 @@ impl Lowering {
                     format!("usdt_{}", self.units.len()),
                     display,
                     Some(site.address),
+                    shape.counted,
                 );
                 self.push(
                     u,
@@ -584,11 +611,12 @@ impl Lowering {
         self.warnings.extend(refused);
         for (shape, sites, display) in groups {
             let u = unit(
-                ArgAccess::Usdt(shape),
+                ArgAccess::Usdt(shape.args),
                 Ids::Cookie,
                 format!("usdt_{}", self.units.len()),
                 display,
                 None,
+                shape.counted,
             );
             self.push(
                 u,
@@ -601,6 +629,14 @@ impl Lowering {
         }
         Ok(())
     }
+}
+
+/// What sites must have alike to share a program: where each argument
+/// is, and the hit counter they add to.
+#[derive(PartialEq)]
+struct Shape {
+    args: Vec<Option<ArgSource>>,
+    counted: Option<u32>,
 }
 
 /// Why `site` cannot run a program that reads the arguments in `read`
