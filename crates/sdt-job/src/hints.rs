@@ -90,6 +90,18 @@ pub(crate) enum Traced<'a> {
     Processes(&'a [i32]),
 }
 
+/// An attach point as messages show it: as the script wrote it
+/// (`usdt::python:function__entry`), or, for sdt's own program (`sdt
+/// trace`'s, made from the specs typed), as the spec was typed
+/// (`python:function__entry`).
+fn shown(text: &str, target: Option<&str>, probe: &str, internal: bool) -> String {
+    match (internal, target) {
+        (false, _) => text.to_string(),
+        (true, Some(target)) => format!("{target}:{probe}"),
+        (true, None) => probe.to_string(),
+    }
+}
+
 impl Traced<'_> {
     fn who(&self) -> &'static str {
         match self {
@@ -102,23 +114,28 @@ impl Traced<'_> {
 
 /// What to say before the run: for each attach point that waits for an
 /// object mapped later because nothing has its probe yet, why.
-pub(crate) fn at_start(compilation: &Compilation, traced: &Traced<'_>) -> Vec<Said> {
+pub(crate) fn at_start(
+    compilation: &Compilation,
+    traced: &Traced<'_>,
+    internal: bool,
+) -> Vec<Said> {
     let mut said = Vec::new();
     let mut seen = Vec::new();
     for bound in compilation.bound.iter().flatten() {
         let (Some(suggestions), Some(spec)) = (&bound.pending, &bound.later) else {
             continue;
         };
-        if seen.contains(&bound.text) {
+        let text = shown(&bound.text, spec.target.as_deref(), &spec.probe, internal);
+        if seen.contains(&text) {
             continue;
         }
-        seen.push(bound.text.clone());
+        seen.push(text.clone());
         let close = sdt_lang::diag::did_you_mean(suggestions)
             .map(|h| format!(" ({h})"))
             .unwrap_or_default();
         said.extend(match traced {
-            Traced::Command(launch) => in_command(launch, &bound.text, spec, &close),
-            Traced::Processes(pids) => in_processes(pids, &bound.text, spec, &close),
+            Traced::Command(launch) => in_command(launch, &text, spec, &close),
+            Traced::Processes(pids) => in_processes(pids, &text, spec, &close),
         });
     }
     said
@@ -275,8 +292,8 @@ fn file_name(path: &Path) -> String {
 
 /// What to say once the run has ended: attach points that never found
 /// their probe, and probes that waited for a runtime's switch in vain.
-pub(crate) fn at_end(summary: &Summary, traced: &Traced<'_>) -> Vec<Said> {
-    let mut said = unattached(summary, traced);
+pub(crate) fn at_end(summary: &Summary, traced: &Traced<'_>, internal: bool) -> Vec<Said> {
+    let mut said = unattached(summary, traced, internal);
     said.extend(switches(&summary.counted));
     said
 }
@@ -285,12 +302,18 @@ pub(crate) fn at_end(summary: &Summary, traced: &Traced<'_>) -> Vec<Said> {
 /// the programs the traced processes ran (the runtime's, for a runtime's
 /// probes) and, for a runtime built without probes, where one with them
 /// is.
-fn unattached(summary: &Summary, traced: &Traced<'_>) -> Vec<Said> {
+fn unattached(summary: &Summary, traced: &Traced<'_>, internal: bool) -> Vec<Said> {
     let unattached = &summary.unattached;
     let mut points: Vec<String> = Vec::new();
-    for (text, _) in &unattached.specs {
-        if !points.contains(text) {
-            points.push(text.clone());
+    for waited in &unattached.specs {
+        let text = shown(
+            &waited.text,
+            waited.target.as_deref(),
+            &waited.probe,
+            internal,
+        );
+        if !points.contains(&text) {
+            points.push(text);
         }
     }
     if points.is_empty() {
@@ -299,7 +322,7 @@ fn unattached(summary: &Summary, traced: &Traced<'_>) -> Vec<Said> {
     let specs: Vec<ProbeSpec> = unattached
         .specs
         .iter()
-        .filter_map(|(_, probe)| ProbeSpec::parse(probe).ok())
+        .filter_map(|waited| ProbeSpec::parse(&waited.probe).ok())
         .collect();
     let languages: Vec<&Language> = specs.iter().filter_map(spec_language).collect();
     // A runtime's probes: name the programs of that runtime it ran.
@@ -352,8 +375,8 @@ fn unattached(summary: &Summary, traced: &Traced<'_>) -> Vec<Said> {
 }
 
 /// Switch-gated probes that fired zero times (or, beside a companion,
-/// less than half as often as it): per runtime, one hint that names them
-/// with their counts, and the switch.
+/// less than a tenth as often as it; see [`sdt_languages::Gated`]): per
+/// runtime, one hint that names them with their counts, and the switch.
 fn switches(counted: &[ProbeHits]) -> Vec<Said> {
     let attached = |provider: &str, name: &str| {
         counted
@@ -372,7 +395,7 @@ fn switches(counted: &[ProbeHits]) -> Vec<Said> {
                 .companion
                 .and_then(|name| attached(language.provider, name));
             match companion {
-                Some(companion) if probe.hits * 2 < companion.hits => {
+                Some(companion) if probe.hits * 10 < companion.hits => {
                     quiet.push(probe);
                     beside.push(companion);
                 }
@@ -465,10 +488,16 @@ mod tests {
             "{}",
             said[0].hint.text
         );
-        // With the profile function set: as many entries as returns.
+        // With the profile function set: as many entries as returns, or,
+        // with one written in Python, a quarter as many.
         assert!(switches(&[
             hits("python", "function__entry", 1, 4224),
             hits("python", "function__return", 1, 4224),
+        ])
+        .is_empty());
+        assert!(switches(&[
+            hits("python", "function__entry", 1, 1988),
+            hits("python", "function__return", 1, 8209),
         ])
         .is_empty());
         // Entries alone, a few: nothing to compare with, and not zero.

@@ -253,7 +253,7 @@ impl Job {
             Some(launch) => crate::hints::Traced::Command(launch),
             None => crate::hints::Traced::Processes(&pids),
         };
-        let mut said = crate::hints::at_end(&outcome.summary, &traced);
+        let mut said = crate::hints::at_end(&outcome.summary, &traced, request.internal);
         // What the start said (a runtime built without probes) is not
         // said again.
         said.retain(|s| !start.iter().any(|t| t.hint.text == s.hint.text));

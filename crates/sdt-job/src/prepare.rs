@@ -107,7 +107,8 @@ impl Prepared {
     /// The job of `compilation`, compiled from `text` by
     /// [`compile_text`](Self::compile_text).
     pub fn into_job(self, text: String, compilation: Compilation) -> Job {
-        let start = crate::hints::at_start(&compilation, &self.traced.view());
+        let start =
+            crate::hints::at_start(&compilation, &self.traced.view(), self.request.internal);
         Job {
             request: self.request,
             text,

@@ -313,6 +313,24 @@ mod tests {
     }
 
     #[test]
+    fn only_a_script_that_a_shell_runs_is_a_wrapper() {
+        let dir = tempfile::tempdir().unwrap();
+        // `true` runs the script but runs nothing it names: not a wrapper.
+        let true_path = find_program("true", Some("/usr/bin:/bin".into())).unwrap();
+        let text = format!("#!{}\n", true_path.display());
+        let launch = launched(dir.path(), "by-true", &text);
+        let script = dir.path().join("by-true");
+        assert_eq!(launch.last_script(), Some(("by-true", script.as_path())));
+        assert_eq!(launch.wrapper(), None);
+        // A file without `#!` runs under /bin/sh: a wrapper.
+        let launch = launched(dir.path(), "bare", "exec \"$@\"\n");
+        let bare = dir.path().join("bare");
+        assert_eq!(launch.wrapper(), Some(("bare", bare.as_path())));
+        // A program reached without a script.
+        assert_eq!(read("true").unwrap().wrapper(), None);
+    }
+
+    #[test]
     fn a_file_without_shebang_runs_under_sh_as_execvp_runs_it() {
         let dir = tempfile::tempdir().unwrap();
         let launch = launched(dir.path(), "bare", "echo hello\n");

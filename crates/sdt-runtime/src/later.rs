@@ -26,11 +26,22 @@ use crate::Runtime;
 /// never found their probe in one.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Unattached {
-    /// Each attach point as written, and its `provider:name` pattern.
-    pub specs: Vec<(String, String)>,
+    /// Each attach point.
+    pub specs: Vec<Waited>,
     /// The programs the traced processes were seen running (by
     /// `/proc/PID/exe`), each once, in the order seen.
     pub programs: Vec<PathBuf>,
+}
+
+/// An attach point that waited for objects mapped later.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Waited {
+    /// As written in the script.
+    pub text: String,
+    /// The object, as written, if one was (a glob over the process's).
+    pub target: Option<String>,
+    /// Its `provider:name` pattern.
+    pub probe: String,
 }
 
 /// The watch over the traced trees' new objects.
@@ -111,7 +122,11 @@ impl LaterObjects {
                 .growth
                 .unattached(compilation)
                 .into_iter()
-                .map(|spec| (spec.text.clone(), spec.probe.clone()))
+                .map(|spec| Waited {
+                    text: spec.text.clone(),
+                    target: spec.target.clone(),
+                    probe: spec.probe.clone(),
+                })
                 .collect(),
             programs: self.programs.clone(),
         }

@@ -9,7 +9,7 @@ use sdt_bpf::{Map, Mechanism};
 use sdt_trace::{Options as SessionOptions, Session};
 
 use crate::later::LaterObjects;
-pub use crate::later::Unattached;
+pub use crate::later::{Unattached, Waited};
 use crate::{Action, Entry, Maps, Runtime};
 use sdt_codegen::layout;
 use sdt_lang::hir::MapId;
