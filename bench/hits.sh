@@ -5,20 +5,27 @@
 # (CPython's function__entry, the JVM's method probes, ...; see
 # crates/sdt-languages), so that it can say at the end of a run that one
 # fired zero times and name the switch. Every other probe's program is
-# unchanged. bench/hits/loop.c fires either python:function__entry (which
-# sdt counts) or sdtbench:hit (which it does not) $HITS times, same site,
-# same arguments, and times its own loop; per hit = (traced loop -
-# untraced loop) / hits, median of $REPS rounds, the runs interleaved so
-# that drifting noise hits all alike:
+# unchanged, so the cost is the counted program's time over the same
+# program's without the counter. bench/hits/loop.c fires
+# python:function__entry (counted) and sdtbench:hit (not counted), same
+# site shape, same arguments, $HITS times each, interleaved, while one
+# tracer attaches the same program to both.
 #
-#   - sdt `{ }` and `@ = count()` on each probe: the counted probe's
-#     programs add one lookup of a per-CPU array and an atomic add;
-#   - bpftrace 0.17's `@ = count()` on the counted probe, beside, which
-#     counts nothing of its own.
+# The time of a hit on this shared 2-core VM swings by hundreds of ns
+# from run to run (the trap, the scheduler), far more than a few
+# instructions cost, so the programs are timed by the kernel: with BPF
+# run-time statistics on (bench/hits/stats.c holds BPF_ENABLE_STATS for
+# the bench's duration only), bpftool gives each program's run_cnt and
+# run_time_ns, read while they are attached. Per measure, the median of
+# $REPS runs:
 #
-# Read the differences and ratios, not the absolute numbers: the machine
-# is small (2 cores) and shared. Knobs: HITS (2000000), REPS (9). Needs
-# root, bpftrace, cc and <sys/sdt.h> (scripts/install-deps installs them).
+#   - sdt `{ }` and `@ = count()`: ns per run of the counted probe's
+#     program, of the uncounted one's, and the difference;
+#   - bpftrace 0.17's `@ = count()` on the same probes, beside: its
+#     programs count nothing of their own.
+#
+# Knobs: HITS (2000000), REPS (7). Needs root, bpftrace, bpftool, jq, cc
+# and <sys/sdt.h> (scripts/install-deps installs them).
 set -euo pipefail
 
 root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,7 +33,7 @@ cd "$root"
 bash scripts/install-deps
 
 HITS=${HITS:-2000000}
-REPS=${REPS:-9}
+REPS=${REPS:-7}
 
 sdt=$root/target/release/sdt
 cargo build --release --quiet -p sdt-cli --target-dir "$root/target"
@@ -34,65 +41,78 @@ cargo build --release --quiet -p sdt-cli --target-dir "$root/target"
 work=$(mktemp -d /dev/shm/sdt-bench-hits.XXXXXX)
 trap 'rm -rf -- "$work"' EXIT
 cc -O2 -Wall -o "$work/loop" bench/hits/loop.c
-loop=$work/loop
+cc -O2 -Wall -o "$work/stats" bench/hits/stats.c
 
-# run NAME CMD...: CMD with stderr to $work/NAME.err; a failing run stops
-# the bench.
-run() {
+if [[ ${1:-} != --measure ]]; then
+  echo "hits.sh: sdt $(git -C "$root" rev-parse --short HEAD), $(bpftrace --version), Linux $(uname -r), $(nproc) cores" >&2
+  exec "$work/stats" env WORK="$work" HITS="$HITS" REPS="$REPS" bash "$0" --measure
+fi
+
+loop=$work/loop
+both="usdt:$loop:python:function__entry, usdt:$loop:sdtbench:hit"
+
+# measure NAME TRACER ARGS...: the loop, waiting; TRACER attached to it by
+# PID; once attached, the loop fires, and the tracer's programs (by the
+# tracer's PID) are read with bpftool before the loop is let go. Writes
+# "counted_ns_per_run plain_ns_per_run" to $WORK/NAME.
+measure() {
   local name=$1
   shift
-  if ! "$@" >/dev/null 2>"$work/$name.err"; then
-    echo "hits.sh: run $name failed: $*" >&2
-    cat "$work/$name.err" >&2
+  # Programs loaded from now on have larger ids (bpftool without pid
+  # information cannot tell whose a program is).
+  local first
+  first=$(bpftool -j prog show | jq '[.[].id] | max // 0')
+  coproc LOOP { exec "$loop" "$HITS"; }
+  local pid=$LOOP_PID in=${LOOP[1]} out=${LOOP[0]}
+  "$@" -p "$pid" -e "$both { $SCRIPT }" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+  local tracer=$!
+  for _ in $(seq 1 200); do
+    grep -q 'Attaching' "$WORK/$name.out" "$WORK/$name.err" 2>/dev/null && break
+    sleep 0.05
+  done
+  sleep 0.5
+  echo go >&"$in"
+  local fired
+  read -r fired <&"$out"
+  bpftool -j prog show >"$WORK/$name.progs"
+  echo end >&"$in"
+  wait "$tracer" || true
+  wait "$pid" 2>/dev/null || true
+  # The tracer's two probe programs: loaded since, each run once per hit
+  # of its probe, in the order of the attach points (sdt names them
+  # usdt_0, the counted probe's, and usdt_1).
+  jq -r --argjson first "$first" --argjson hits "$HITS" '
+    [.[] | select(.id > $first and .type == "kprobe" and .run_cnt == $hits)]
+    | sort_by(.id) | map(.run_time_ns / .run_cnt) | @tsv' "$WORK/$name.progs" >"$WORK/$name"
+  jq -r --argjson first "$first" --argjson hits "$HITS" '
+    [.[] | select(.id > $first and .type == "kprobe" and .run_cnt == $hits) | .name] | @tsv' \
+    "$WORK/$name.progs" >"$WORK/$name.names"
+  if [[ $(wc -w <"$WORK/$name") != 2 ]]; then
+    echo "hits.sh: $name: did not find the tracer's two programs with $HITS runs ($fired)" >&2
+    cat "$WORK/$name.err" >&2
     exit 1
   fi
 }
-loop_ns() { sed -n 's/^sdtbench: hits=[0-9]* loop_ns=\([0-9]*\).*$/\1/p' "$work/$1.err"; }
-median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-echo "hits.sh: sdt $(git -C "$root" rev-parse --short HEAD), $(bpftrace --version), Linux $(uname -r), $(nproc) cores" >&2
-counted="usdt:$loop:python:function__entry"
-plain="usdt:$loop:sdtbench:hit"
 for ((r = 1; r <= REPS; r++)); do
   echo "hits.sh: round $r/$REPS" >&2
-  run "none-plain-$r" "$loop" "$HITS" plain
-  run "none-counted-$r" "$loop" "$HITS" counted
-  run "empty-plain-$r" "$sdt" run -c "$loop $HITS plain" -e "$plain { }"
-  run "empty-counted-$r" "$sdt" run -c "$loop $HITS counted" -e "$counted { }"
-  run "count-plain-$r" "$sdt" run -c "$loop $HITS plain" -e "$plain { @ = count(); }"
-  run "count-counted-$r" "$sdt" run -c "$loop $HITS counted" -e "$counted { @ = count(); }"
-  run "bt-counted-$r" bpftrace -c "$loop $HITS counted" -e "$counted { @ = count(); }"
+  SCRIPT="" measure "empty-$r" "$root/target/release/sdt" run
+  SCRIPT="@ = count();" measure "count-$r" "$root/target/release/sdt" run
+  SCRIPT="@ = count();" measure "bt-$r" bpftrace
 done
-# The counted probe's runs must have counted every hit: no hint at the end.
-if grep -q 'fired 0 times' "$work"/*-counted-*.err; then
-  echo "hits.sh: a counted run said its probe fired 0 times" >&2
+
+if [[ $(cat "$WORK/empty-1.names") != $'usdt_0\tusdt_1' ]]; then
+  echo "hits.sh: sdt's programs are not usdt_0 (counted) and usdt_1: $(cat "$WORK/empty-1.names")" >&2
   exit 1
 fi
-declare -A per_hit
-for k in empty-plain empty-counted count-plain count-counted bt-counted; do
-  base=none-${k#*-}
-  t=$(for ((r = 1; r <= REPS; r++)); do loop_ns "$k-$r"; done | median)
-  u=$(for ((r = 1; r <= REPS; r++)); do loop_ns "$base-$r"; done | median)
-  per_hit[$k]=$(awk -v t="$t" -v u="$u" -v n="$HITS" 'BEGIN {printf "%.1f", (t - u) / n}')
-done
-# The counter's cost, paired within each round (counted run minus its
-# untraced loop, minus the same for the plain probe), so that a round's
-# drift cancels: the median, and the smallest and largest round.
-paired() {
-  for ((r = 1; r <= REPS; r++)); do
-    awk -v c="$(loop_ns "$1-counted-$r")" -v cu="$(loop_ns "none-counted-$r")" \
-      -v p="$(loop_ns "$1-plain-$r")" -v pu="$(loop_ns "none-plain-$r")" -v n="$HITS" \
-      'BEGIN {printf "%.1f\n", ((c - cu) - (p - pu)) / n}'
-  done
-}
-spread() { sort -n | awk '{v[NR] = $1} END {printf "%+.1f (%+.1f to %+.1f)", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2, v[1], v[NR]}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf (b > 0 ? "%.3f" : "-"), a / b}'; }
+col() { for ((r = 1; r <= REPS; r++)); do cut -f"$2" "$WORK/$1-$r"; done | sort -n | awk '{v[NR] = $1} END {printf "%.1f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+diffs() { for ((r = 1; r <= REPS; r++)); do awk '{print $1 - $2}' "$WORK/$1-$r"; done | sort -n | awk '{v[NR] = $1} END {printf "%+.1f (%+.1f to %+.1f)", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2, v[1], v[NR]}'; }
 
 echo
-echo "sdt's hit counter, per hit (ns; medians of $REPS rounds of $HITS hits)"
+echo "sdt's hit counter: ns per run of the BPF program (kernel's run_time_ns / run_cnt), medians of $REPS runs of $HITS hits"
 echo
-echo "| program | not counted (sdtbench:hit) | counted (python:function__entry) | counter's cost, paired by round: median (range) |"
+echo "| program | counted probe (python:function__entry) | uncounted probe (sdtbench:hit) | difference: median (range) |"
 echo "| --- | --- | --- | --- |"
-echo "| sdt \`{ }\` | ${per_hit[empty-plain]} | ${per_hit[empty-counted]} | $(paired empty | spread) |"
-echo "| sdt \`@ = count()\` | ${per_hit[count-plain]} | ${per_hit[count-counted]} | $(paired count | spread) |"
-echo "| bpftrace 0.17 \`@ = count()\` | | ${per_hit[bt-counted]} | sdt/bpftrace $(ratio "${per_hit[count-counted]}" "${per_hit[bt-counted]}") |"
+echo "| sdt \`{ }\` | $(col empty 1) | $(col empty 2) | $(diffs empty) |"
+echo "| sdt \`@ = count()\` | $(col count 1) | $(col count 2) | $(diffs count) |"
+echo "| bpftrace 0.17 \`@ = count()\` | $(col bt 1) | $(col bt 2) | $(diffs bt) |"

@@ -86,7 +86,8 @@ impl Said {
 /// What the run traces, for the words: the `-c` command and what it
 /// runs, or the `-p` processes.
 pub(crate) enum Traced<'a> {
-    Command(&'a Launch),
+    /// What the command runs, and the command as given.
+    Command(&'a Launch, &'a str),
     Processes(&'a [i32]),
 }
 
@@ -105,7 +106,7 @@ fn shown(text: &str, target: Option<&str>, probe: &str, internal: bool) -> Strin
 impl Traced<'_> {
     fn who(&self) -> &'static str {
         match self {
-            Traced::Command(_) => "the command",
+            Traced::Command(..) => "the command",
             Traced::Processes([_]) => "the process",
             Traced::Processes(_) => "the processes",
         }
@@ -134,7 +135,7 @@ pub(crate) fn at_start(
             .map(|h| format!(" ({h})"))
             .unwrap_or_default();
         said.extend(match traced {
-            Traced::Command(launch) => in_command(launch, &text, spec, &close),
+            Traced::Command(launch, _) => in_command(launch, &text, spec, &close),
             Traced::Processes(pids) => in_processes(pids, &text, spec, &close),
         });
     }
@@ -294,7 +295,9 @@ fn file_name(path: &Path) -> String {
 /// their probe, and probes that waited for a runtime's switch in vain.
 pub(crate) fn at_end(summary: &Summary, traced: &Traced<'_>, internal: bool) -> Vec<Said> {
     let mut said = unattached(summary, traced, internal);
-    said.extend(switches(&summary.counted));
+    said.extend(switches(&summary.counted, |language| {
+        switch_seen(language, traced)
+    }));
     said
 }
 
@@ -374,10 +377,40 @@ fn unattached(summary: &Summary, traced: &Traced<'_>, internal: bool) -> Vec<Sai
     said
 }
 
+/// Whether what is traced shows `language`'s switch on, where that can be
+/// seen from outside: in the command or the environment it gets, or in
+/// every `-p` process's environment and command line. Then a probe that
+/// waits for it and fired zero times is not told of it (a JVM started
+/// with the flag that ran no method).
+fn switch_seen(language: &Language, traced: &Traced<'_>) -> bool {
+    let Some(needle) = language.switch.seen_as else {
+        return false;
+    };
+    match traced {
+        Traced::Command(launch, command) => {
+            command.contains(needle)
+                || launch
+                    .assignments
+                    .iter()
+                    .any(|(name, value)| format!("{name}={value}").contains(needle))
+                || (!launch.clears_environment
+                    && std::env::vars_os().any(|(name, value)| {
+                        let pair =
+                            format!("{}={}", name.to_string_lossy(), value.to_string_lossy());
+                        pair.contains(needle)
+                    }))
+        }
+        Traced::Processes([]) => false,
+        Traced::Processes(pids) => pids
+            .iter()
+            .all(|&pid| language.switch_seen(pid) == Some(true)),
+    }
+}
+
 /// Switch-gated probes that fired zero times (or, beside a companion,
 /// less than a tenth as often as it; see [`sdt_languages::Gated`]): per
 /// runtime, one hint that names them with their counts, and the switch.
-fn switches(counted: &[ProbeHits]) -> Vec<Said> {
+fn switches(counted: &[ProbeHits], seen: impl Fn(&Language) -> bool) -> Vec<Said> {
     let attached = |provider: &str, name: &str| {
         counted
             .iter()
@@ -403,7 +436,7 @@ fn switches(counted: &[ProbeHits]) -> Vec<Said> {
                 _ => {}
             }
         }
-        if quiet.is_empty() {
+        if quiet.is_empty() || seen(language) {
             continue;
         }
         let name = |p: &ProbeHits| format!("{}:{}", p.provider, p.name);
@@ -435,6 +468,23 @@ fn times(n: u64) -> String {
 mod tests {
     use super::*;
 
+    /// What is said of these hits when no switch is seen on.
+    fn switches_of(counted: &[ProbeHits]) -> Vec<Said> {
+        switches(counted, |_| false)
+    }
+
+    #[test]
+    fn a_switch_seen_on_says_nothing() {
+        let counted = [hits("hotspot", "method__entry", 1, 0)];
+        assert!(switches(&counted, |l| l.name == "java").is_empty());
+        let launch = Launch::default();
+        let java = sdt_languages::language("java").unwrap();
+        let with_flag = Traced::Command(&launch, "java -XX:+ExtendedDTraceProbes -jar x.jar");
+        assert!(switch_seen(java, &with_flag));
+        let python = sdt_languages::language("python").unwrap();
+        assert!(!switch_seen(python, &with_flag), "seen only from inside");
+    }
+
     fn hits(provider: &str, name: &str, sites: usize, hits: u64) -> ProbeHits {
         ProbeHits {
             provider: provider.into(),
@@ -446,7 +496,7 @@ mod tests {
 
     #[test]
     fn a_gated_probe_that_never_fired_gets_its_switch() {
-        let said = switches(&[
+        let said = switches_of(&[
             hits("hotspot", "method__entry", 1, 0),
             hits("hotspot", "method__return", 1, 0),
             hits("hotspot", "object__alloc", 0, 0),
@@ -469,16 +519,16 @@ mod tests {
 
     #[test]
     fn probes_that_fired_or_were_not_attached_get_nothing() {
-        assert!(switches(&[hits("hotspot", "method__entry", 1, 7)]).is_empty());
-        assert!(switches(&[hits("php", "function__entry", 0, 0)]).is_empty());
-        assert!(switches(&[hits("python", "function__return", 1, 0)]).is_empty());
+        assert!(switches_of(&[hits("hotspot", "method__entry", 1, 7)]).is_empty());
+        assert!(switches_of(&[hits("php", "function__entry", 0, 0)]).is_empty());
+        assert!(switches_of(&[hits("python", "function__return", 1, 0)]).is_empty());
     }
 
     #[test]
     fn cpython_s_entry_is_told_by_its_returns() {
         // A handful of entries at start-up (generators closed) beside
         // thousands of returns: the profile function was not set.
-        let said = switches(&[
+        let said = switches_of(&[
             hits("python", "function__entry", 1, 5),
             hits("python", "function__return", 1, 4224),
         ]);
@@ -490,20 +540,20 @@ mod tests {
         );
         // With the profile function set: as many entries as returns, or,
         // with one written in Python, a quarter as many.
-        assert!(switches(&[
+        assert!(switches_of(&[
             hits("python", "function__entry", 1, 4224),
             hits("python", "function__return", 1, 4224),
         ])
         .is_empty());
-        assert!(switches(&[
+        assert!(switches_of(&[
             hits("python", "function__entry", 1, 1988),
             hits("python", "function__return", 1, 8209),
         ])
         .is_empty());
         // Entries alone, a few: nothing to compare with, and not zero.
-        assert!(switches(&[hits("python", "function__entry", 1, 5)]).is_empty());
+        assert!(switches_of(&[hits("python", "function__entry", 1, 5)]).is_empty());
         assert_eq!(
-            switches(&[hits("python", "function__entry", 1, 0)]).len(),
+            switches_of(&[hits("python", "function__entry", 1, 0)]).len(),
             1
         );
     }

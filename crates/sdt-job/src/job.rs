@@ -249,9 +249,9 @@ impl Job {
             summary: ended.summary,
         };
         report_losses(&outcome, &request, ended.runtime.sink());
-        let traced = match &launch {
-            Some(launch) => crate::hints::Traced::Command(launch),
-            None => crate::hints::Traced::Processes(&pids),
+        let traced = match (&launch, request.command()) {
+            (Some(launch), Some(command)) => crate::hints::Traced::Command(launch, command),
+            _ => crate::hints::Traced::Processes(&pids),
         };
         let mut said = crate::hints::at_end(&outcome.summary, &traced, request.internal);
         // What the start said (a runtime built without probes) is not

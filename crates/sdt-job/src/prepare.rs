@@ -107,8 +107,8 @@ impl Prepared {
     /// The job of `compilation`, compiled from `text` by
     /// [`compile_text`](Self::compile_text).
     pub fn into_job(self, text: String, compilation: Compilation) -> Job {
-        let start =
-            crate::hints::at_start(&compilation, &self.traced.view(), self.request.internal);
+        let traced = self.traced.view(self.request.command());
+        let start = crate::hints::at_start(&compilation, &traced, self.request.internal);
         Job {
             request: self.request,
             text,

@@ -130,10 +130,11 @@ impl Traced {
     }
 
     /// What is traced, for the words of what is said about it.
-    pub(crate) fn view(&self) -> crate::hints::Traced<'_> {
-        match &self.launch {
-            Some(launch) => crate::hints::Traced::Command(launch),
-            None => crate::hints::Traced::Processes(&self.pids),
+    /// `command` is the `-c` command as given.
+    pub(crate) fn view<'a>(&'a self, command: Option<&'a str>) -> crate::hints::Traced<'a> {
+        match (&self.launch, command) {
+            (Some(launch), Some(command)) => crate::hints::Traced::Command(launch, command),
+            _ => crate::hints::Traced::Processes(&self.pids),
         }
     }
 
