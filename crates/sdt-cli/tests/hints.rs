@@ -142,6 +142,26 @@ fn a_program_without_the_probe_is_named_with_one_that_has_it() {
         )),
         "{stderr}"
     );
+    // With --json, in the summary: every other line stays an event.
+    let (stdout, _) = succeeds(sdt().env("PATH", path_with(&dir)).args([
+        "trace",
+        "--json",
+        "-c",
+        "env python3.11 -c pass",
+        "python:function__entry",
+    ]));
+    let summary: Value = serde_json::from_str(stdout.trim()).expect("one summary line");
+    let kinds: Vec<&Value> = summary["summary"]["hints"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hints in {summary}"))
+        .iter()
+        .map(|h| &h["kind"])
+        .collect();
+    assert_eq!(kinds, ["no_probe", "no_probe", "unattached"], "{summary}");
+    assert_eq!(
+        summary["summary"]["hints"][0]["probes"][0],
+        "python:function__entry"
+    );
 
     // JSON: the same sentences, as records.
     let (stdout, _) = succeeds(

@@ -134,10 +134,23 @@ pub(crate) fn at_start(
         let close = sdt_lang::diag::did_you_mean(suggestions)
             .map(|h| format!(" ({h})"))
             .unwrap_or_default();
-        said.extend(match traced {
-            Traced::Command(launch, _) => in_command(launch, &text, spec, &close),
-            Traced::Processes(pids) => in_processes(pids, &text, spec, &close),
-        });
+        let why = match (traced, &spec.target) {
+            // A glob over the objects (`usdt:*libfoo*:p:n`): which object
+            // is meant is not the program's business.
+            (Traced::Command(..), Some(_)) => vec![Said::new(
+                Level::Warning,
+                "no_probe",
+                vec![text.clone()],
+                format!("{text} matches no object yet; sdt attaches it when the command maps one that has it{close}"),
+            )],
+            (Traced::Command(launch, _), None) => in_command(launch, &text, spec, &close),
+            (Traced::Processes(pids), _) => in_processes(pids, &text, spec, &close),
+        };
+        for one in why {
+            if !said.iter().any(|s: &Said| s.hint.text == one.hint.text) {
+                said.push(one);
+            }
+        }
     }
     said
 }

@@ -118,6 +118,9 @@ pub struct Outcome {
     /// The exit status of sdt: in sdt's voice, the `-c` command's, else
     /// `exit(N)`'s; in bpftrace's, `exit(N)`'s whatever the command's.
     pub status: u8,
+    /// What was said of why nothing may fire, at the start and at the
+    /// end (see `crate::hints`), in order.
+    pub hints: Vec<sdt_output::Hint>,
 }
 
 impl Job {
@@ -202,7 +205,7 @@ impl Job {
                 &text,
             ))
         })?;
-        if request.voice == Voice::Sdt {
+        if request.voice == Voice::Sdt && request.hint_records {
             for said in &start {
                 runner.runtime().sink().event(Event::Hint(&said.hint));
             }
@@ -238,7 +241,7 @@ impl Job {
             )
             .map_err(Failure::other)?;
         let exit_code = ended.summary.exit_code.map_or(0, |c| c as u8);
-        let outcome = Outcome {
+        let mut outcome = Outcome {
             hits: ended.runtime.hits(),
             sites: ended.runtime.sites(),
             status: match (request.voice, ended.command_status) {
@@ -247,6 +250,7 @@ impl Job {
             },
             command_status: ended.command_status,
             summary: ended.summary,
+            hints: start.iter().map(|s| s.hint.clone()).collect(),
         };
         report_losses(&outcome, &request, ended.runtime.sink());
         let traced = match (&launch, request.command()) {
@@ -258,6 +262,7 @@ impl Job {
         // said again.
         said.retain(|s| !start.iter().any(|t| t.hint.text == s.hint.text));
         tell(&said, &request, ended.runtime.sink());
+        outcome.hints.extend(said.into_iter().map(|s| s.hint));
         (hooks.ending)(ended.runtime.sink(), &outcome);
         let sink = ended.runtime.sink();
         sink.finish();
@@ -328,7 +333,7 @@ fn tell(said: &[Said], request: &Request, sink: &mut dyn Sink) {
         if request.warnings {
             eprintln!("{}", said.line(request.voice));
         }
-        if request.voice == Voice::Sdt {
+        if request.voice == Voice::Sdt && request.hint_records {
             sink.event(Event::Hint(&said.hint));
         }
     }

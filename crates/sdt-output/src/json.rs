@@ -89,9 +89,17 @@ impl Json<'_> {
         self.out.write(&self.line);
     }
 
+    /// `{"summary":{"events":N,"lost":N,"sites":N}}`, with `"hints":[...]`
+    /// when there are any.
     fn summary(&mut self, summary: &TraceSummary) {
+        let hints = if summary.hints.is_empty() {
+            String::new()
+        } else {
+            let hints: Vec<String> = summary.hints.iter().map(hint_object).collect();
+            format!(",\"hints\":[{}]", hints.join(","))
+        };
         let line = format!(
-            "{{\"summary\":{{\"events\":{},\"lost\":{},\"sites\":{}}}}}\n",
+            "{{\"summary\":{{\"events\":{},\"lost\":{},\"sites\":{}{hints}}}}}\n",
             summary.events, summary.lost, summary.sites
         );
         self.out.write(line.as_bytes());
@@ -99,14 +107,7 @@ impl Json<'_> {
 
     /// `{"type": "hint", "data": {"kind": ..., "probes": [...], "text": ...}}`.
     fn hint(&mut self, hint: &Hint) {
-        let probes: Vec<String> = hint.probes.iter().map(|p| string(p.as_bytes())).collect();
-        let data = format!(
-            "{{\"kind\": {}, \"probes\": [{}], \"text\": {}}}",
-            string(hint.kind.as_bytes()),
-            probes.join(", "),
-            string(hint.text.as_bytes())
-        );
-        self.object("hint", &data);
+        self.object("hint", &hint_object(hint));
     }
 
     /// `{FIELDS, "KEY": [ROWS], NOTES}`.
@@ -177,6 +178,17 @@ impl Sink for Json<'_> {
     fn error(&self) -> Option<&std::io::Error> {
         self.out.error()
     }
+}
+
+/// `{"kind": ..., "probes": [...], "text": ...}`.
+fn hint_object(hint: &Hint) -> String {
+    let probes: Vec<String> = hint.probes.iter().map(|p| string(p.as_bytes())).collect();
+    format!(
+        "{{\"kind\": {}, \"probes\": [{}], \"text\": {}}}",
+        string(hint.kind.as_bytes()),
+        probes.join(", "),
+        string(hint.text.as_bytes())
+    )
 }
 
 /// A JSON string: `"`, `\` and control bytes escaped; other bytes kept,

@@ -264,7 +264,7 @@ pub enum Arg<'a> {
 }
 
 /// The counts at the end of `sdt trace`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TraceSummary {
     /// Hits delivered.
     pub events: u64,
@@ -272,6 +272,8 @@ pub struct TraceSummary {
     pub lost: u64,
     /// Sites attached.
     pub sites: usize,
+    /// Why the trace may show nothing ([`Hint`]), said during the run.
+    pub hints: Vec<Hint>,
 }
 
 /// What sdt says about why a run may show nothing, for a reader of
