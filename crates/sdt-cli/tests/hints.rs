@@ -488,3 +488,58 @@ fn a_process_without_the_probe_is_named() {
         "{stderr}"
     );
 }
+
+/// PHP 8.2 without `USE_ZEND_DTRACE=1` and Ruby 3.1 without a TracePoint:
+/// their call probes fired 0 times, and the switch is named; with the
+/// switch (in the command, or set by `sdt calls`), fib's 1,973 calls are
+/// counted and nothing is said.
+#[test]
+fn php_and_ruby_without_their_switches_are_told_them() {
+    if !sdt_testing::require_root()
+        || !require(Path::new("/usr/bin/php8.2").exists(), "php8.2-cli")
+        || !require(have("ruby"), "ruby (Debian's package)")
+    {
+        return;
+    }
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tools");
+    let fib_calls = |stdout: &str| -> u64 {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("@: "))
+            .unwrap_or_else(|| panic!("no count: {stdout}"))
+            .parse()
+            .unwrap()
+    };
+
+    let php = format!("/usr/bin/php8.2 {}/fib.php", fixtures.display());
+    let program = r#"usdt::php:function__entry /str(arg0) == "fib"/ { @ = count(); }"#;
+    let (stdout, stderr) = succeeds(sdt().args(["run", "-c", &php, "-e", program]));
+    assert!(
+        stderr.contains("sdt: hint: php:function__entry fired 0 times: PHP fires its function, execute and compile probes only when started with USE_ZEND_DTRACE=1"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("@:"), "{stdout}");
+    let switched = format!("env USE_ZEND_DTRACE=1 {php}");
+    let (stdout, stderr) = succeeds(sdt().args(["run", "-c", &switched, "-e", program]));
+    assert_eq!(fib_calls(&stdout), 1973, "{stderr}");
+    assert!(!stderr.contains("hint:"), "{stderr}");
+
+    // Ruby's probes are in libruby, which ruby links: attached once
+    // mapped, said so at the start.
+    let ruby = format!("ruby --disable-gems {}/fib.rb", fixtures.display());
+    let program = "usdt::ruby:method__entry { @ = count(); }";
+    let (stdout, stderr) = succeeds(sdt().args(["run", "-c", &ruby, "-e", program]));
+    assert!(
+        stderr.contains("sdt: note: usdt::ruby:method__entry: ")
+            && stderr.contains("libruby-3.1.so")
+            && stderr.contains("has it; sdt attaches it once the command has mapped that file"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("sdt: hint: ruby:method__entry fired 0 times: Ruby fires method__entry and method__return only while a TracePoint for :call and :return is enabled"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("@:"), "{stdout}");
+    let (_, stderr) = succeeds(sdt().args(["calls", "-c", &ruby]));
+    assert!(!stderr.contains("hint:"), "{stderr}");
+}

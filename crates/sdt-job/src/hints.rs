@@ -280,12 +280,18 @@ fn spec_language(spec: &ProbeSpec) -> Option<&'static Language> {
 }
 
 /// For a probe of a known runtime, and a program that is that runtime
-/// by its name but without its probes: that it was built without them,
-/// and where one with them is.
+/// by its name but has none of its probes, nor do the files it loads
+/// them from (the libraries it links, the JVM's `libjvm.so`): that it was
+/// built without them, and where one with them is.
 fn built_without(spec: &ProbeSpec, program: &Path, probes: Vec<String>) -> Option<Said> {
     let language = spec_language(spec)?;
     let (is, file) = sdt_languages::by_program(program)?;
-    if is.name != language.name || language.has_probes(&file) {
+    if is.name != language.name
+        || language.has_probes(program)
+        || loaded_files(program, &Launch::default())
+            .iter()
+            .any(|f| language.has_probes(f))
+    {
         return None;
     }
     Some(Said::new(

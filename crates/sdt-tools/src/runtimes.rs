@@ -23,10 +23,11 @@
 //!    that program's own probes, then those of the libraries it links
 //!    (`DT_NEEDED`: `libruby`, an embedded `libpython`), then its name
 //!    (`java` → its JDK's `libjvm.so`; a `python*` without probes is
-//!    refused as built without them). The probes also mean every object
-//!    the command's processes map once they run ([`InCommand`]: the
-//!    session's "objects mapped after the start"), so that a child that
-//!    runs another copy of the runtime is traced too.
+//!    refused as built without them). When that is the program itself,
+//!    the probes also mean every object the command's processes map once
+//!    they run ([`InCommand`]: the session's "objects mapped after the
+//!    start"), so that a child that runs another copy of the runtime is
+//!    traced too.
 //! 3. With `-c`, when 2 ends at a program that is no runtime (a shell
 //!    running a pyenv shim or a wrapper script, which decides what it runs
 //!    only when it runs), sdt says so and traces the runtime in what the
@@ -319,11 +320,12 @@ fn for_command(wanted: Option<&'static Language>, command: &str) -> anyhow::Resu
     })
 }
 
-/// The command runs `object`, a file of `language` with probes: by name
-/// when it is a library (`libruby`, an embedded `libpython`, the JDK's
-/// `libjvm`), through a probe without a file when it is the program.
-/// Either way the probes also mean what the command's processes map
-/// once they run.
+/// The command runs `object`, a file of `language` with probes: through
+/// a probe without a file when it is the program (which also means what
+/// the command's processes map once they run: a child running another
+/// copy), by name when it is a library the program links or loads
+/// (`libruby`, an embedded `libpython`, the JDK's `libjvm`), attached
+/// from the start.
 fn in_command(language: &'static Language, object: PathBuf, program: Option<&Path>) -> Detected {
     let id = |path: &Path| ElfFile::open(path).ok().map(|f| f.id());
     let is_program = program.is_some_and(|p| id(p).is_some() && id(p) == id(&object));
@@ -337,7 +339,7 @@ fn in_command(language: &'static Language, object: PathBuf, program: Option<&Pat
     Detected {
         language,
         objects: vec![object],
-        in_command: Some(InCommand::Later),
+        in_command: None,
     }
 }
 
