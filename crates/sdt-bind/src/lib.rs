@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod abi;
+mod kernel;
 mod params;
 mod types;
 
@@ -57,7 +58,8 @@ pub struct Bound {
 /// What an attach point resolved to.
 #[derive(Clone, Debug)]
 pub enum Target {
-    /// BEGIN, END or an interval.
+    /// BEGIN, END, an interval, or a perf event (`profile`, `software`,
+    /// `hardware`): nothing to look up.
     Plain,
     Usdt(Vec<PlannedSite>),
     Functions(Vec<FunctionSite>),
@@ -262,7 +264,11 @@ fn resolve(
     let mut later = None;
     let mut pending = None;
     let target = match &spec {
-        AttachSpec::Begin | AttachSpec::End | AttachSpec::Interval { .. } => Target::Plain,
+        AttachSpec::Begin
+        | AttachSpec::End
+        | AttachSpec::Interval { .. }
+        | AttachSpec::Profile { .. }
+        | AttachSpec::Counter { .. } => Target::Plain,
         AttachSpec::Usdt {
             path,
             provider,

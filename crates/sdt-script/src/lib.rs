@@ -19,17 +19,18 @@ mod later;
 use std::collections::HashMap;
 
 use sdt_bpf::arg::ArgSource;
-use sdt_bpf::{Mechanism, ProgramType};
+use sdt_bpf::{Mechanism, PerfEvent, PerfType, ProgramType, Sampling};
 use sdt_trace::{Attach, AttachSite, PlannedSite, ProgramSpec, Scope};
 
 use sdt_bind::{Bound, ObjectFacts, Target};
 use sdt_codegen::{ArgAccess, Compiled, Ids, Unit};
 use sdt_lang::ast::Script;
-use sdt_lang::attach::AttachSpec;
+use sdt_lang::attach::{AttachSpec, TimeUnit};
 use sdt_lang::check::{self, CheckOptions, NoObjects};
 use sdt_lang::config::MissingProbes;
 use sdt_lang::diag::{Diagnostic, Diagnostics};
 use sdt_lang::hir::{ProbeInstance, ProbeKind, Program};
+use sdt_lang::perf::CounterKind;
 
 use later::LaterPoint;
 pub use later::{Added, Growth, Later};
@@ -307,6 +308,9 @@ pub fn compile_offline(
                     (ProgramType::Kprobe, ArgAccess::Registers)
                 }
                 ProbeKind::Tracepoint => (ProgramType::Tracepoint, ArgAccess::None),
+                ProbeKind::Profile | ProbeKind::Software | ProbeKind::Hardware => {
+                    (ProgramType::PerfEvent, ArgAccess::None)
+                }
             };
             Unit {
                 instance,
@@ -393,25 +397,40 @@ impl Lowering {
         };
         match &b.target {
             Target::Plain => {
-                let (role, display, short) = match b.spec {
-                    AttachSpec::Begin => (Role::Begin, "BEGIN".to_string(), "begin"),
-                    AttachSpec::End => (Role::End, "END".to_string(), "end"),
-                    AttachSpec::Interval { period_ns, .. } => (
-                        Role::Interval { period_ns },
-                        interval_name(period_ns),
-                        "interval",
-                    ),
-                    _ => unreachable!("plain targets are BEGIN, END and intervals"),
-                };
+                let display = b.spec.own_name().unwrap_or_default();
                 let probe = self.probe_id(display.clone());
+                let (role, short, attach) = match b.spec {
+                    AttachSpec::Begin => (Role::Begin, "begin", Attach::Triggered),
+                    AttachSpec::End => (Role::End, "end", Attach::Triggered),
+                    AttachSpec::Interval { period_ns, .. } => {
+                        (Role::Interval { period_ns }, "interval", Attach::Triggered)
+                    }
+                    _ => match perf_event(&b.spec) {
+                        Some(event) => (
+                            Role::Probe,
+                            "perf",
+                            Attach::PerfEvent {
+                                event,
+                                probe: display.clone(),
+                            },
+                        ),
+                        None => {
+                            unreachable!("plain targets are BEGIN, END, intervals and perf events")
+                        }
+                    },
+                };
+                let prog_type = match attach {
+                    Attach::PerfEvent { .. } => ProgramType::PerfEvent,
+                    _ => ProgramType::RawTracepoint,
+                };
                 let u = unit(
-                    ProgramType::RawTracepoint,
+                    prog_type,
                     ArgAccess::None,
                     Ids::Const { probe, site: 0 },
                     format!("{short}_{n}"),
                     display,
                 );
-                self.push(u, role, Attach::Triggered);
+                self.push(u, role, attach);
             }
             Target::Usdt(planned) => {
                 let written = match &b.spec {
@@ -658,15 +677,25 @@ fn shown_path(written: Option<&str>, path: &std::path::Path) -> String {
     }
 }
 
-/// `interval:s:1`, `interval:ms:250`, as bpftrace names them.
-fn interval_name(ns: u64) -> String {
-    if ns % 1_000_000_000 == 0 {
-        format!("interval:s:{}", ns / 1_000_000_000)
-    } else if ns % 1_000_000 == 0 {
-        format!("interval:ms:{}", ns / 1_000_000)
-    } else if ns % 1_000 == 0 {
-        format!("interval:us:{}", ns / 1_000)
-    } else {
-        format!("interval:ns:{ns}")
-    }
+/// The perf event a `profile`, `software` or `hardware` probe samples.
+fn perf_event(spec: &AttachSpec) -> Option<PerfEvent> {
+    Some(match spec {
+        AttachSpec::Profile {
+            unit: TimeUnit::Hz,
+            count,
+        } => PerfEvent::cpu_clock(*count),
+        AttachSpec::Profile { unit, count } => PerfEvent {
+            sampling: Sampling::Period(unit.period_ns(*count)?),
+            ..PerfEvent::cpu_clock(1)
+        },
+        AttachSpec::Counter { event, count, .. } => PerfEvent {
+            kind: match event.kind {
+                CounterKind::Software => PerfType::Software,
+                CounterKind::Hardware => PerfType::Hardware,
+            },
+            config: event.config,
+            sampling: Sampling::Period(count.unwrap_or(event.default_count)),
+        },
+        _ => return None,
+    })
 }
