@@ -83,6 +83,12 @@ impl Started<'_, '_> {
         self.runner.mechanism()
     }
 
+    /// The output, for what a front end shows once tracing has started
+    /// (a report's header).
+    pub fn sink(&mut self) -> &mut dyn Sink {
+        self.runner.runtime().sink()
+    }
+
     /// Pushes what the output holds to its writer.
     pub fn flush(&mut self) {
         self.runner.runtime().flush();
