@@ -10,7 +10,8 @@
 //! Installed (or linked) under the name `bpftrace`, the binary takes
 //! bpftrace's command line, so that wrappers written for bpftrace run it;
 //! under the name of one of BCC's tools (`ucalls`, `dbslower`, ...), that
-//! tool's command line (`tools::bcc`).
+//! tool's command line (`tools::bcc`; `trace`, `funccount`, ... are
+//! `sdt-bcc`'s, also as `sdt funccount ...`).
 
 #![forbid(unsafe_code)]
 
@@ -123,6 +124,10 @@ fn main() -> ExitCode {
         run::bpftrace(argv)
     } else if invoked_as == "dtrace" {
         dtrace::run_args(&argv[1..])
+    } else if let Some(tool) = sdt_bcc::tool_named(&invoked_as) {
+        sdt_bcc::run(tool, argv.split_off(1))
+    } else if let Some(tool) = sdt_bcc::subcommand(&argv[1..]) {
+        sdt_bcc::run(tool, argv.split_off(2))
     } else if let Some(tool) = tools::bcc::tool_named(&invoked_as) {
         argv.remove(0);
         tools::bcc::run(tool, argv)
