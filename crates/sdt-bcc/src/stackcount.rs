@@ -1,7 +1,127 @@
-//! stub
+//! `stackcount`'s command line (BCC's; `sdt stackcount` has its own
+//! too, which `form` tells apart).
+
 use std::process::ExitCode;
+
+use crate::{refuse, Sdt, USER_SPACE};
+
+const AFTER_HELP: &str = "\
+patterns:
+  [p:]LIB:FUNC      functions of a library or program (c is libc.so.6)
+  t:CAT:EVENT       kernel tracepoints
+  u:LIB:PROBE       USDT probes of LIB, matched on the probe's name
+  A * matches anything (BCC's globs); -r takes a regular expression. Kernel
+  functions (FUNC, p::FUNC) and kernel stacks (-K) are not supported: sdt
+  traces user space and counts user stacks, walked through frame pointers.
+
+output:
+  Each stack, leaf first, with its count, least frequent first; with -P its
+  process as `comm [pid]`; with -f folded lines `comm;root;...;leaf count`
+  (comm empty without -P or -p) for flamegraph.pl, inferno or speedscope.
+  --json: one {\"time\", \"stacks\": [{\"count\", \"comm\", \"pid\", \"frames\"}]}
+  object per report, frames leaf first.
+
+examples:
+  stackcount c:malloc                      stacks that call malloc()
+  stackcount -f -p 1234 'u:./app:probe' > out.folded
+  stackcount -P -D 10 './server:handle_*'  for 10 s, each process apart
+  stackcount -s -v 't:syscalls:sys_enter_write'
+  sdt stackcount --cmd ./app -f 'u:./app:slow'";
+
+/// Count the user stacks that reach functions, USDT probes or
+/// tracepoints (BCC's stackcount).
 #[derive(clap::Args, Debug)]
-pub struct Args {}
-pub fn run(_: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("todo")
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// What to count the stacks of (see below).
+    #[arg(value_name = "pattern")]
+    pattern: String,
+
+    /// Trace only this process.
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    pid: Option<i32>,
+
+    /// Count only on this CPU.
+    #[arg(short = 'c', long = "cpu", value_name = "CPU")]
+    cpu: Option<u32>,
+
+    /// Print a report every INTERVAL seconds.
+    #[arg(short = 'i', long = "interval", value_name = "INTERVAL",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    interval: Option<u64>,
+
+    /// Trace for DURATION seconds.
+    #[arg(short = 'D', long = "duration", value_name = "DURATION",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    duration: Option<u64>,
+
+    /// The time of day before each report.
+    #[arg(short = 'T', long = "timestamp")]
+    timestamp: bool,
+
+    /// The pattern is a regular expression.
+    #[arg(short = 'r', long = "regexp")]
+    regexp: bool,
+
+    /// Each frame with its offset into its function.
+    #[arg(short = 's', long = "offset")]
+    offset: bool,
+
+    /// Count each process's stacks apart, shown as `comm [pid]`.
+    #[arg(short = 'P', long = "perpid")]
+    perpid: bool,
+
+    /// Not supported: kernel stacks.
+    #[arg(short = 'K', long = "kernel-stacks-only")]
+    kernel_only: bool,
+
+    /// User stacks only (the only ones sdt walks).
+    #[arg(short = 'U', long = "user-stacks-only")]
+    user_only: bool,
+
+    /// Each frame after its address.
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+
+    /// A -- between kernel and user stacks (there are no kernel stacks
+    /// here, so none).
+    #[arg(short = 'd', long = "delimited")]
+    delimited: bool,
+
+    /// Folded output, for flame graphs.
+    #[arg(short = 'f', long = "folded")]
+    folded: bool,
+
+    /// Print the program on standard error before tracing.
+    #[arg(long = "debug")]
+    debug: bool,
+
+    #[command(flatten)]
+    sdt: Sdt,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.kernel_only {
+        return Err(refuse("stackcount", "-K (kernel stacks)", USER_SPACE));
+    }
+    let options = sdt_tools::bcc::stackcount::Options {
+        pattern: args.pattern,
+        regex: args.regexp,
+        cpu: args.cpu,
+        interval: args.interval,
+        duration: args.duration,
+        timestamp: args.timestamp,
+        offset: args.offset,
+        per_process: args.perpid,
+        verbose: args.verbose,
+        folded: args.folded,
+        debug: args.debug,
+    };
+    let folded = args.folded && !args.sdt.json;
+    let mut common = args.sdt.common(args.pid);
+    if folded {
+        common.format = sdt_output::Format::named("folded").unwrap_or(common.format);
+    }
+    let _ = (args.user_only, args.delimited);
+    sdt_tools::bcc::stackcount::run(&common, &options)
 }

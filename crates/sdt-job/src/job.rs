@@ -129,6 +129,12 @@ impl Job {
         &self.request
     }
 
+    /// The process traced: the `-p` process, or the `-c` command's,
+    /// started and held; `None` when every process is.
+    pub fn pid(&self) -> Option<i32> {
+        self.traced.pid
+    }
+
     /// The text compiled, for messages about places in it.
     pub fn text(&self) -> &str {
         &self.text

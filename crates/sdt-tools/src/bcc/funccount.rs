@@ -65,7 +65,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     let mut run = Run::new(common, program);
     run.verbose = options.debug;
     run.reports = Some(reports);
-    run.run(report, move |out| out.event(Event::Heading(&banner)))
+    run.run(report, move |out, _| out.event(Event::Heading(&banner)))
 }
 
 /// One block counting by `probe` at every point; reports as asked.

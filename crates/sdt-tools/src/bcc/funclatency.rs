@@ -92,7 +92,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     let mut run = Run::new(common, program);
     run.verbose = options.verbose;
     run.reports = Some(reports);
-    run.run(report, move |out| out.event(Event::Heading(&banner)))
+    run.run(report, move |out, _| out.event(Event::Heading(&banner)))
 }
 
 fn program(

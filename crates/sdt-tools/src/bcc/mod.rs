@@ -116,13 +116,14 @@ impl<'a> Run<'a> {
 
     /// Compiles and runs the program (or prints it, with
     /// `--print-program`); `report` gets what it prints, `started` says
-    /// that tracing has started. BCC's `-p` traces that process alone,
+    /// that tracing has started (and of which process, when one is
+    /// traced). BCC's `-p` traces that process alone,
     /// not the processes it starts; a command sdt runs is traced with
     /// its children, as everywhere in sdt.
     pub fn run(
         self,
         report: impl Report + 'static,
-        started: impl FnOnce(&mut dyn Sink),
+        started: impl FnOnce(&mut dyn Sink, Option<i32>),
     ) -> anyhow::Result<ExitCode> {
         let Run {
             common,
@@ -153,7 +154,8 @@ impl<'a> Run<'a> {
         };
         let job = Job::compile(request).map_err(|f| compile_error(f, &program, errors))?;
         job.print_warnings(false);
-        execute(job, common, report, reports, started)
+        let pid = job.pid();
+        execute(job, common, report, reports, move |out| started(out, pid))
     }
 }
 

@@ -104,6 +104,17 @@ pub fn functions(path: &Path, matcher: &Matcher) -> anyhow::Result<Vec<String>> 
     Ok(names)
 }
 
+/// The names of every function of `path` sdt can attach to, aliases
+/// (`malloc` beside `__libc_malloc`) included.
+pub fn function_names(path: &Path) -> anyhow::Result<std::collections::HashSet<String>> {
+    let file = sdt_elf::ElfFile::open(path)?;
+    Ok(sdt_elf::functions(file.data())?
+        .into_iter()
+        .filter(|f| f.size > 0 && f.file_offset.is_some())
+        .map(|f| f.name)
+        .collect())
+}
+
 /// The USDT probes of `path` whose name (not provider) `matcher`
 /// matches, as `(provider, name)`, each once, in the file's order.
 pub fn usdt_probes(path: &Path, matcher: &Matcher) -> anyhow::Result<Vec<(String, String)>> {
@@ -219,6 +230,83 @@ fn name_word(name: &str) -> String {
     } else {
         crate::quoted(name)
     }
+}
+
+/// A function's entry (or with `ret`, its return) in `library`, which
+/// must have it: BCC's `p:LIB:FUNC` and `r:LIB:FUNC`.
+pub fn function_point(
+    ret: bool,
+    library: &str,
+    function: &str,
+    offset: u64,
+) -> anyhow::Result<Point> {
+    if library.is_empty() {
+        bail!(
+            "kernel functions (kprobes) are not traced: sdt traces user space; \
+             name a library or program (p:LIB:FUNC)"
+        );
+    }
+    let path = for_functions(library).ok_or_else(|| anyhow!("unable to find library {library}"))?;
+    let exact = Matcher::new(&regex::escape(function), true)?;
+    if !functions(&path, &exact)?.iter().any(|f| f == function) {
+        bail!(
+            "could not determine address of symbol {function} in {}",
+            path.display()
+        );
+    }
+    let function = function.to_string();
+    Ok(match ret {
+        false => Point::Entry {
+            path,
+            function,
+            offset,
+        },
+        true => Point::Return { path, function },
+    })
+}
+
+/// The USDT probes `[PROVIDER:]NAME` in `library` (found as BCC finds
+/// it, or, with `pid`, among the objects the process maps): BCC's
+/// `u:LIB:PROBE`.
+pub fn usdt_points(library: &str, probe: &str, pid: Option<i32>) -> anyhow::Result<Vec<Point>> {
+    let path = usdt_path(library, pid)?;
+    let (provider, name) = match probe.split_once(':') {
+        Some((provider, name)) => (Some(provider), name),
+        None => (None, probe),
+    };
+    let file = sdt_elf::ElfFile::open(&path)?;
+    let points: Vec<Point> = file
+        .probes()?
+        .iter()
+        .filter(|p| p.name == name && provider.is_none_or(|want| want == p.provider))
+        .map(|p| Point::Usdt {
+            path: path.clone(),
+            provider: p.provider.to_string(),
+            name: p.name.to_string(),
+        })
+        .collect();
+    if points.is_empty() {
+        bail!("unrecognized USDT probe {name}");
+    }
+    Ok(points)
+}
+
+/// The file a `u:` spec's library names.
+fn usdt_path(library: &str, pid: Option<i32>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = for_usdt(library) {
+        return Ok(path);
+    }
+    if let Some(pid) = pid {
+        let objects = sdt_elf::mapped_objects(pid as u32)?;
+        let found = objects.into_iter().find(|o| {
+            let file = o.path.file_name().map(|f| f.to_string_lossy().into_owned());
+            file.is_some_and(|f| f == library || f.starts_with(&format!("lib{library}.so")))
+        });
+        if let Some(object) = found {
+            return Ok(object.path);
+        }
+    }
+    bail!("USDT failed to instrument path {library}")
 }
 
 /// BCC's pattern of functions, tracepoints or USDT probes

@@ -329,60 +329,15 @@ fn points(
 ) -> anyhow::Result<(Vec<Point>, String)> {
     match kind {
         Kind::Entry | Kind::Return => {
-            if library.is_empty() {
-                bail!(
-                    "kernel functions (kprobes) are not traced: sdt traces user space; \
-                     name a library or program (p:LIB:FUNC)"
-                );
-            }
-            let path = target::for_functions(library)
-                .ok_or_else(|| anyhow!("unable to find library {library}"))?;
-            let exact = target::Matcher::new(&regex::escape(function), true)?;
-            if !target::functions(&path, &exact)?.contains(&function.to_string()) {
-                bail!(
-                    "could not determine address of symbol {function} in {}",
-                    path.display()
-                );
-            }
-            let function = function.to_string();
-            let point = match kind {
-                Kind::Entry => Point::Entry {
-                    path,
-                    function: function.clone(),
-                    offset,
-                },
-                _ => Point::Return {
-                    path,
-                    function: function.clone(),
-                },
-            };
-            Ok((vec![point], function))
+            let point = target::function_point(kind == Kind::Return, library, function, offset)?;
+            Ok((vec![point], function.to_string()))
         }
         Kind::Usdt => {
             let (library, probe) = match library.split_once(':') {
                 Some((library, provider)) => (library, format!("{provider}:{function}")),
                 None => (library, function.to_string()),
             };
-            let path = usdt_path(library, pid)?;
-            let (provider, name) = match probe.split_once(':') {
-                Some((provider, name)) => (Some(provider), name),
-                None => (None, probe.as_str()),
-            };
-            let file = sdt_elf::ElfFile::open(&path)?;
-            let points: Vec<Point> = file
-                .probes()?
-                .iter()
-                .filter(|p| p.name == name && provider.is_none_or(|want| want == p.provider))
-                .map(|p| Point::Usdt {
-                    path: path.clone(),
-                    provider: p.provider.to_string(),
-                    name: p.name.to_string(),
-                })
-                .collect();
-            if points.is_empty() {
-                bail!("unrecognized USDT probe {name}");
-            }
-            Ok((points, probe))
+            Ok((target::usdt_points(library, &probe, pid)?, probe))
         }
         Kind::Tracepoint => {
             if library.contains(':') || library.is_empty() {
@@ -395,25 +350,6 @@ fn points(
             Ok((vec![point], function.to_string()))
         }
     }
-}
-
-/// The file a `u:` spec's library names: found as BCC finds it, or, with
-/// `-p`, among the objects the process maps.
-fn usdt_path(library: &str, pid: Option<i32>) -> anyhow::Result<std::path::PathBuf> {
-    if let Some(path) = target::for_usdt(library) {
-        return Ok(path);
-    }
-    if let Some(pid) = pid {
-        let objects = sdt_elf::mapped_objects(pid as u32)?;
-        let found = objects.into_iter().find(|o| {
-            let file = o.path.file_name().map(|f| f.to_string_lossy().into_owned());
-            file.is_some_and(|f| f == library || f.starts_with(&format!("lib{library}.so")))
-        });
-        if let Some(object) = found {
-            return Ok(object.path);
-        }
-    }
-    bail!("USDT failed to instrument path {library}")
 }
 
 /// Builds the program: a block for each probe.
@@ -537,7 +473,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     run.includes = options.includes.clone();
     run.verbose = options.verbose;
     run.reports = reports;
-    run.run(report, move |out| out.event(Event::Row(&stream, &[])))
+    run.run(report, move |out, _| out.event(Event::Row(&stream, &[])))
 }
 
 /// BCC's per-CPU pages as one ring buffer: as many pages in all, a power
