@@ -181,7 +181,7 @@ impl Job {
             pid: traced.pid,
             follow: request.follow,
             allow_unsafe: request.allow_unsafe,
-            filter_tracepoints: request.pid().is_some(),
+            filter_tracepoints: request.pid().is_some() || request.scope_tracepoints,
             max_cat_bytes: config.max_cat_bytes,
         };
         let mut runner = Runner::load(&compilation, &options, sink).map_err(|e| {

@@ -121,6 +121,9 @@ pub struct Request {
     pub target: Target,
     /// Whether the processes the target starts are traced too.
     pub follow: bool,
+    /// Tracepoints fire only for the target, also for a `-c` command
+    /// (BCC's tools); otherwise only with `-p`, as bpftrace's do.
+    pub scope_tracepoints: bool,
     /// Bytes of the ring buffer.
     pub ring_size: u32,
     /// The front end takes `--buffer-size`, which a report of records
@@ -172,6 +175,7 @@ impl Request {
             probe_filter: None,
             target: Target::Everything,
             follow: true,
+            scope_tracepoints: false,
             ring_size: 4 << 20,
             suggest_buffer_size: false,
             map_entries: None,

@@ -61,14 +61,20 @@ struct Spec {
     signature: Vec<Param>,
     /// `(type, expression)` pairs; none for a count of calls.
     exprs: Vec<(String, String)>,
+    /// The expression is the one a return probe has without any
+    /// (`int:$retval`), shown as `retval`.
+    default_retval: bool,
     filter: Option<String>,
     label: Option<String>,
 }
 
 impl Spec {
     /// The expression as the report shows it: as written, `$entry(x)`
-    /// as `x`.
-    fn shown(expr: &str) -> String {
+    /// as `x`; the default `$retval` as `retval`.
+    fn shown(&self, expr: &str) -> String {
+        if self.default_retval {
+            return "retval".into();
+        }
         let entry = Regex::new(r"\$entry\(\s*(\w+)\s*\)").expect("a valid regex");
         entry.replace_all(expr, "$1").into_owned()
     }
@@ -81,7 +87,7 @@ impl Spec {
         }
         match (self.histogram, self.exprs.first()) {
             (false, _) => self.raw.clone(),
-            (true, Some((_, expr))) => Self::shown(expr),
+            (true, Some((_, expr))) => self.shown(expr),
             (true, None) => "retval".into(),
         }
     }
@@ -133,6 +139,7 @@ fn parse(raw: &str, histogram: bool, pid: Option<i32>) -> anyhow::Result<Spec> {
             event: function.to_string(),
         }],
     };
+    let default_retval = parts.len() < 5 && kind == Kind::Return;
     let exprs = if parts.len() < 5 {
         match (kind, histogram) {
             (Kind::Return, _) => vec![("int".to_string(), "$retval".to_string())],
@@ -168,6 +175,7 @@ fn parse(raw: &str, histogram: bool, pid: Option<i32>) -> anyhow::Result<Spec> {
         points,
         signature,
         exprs,
+        default_retval,
         filter: parts
             .get(5)
             .map(|f| f.to_string())
@@ -231,7 +239,7 @@ fn blocks(spec: &Spec, n: usize, options: &Options) -> anyhow::Result<String> {
     let scope = Scope {
         kind: spec.kind,
         signature: &spec.signature,
-        entry: needs_entry.then_some(&entry_var as &dyn Fn(&str) -> Option<String>),
+        entry: needs_entry.then_some(&entry_var as cexpr::EntryVar<'_>),
         latency: (needs_entry && latency).then_some("$latency"),
     };
     let mut keys = Vec::new();
@@ -354,9 +362,7 @@ impl Distributions {
                             spec.exprs
                                 .iter()
                                 .zip(&values)
-                                .map(|((_, expr), value)| {
-                                    format!("{} = {value}", Spec::shown(expr))
-                                })
+                                .map(|((_, expr), value)| format!("{} = {value}", spec.shown(expr)))
                                 .collect::<Vec<_>>()
                                 .join(", ")
                         };
@@ -491,7 +497,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(spec.label.as_deref(), Some("big ones"));
-        assert_eq!(Spec::shown("$entry(size) + 1"), "size + 1");
+        assert_eq!(spec.shown("$entry(size) + 1"), "size + 1");
         let spec = parse("r:c:malloc()", true, None).unwrap();
         assert_eq!(spec.title(), "retval");
         assert_eq!(spec.exprs, [("int".to_string(), "$retval".to_string())]);

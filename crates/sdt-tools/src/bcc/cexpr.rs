@@ -37,6 +37,9 @@ pub struct Param {
     pub name: String,
 }
 
+/// The variable that holds a parameter's value at entry, by its name.
+pub type EntryVar<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// What names mean in one probe's expressions.
 #[derive(Clone, Copy)]
 pub struct Scope<'a> {
@@ -44,7 +47,7 @@ pub struct Scope<'a> {
     pub signature: &'a [Param],
     /// argdist's return probes: the variable that holds a parameter's
     /// value at entry (`$entry(size)`), if the tool keeps one.
-    pub entry: Option<&'a dyn Fn(&str) -> Option<String>>,
+    pub entry: Option<EntryVar<'a>>,
     /// argdist's return probes: the variable of `$latency`.
     pub latency: Option<&'a str>,
 }

@@ -160,6 +160,9 @@ fn program(
     program
 }
 
+/// A histogram's function and process, with per-function keys.
+type Section = (String, i128);
+
 /// `funclatency`'s report.
 struct Latency {
     options: Options,
@@ -175,7 +178,7 @@ impl Latency {
         if self.options.timestamp {
             out.event(Event::Heading(&time));
         }
-        let mut sections: Vec<(Option<(String, i128)>, Vec<u64>)> = maps
+        let mut sections: Vec<(Option<Section>, Vec<u64>)> = maps
             .get("@latency")
             .map(|map| {
                 map.rows

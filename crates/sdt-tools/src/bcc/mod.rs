@@ -146,6 +146,8 @@ impl<'a> Run<'a> {
         let defaults = common.request(program.text().to_string());
         let request = Request {
             follow: common.pid.is_none(),
+            // BCC's filters apply to every probe, tracepoints included.
+            scope_tracepoints: true,
             strlen,
             ring_size: ring_size.unwrap_or(defaults.ring_size),
             map_entries: Some(map_entries),

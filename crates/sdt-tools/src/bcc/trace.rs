@@ -629,7 +629,7 @@ impl Trace {
         }
         self.printed_aggregate = true;
         let mut counted = std::mem::take(&mut self.aggregated);
-        counted.sort_by(|a, b| b.1.cmp(&a.1));
+        counted.sort_by_key(|c| std::cmp::Reverse(c.1));
         for (mut row, count) in counted {
             row.push(Cell::Text(format!("-->COUNT {count}")));
             row.push(Cell::Int(count.into()));
@@ -730,8 +730,8 @@ mod tests {
 
     #[test]
     fn specs_split_as_bcc_splits_them() {
-        let (predicate, action) = predicate(" (arg1 > (2 + 1)) \"%d\", arg1").unwrap();
-        assert_eq!(predicate.as_deref(), Some("arg1 > (2 + 1)"));
+        let (found, action) = predicate(" (arg1 > (2 + 1)) \"%d\", arg1").unwrap();
+        assert_eq!(found.as_deref(), Some("arg1 > (2 + 1)"));
         let (format, args) = action_of(action).unwrap();
         assert_eq!(format.unwrap().len(), 1);
         assert_eq!(args, ["arg1"]);
@@ -739,8 +739,8 @@ mod tests {
             predicate("(a > b").unwrap_err().to_string(),
             "unmatched end of predicate"
         );
-        let (_, args) = action_of("\"%s %d\", \"x,y\", arg2").unwrap();
-        assert_eq!(args, ["\"x,y\"", "arg2"]);
+        let (_, args) = action_of("\"%s %d\" , arg1,arg2 ").unwrap();
+        assert_eq!(args, ["arg1", "arg2"]);
         assert!(action_of("arg1")
             .unwrap_err()
             .to_string()
