@@ -16,8 +16,9 @@
 
 mod list_common;
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 
 use list_common::{assert_no_panic, have, readelf_notes, require};
@@ -446,16 +447,9 @@ fn trace_prints_the_seconds_simple_c_prints_as_the_lwn_article_shows() {
 }
 
 #[test]
-fn trace_takes_bcc_s_predicates_formats_filters_and_stacks() {
+fn trace_takes_bcc_s_predicates_formats_and_filters() {
     let Some(case) = Case::new("trace-bcc") else {
         return;
-    };
-    let messages = |out: &str| -> Vec<String> {
-        out.lines()
-            .skip(1)
-            // PID, TID, COMM and FUNC take 7, 7, 15 and 16 columns.
-            .map(|l| l.get(49..).unwrap_or("").to_string())
-            .collect()
     };
     // A predicate, and arguments counted from 1.
     let out = case.tool(
@@ -525,6 +519,22 @@ fn trace_takes_bcc_s_predicates_formats_filters_and_stacks() {
     );
     assert_eq!(lines.len(), 4, "{out}");
     assert!(lines[1..].iter().all(|l| l.ends_with("slow             ")));
+}
+
+/// The message of each event of `trace`'s output.
+fn messages(out: &str) -> Vec<String> {
+    out.lines()
+        .skip(1)
+        // PID, TID, COMM and FUNC take 7, 7, 15 and 16 columns.
+        .map(|l| l.get(49..).unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn trace_shows_return_values_stacks_and_json_and_refuses_kernel_probes() {
+    let Some(case) = Case::new("trace-more") else {
+        return;
+    };
     // A return probe's retval, in the C library by its short name; -n
     // keeps the command's events (not those of sdt's own start-up code).
     let out = case.tool(
@@ -899,9 +909,12 @@ fn funclatency_puts_calls_of_a_20_ms_function_in_16_to_31_ms() {
     let out = case.tool("funclatency", &["-u", "-d", "1", "-p", &pid, "./bcc:slow"]);
     stop(child);
     assert!(!out.contains("Function ="), "{out}");
+    // None can be faster than 20 ms; a loaded machine may make one slower.
     let found = buckets(&out);
-    assert_eq!(found.len(), 1, "{out}");
-    assert_eq!((found[0].0, found[0].1), (16384, 32767), "{out}");
+    let total: u64 = found.iter().map(|b| b.2).sum();
+    let in_20_ms = found.iter().find(|b| (b.0, b.1) == (16384, 32767));
+    assert!(in_20_ms.is_some_and(|b| b.2 * 10 >= total * 9), "{out}");
+    assert!(found.iter().all(|b| b.0 >= 16384), "{out}");
     assert!(out.contains(" usecs, count: "), "{out}");
 
     // bpftrace 0.17 puts them in the same bucket.
@@ -1116,6 +1129,38 @@ fn memleak_reports_what_is_never_freed_by_its_stack() {
     let report: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(report["stacks"][2]["bytes"], 800);
     assert_eq!(report["stacks"][2]["allocations"], 2);
+
+    // BCC's usual form: a running process, INTERVAL COUNT. The fixture
+    // allocates once memleak says it has attached.
+    let (child, _) = case.start("bcc", &["leaks", "signal", "5000"]);
+    let pid = child.id().to_string();
+    let mut memleak = Command::new(case.dir.join("bin/memleak"))
+        .args(["-p", &pid, "1", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start memleak");
+    let mut lines = BufReader::new(memleak.stdout.take().unwrap()).lines();
+    let attached = lines.next().unwrap().unwrap();
+    assert_eq!(attached, format!("Attaching to pid {pid}, Ctrl+C to quit."));
+    let target = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(target, rustix::process::Signal::USR1).unwrap();
+    let out: Vec<String> = lines.map(Result::unwrap).collect();
+    assert!(memleak.wait().unwrap().success());
+    stop(child);
+    let out = out.join("\n");
+    assert_eq!(
+        out.matches(" stacks with outstanding allocations:").count(),
+        1,
+        "{out}"
+    );
+    assert!(
+        out.contains("\t800 bytes in 2 allocations from stack\n"),
+        "{out}"
+    );
+    // The program the tool runs, for `sdt run`.
+    let program = case.tool("memleak", &["--print-program", "-p", &pid]);
+    assert!(program.starts_with("// sdt memleak: "), "{program}");
+    assert!(program.contains("uretprobe:"), "{program}");
 
     let refused = case.refused("memleak", &[]);
     assert!(refused.contains("kernel allocations"), "{refused}");
