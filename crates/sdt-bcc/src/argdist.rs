@@ -38,7 +38,7 @@ examples:
 /// Count the values of expressions at probes, or make log2 histograms
 /// of them (BCC's argdist).
 #[derive(clap::Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, override_usage = "argdist [-h] [-p PID] [-t TID] [-z STRING_SIZE] [-i INTERVAL] [-d DURATION] [-n COUNT]\n               [-v] [-c] [-T TOP] [-H specifier] [-C specifier] [-I header] [--cmd CMD]\n               [--json] [--print-program]")]
 pub struct Args {
     /// Trace only this process.
     #[arg(short = 'p', long = "pid", value_name = "PID")]

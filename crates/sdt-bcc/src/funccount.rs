@@ -28,7 +28,7 @@ examples:
 /// Count calls of functions, USDT probes or tracepoints (BCC's
 /// funccount).
 #[derive(clap::Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, override_usage = "funccount [-h] [-p PID] [-i INTERVAL] [-d DURATION] [-T] [-r] [-D] [-c CPU] [--cmd CMD]\n                 [--json] [--print-program] pattern")]
 pub struct Args {
     /// What to count (see below).
     #[arg(value_name = "pattern")]

@@ -27,7 +27,7 @@ examples:
 
 /// Time calls of functions, as a log2 histogram (BCC's funclatency).
 #[derive(clap::Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, override_usage = "funclatency [-h] [-p PID] [-c CMD] [-i INTERVAL] [-d DURATION] [-T] [-u] [-m] [-F] [-r]\n                   [-l LEVEL] [-v] [--json] [--print-program] pattern")]
 pub struct Args {
     /// The functions (see below).
     #[arg(value_name = "pattern")]

@@ -153,6 +153,18 @@ mod tests {
     }
 
     #[test]
+    fn every_tool_s_help_shows_bcc_s_usage_and_examples() {
+        for tool in TOOLS {
+            let help = match Bcc::try_parse_from([tool, "--help"]) {
+                Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => e.to_string(),
+                _ => panic!("{tool} --help"),
+            };
+            assert!(help.contains(&format!("Usage: {tool} [-h]")), "{help}");
+            assert!(help.contains("\nexamples:\n"), "{help}");
+        }
+    }
+
+    #[test]
     fn names_with_and_without_suffixes() {
         assert_eq!(tool_named("trace"), Some("trace"));
         assert_eq!(tool_named("funccount.py"), Some("funccount"));

@@ -31,7 +31,7 @@ examples:
 /// Show allocations not freed, by the stack that made them (BCC's
 /// memleak).
 #[derive(clap::Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, override_usage = "memleak [-h] [-p PID] [-t] [-a] [-o OLDER] [-c COMMAND] [--combined-only] [-s SAMPLE_RATE]\n               [-T TOP] [-z MIN_SIZE] [-Z MAX_SIZE] [-O OBJ] [--sort KEY]\n               [--symbols-prefix PREFIX] [--json] [--print-program] [interval] [count]")]
 pub struct Args {
     /// The process to trace.
     #[arg(

@@ -31,7 +31,7 @@ examples:
 /// Count the user stacks that reach functions, USDT probes or
 /// tracepoints (BCC's stackcount).
 #[derive(clap::Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, override_usage = "stackcount [-h] [-p PID] [-c CPU] [-i INTERVAL] [-D DURATION] [-T] [-r] [-s] [-P] [-U]\n                  [-v] [-d] [-f] [--debug] [--cmd CMD] [--json] [--print-program] pattern")]
 pub struct Args {
     /// What to count the stacks of (see below).
     #[arg(value_name = "pattern")]

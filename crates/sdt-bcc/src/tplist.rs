@@ -24,7 +24,7 @@ examples:
 
 /// List USDT probes or kernel tracepoints (BCC's tplist).
 #[derive(clap::Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, override_usage = "tplist [-h] [-p PID] [-l LIB] [-v] [--json] [filter]")]
 pub struct Args {
     /// List the USDT probes of this process.
     #[arg(short = 'p', long = "pid", value_name = "PID")]

@@ -35,7 +35,7 @@ examples:
 
 /// Print a line for each hit of probes, with a message (BCC's trace).
 #[derive(clap::Args, Debug)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, override_usage = "trace [-h] [-b BUFFER_PAGES] [-p PID] [-L TID] [--uid UID] [-v] [-Z STRING_SIZE] [-S]\n             [-M MAX_EVENTS] [-t] [-u] [-T] [-C] [-c CGROUP_PATH] [-n NAME] [-f MSG_FILTER]\n             [-U] [-a] [-I header] [-A] [--cmd CMD] [--json] [--print-program]\n             probe [probe ...]")]
 pub struct Args {
     /// Probes (see below).
     #[arg(required = true, value_name = "probe")]

@@ -987,6 +987,15 @@ fn stackcount_folds_the_three_call_paths_exactly() {
     );
 
     // BCC's text: each stack leaf first, its count, a blank line.
+    let out = case.tool("stackcount", &["--cmd", "./bcc stacks", "u:./bcc:leaf"]);
+    let first = out.split("\n\n").nth(1).unwrap();
+    let frames = first.lines().count() - 1;
+    assert_eq!(first.lines().nth(frames), Some("    20"), "{out}");
+    assert_eq!(
+        first.lines().take(3).collect::<Vec<_>>(),
+        ["  leaf", "  alpha", "  main"],
+        "{out}"
+    );
     let out = case.tool(
         "stackcount",
         &["-P", "--cmd", "./bcc stacks", "u:./bcc:leaf"],

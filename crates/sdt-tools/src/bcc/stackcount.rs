@@ -54,6 +54,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         options: options.clone(),
         // With -p, BCC keys by process but shows no process line.
         process_line: options.per_process && common.pid.is_none(),
+        keyed,
         maps: Maps::default(),
         reports: reports.clone(),
     };
@@ -111,6 +112,8 @@ struct Counted<'a> {
 struct Stacks {
     options: Options,
     process_line: bool,
+    /// Stacks are counted by process too (`-P`, `-p`).
+    keyed: bool,
     maps: Maps,
     reports: Reports,
 }
@@ -175,26 +178,31 @@ impl Stacks {
                 } else {
                     String::new()
                 };
-                vec![
+                let mut row = vec![
                     Cell::List(frames.collect()),
                     Cell::Text(process),
                     Cell::Int(c.count),
-                    Cell::Text(c.comm.clone()),
-                    Cell::Int(c.pid),
                     Cell::List(frames_of(c.stack).into_iter().map(Cell::Text).collect()),
-                ]
+                ];
+                if self.keyed {
+                    row.extend([Cell::Text(c.comm.clone()), Cell::Int(c.pid)]);
+                }
+                row
             })
             .collect();
+        let mut columns = vec![
+            Column::text("").below("  "),
+            Column::text("").below("    "),
+            Column::both("count", "").below("    "),
+            Column::json("frames"),
+        ];
+        // JSON names the process only when stacks are counted by it.
+        if self.keyed {
+            columns.extend([Column::json("comm"), Column::json("pid")]);
+        }
         Table {
             key: "stacks",
-            columns: vec![
-                Column::text("").below("  "),
-                Column::text("").below("    "),
-                Column::both("count", "").below("    "),
-                Column::json("comm"),
-                Column::json("pid"),
-                Column::json("frames"),
-            ],
+            columns,
             rows,
             fields: vec![("time", Cell::Text(time.to_string()))],
             notes: Vec::new(),
