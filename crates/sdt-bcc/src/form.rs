@@ -5,11 +5,13 @@
 //! and options of their own, and those command lines keep their meaning.
 //! BCC's are told apart by what only BCC's have:
 //!
-//! * `trace`: a probe spec with BCC's type (`p:`, `r:`, `u:`, `t:`) or
+//! * `trace`: a probe spec with BCC's type (`p:LIB:FUNC`, `r:`, `u:`,
+//!   `t:`, three parts at least: `p:*` is sdt's provider `p`) or
 //!   with a predicate or format after the probe (a space, `(` or `"` in
 //!   the word), or an option sdt's `trace` does not have (`-T`, `-t`,
 //!   `-C`, `-U`, `-M`, `-n`, `-f`, `-Z`, `-L`, ...).
-//! * `stackcount`: a pattern with BCC's type (`p:`, `t:`, `u:`), an
+//! * `stackcount`: a pattern with BCC's type (`p:`, `t:`, `u:`, three
+//!   parts at least), an
 //!   option sdt's `stackcount` does not have (`-i`, `-D`, `-T`, `-r`,
 //!   `-s`, `-v`, `-d`, `-K`, `-U`, `--debug`), or `-f` not followed by a
 //!   format's name (BCC's `-f` is a flag: folded output; sdt's takes
@@ -89,8 +91,17 @@ fn bcc_spec(word: &str) -> bool {
     let after_head = word
         .find([' ', '\t', '('])
         .map(|at| word[at..].trim_start());
-    ["p:", "r:", "u:", "t:"].iter().any(|t| word.starts_with(t))
+    typed(word, &["p", "r", "u", "t"])
         || after_head.is_some_and(|rest| rest.starts_with(['(', '"']))
+}
+
+/// A probe with one of BCC's `types` and at least three parts
+/// (`p:LIB:FUNC`): `p:*` is sdt's provider `p`, which BCC would read as a
+/// library named `p`.
+fn typed(word: &str, types: &[&str]) -> bool {
+    let head = word.split([' ', '\t', '(']).next().unwrap_or(word);
+    let parts: Vec<&str> = head.split(':').collect();
+    parts.len() >= 3 && types.contains(&parts[0])
 }
 
 /// sdt's `stackcount` options that take a value.
@@ -145,7 +156,7 @@ fn stackcount_is_bcc(args: &[&str]) -> bool {
 
 /// A pattern only BCC's `stackcount` takes.
 fn bcc_pattern(word: &str) -> bool {
-    ["p:", "t:", "u:"].iter().any(|t| word.starts_with(t))
+    typed(word, &["p", "t", "u"])
 }
 
 /// The option a word is (`-T` of `-T`, `-p` of `-p1234`, `--pid` of
@@ -187,6 +198,8 @@ mod tests {
         assert_eq!(tool(&["trace", "-p", "1234", "-s", "1", "app:probe"]), None);
         assert_eq!(tool(&["trace", "--json", "-o", "x y", "libc:setjmp"]), None);
         assert_eq!(tool(&["trace", "c:malloc"]), None);
+        assert_eq!(tool(&["trace", "--json", "-p", "1", "p:*", "lib:*"]), None);
+        assert_eq!(tool(&["trace", "u:probe"]), None);
         assert_eq!(tool(&["trace", "/odd dir/x:p:n*"]), None);
         assert_eq!(tool(&["trace", "c:open(char *p) \"%s\", p"]), Some("trace"));
     }

@@ -84,14 +84,14 @@ struct Allocator {
     /// The size, from its arguments.
     size: &'static str,
     /// Where the address is at the return.
-    result: Result_,
+    address: Address,
     /// Whether a library may lack it.
     optional: bool,
 }
 
-/// Where an allocator's result is.
+/// Where the address an allocator gives is, at its return.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Result_ {
+enum Address {
     Returned,
     /// In the pointer its first argument points to (`posix_memalign`),
     /// when it returns 0.
@@ -102,23 +102,23 @@ enum Result_ {
 
 /// The allocators BCC's memleak traces.
 const ALLOCATORS: [Allocator; 9] = [
-    Allocator::new("malloc", "arg0", Result_::Returned, false),
-    Allocator::new("calloc", "arg0 * arg1", Result_::Returned, false),
-    Allocator::new("realloc", "arg1", Result_::Returned, false),
-    Allocator::new("mmap", "arg1", Result_::Mapped, true),
-    Allocator::new("posix_memalign", "arg2", Result_::Stored, false),
-    Allocator::new("valloc", "arg0", Result_::Returned, true),
-    Allocator::new("memalign", "arg1", Result_::Returned, false),
-    Allocator::new("pvalloc", "arg0", Result_::Returned, true),
-    Allocator::new("aligned_alloc", "arg1", Result_::Returned, true),
+    Allocator::new("malloc", "arg0", Address::Returned, false),
+    Allocator::new("calloc", "arg0 * arg1", Address::Returned, false),
+    Allocator::new("realloc", "arg1", Address::Returned, false),
+    Allocator::new("mmap", "arg1", Address::Mapped, true),
+    Allocator::new("posix_memalign", "arg2", Address::Stored, false),
+    Allocator::new("valloc", "arg0", Address::Returned, true),
+    Allocator::new("memalign", "arg1", Address::Returned, false),
+    Allocator::new("pvalloc", "arg0", Address::Returned, true),
+    Allocator::new("aligned_alloc", "arg1", Address::Returned, true),
 ];
 
 impl Allocator {
-    const fn new(name: &'static str, size: &'static str, result: Result_, optional: bool) -> Self {
+    const fn new(name: &'static str, size: &'static str, address: Address, optional: bool) -> Self {
         Allocator {
             name,
             size,
-            result,
+            address,
             optional,
         }
     }
@@ -237,7 +237,7 @@ fn allocation(
         filters.push(format!("nsecs % {} == 0", options.sample_rate));
     }
     let mut keep = String::from("@size[tid] = $size;");
-    if allocator.result == Result_::Stored {
+    if allocator.address == Address::Stored {
         keep.push_str(" @memptr[tid] = arg0;");
     }
     if options.trace {
@@ -253,10 +253,10 @@ fn allocation(
     } else {
         ""
     };
-    let (address, valid) = match allocator.result {
-        Result_::Returned => ("retval", "$address != 0"),
-        Result_::Mapped => ("retval", "$address != 0 && $address != 0xffffffffffffffff"),
-        Result_::Stored => ("retval == 0 ? *(uint64 *)@memptr[tid] : 0", "$address != 0"),
+    let (address, valid) = match allocator.address {
+        Address::Returned => ("retval", "$address != 0"),
+        Address::Mapped => ("retval", "$address != 0 && $address != 0xffffffffffffffff"),
+        Address::Stored => ("retval == 0 ? *(uint64 *)@memptr[tid] : 0", "$address != 0"),
     };
     let mut record = String::from("@allocs[pid, $address] = ($size, nsecs, ustack);");
     if options.trace {
@@ -264,7 +264,7 @@ fn allocation(
             " printf(\"%s %s %d %d %d\\n\", \"alloc exited\", comm, pid, $size, $address);",
         );
     }
-    let forget = if allocator.result == Result_::Stored {
+    let forget = if allocator.address == Address::Stored {
         "  delete(@size, tid);\n  delete(@memptr, tid);\n"
     } else {
         "  delete(@size, tid);\n"
