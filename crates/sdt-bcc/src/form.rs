@@ -8,14 +8,16 @@
 //! * `trace`: a probe spec with BCC's type (`p:LIB:FUNC`, `r:`, `u:`,
 //!   `t:`, three parts at least: `p:*` is sdt's provider `p`) or
 //!   with a predicate or format after the probe (a space, `(` or `"` in
-//!   the word), or an option sdt's `trace` does not have (`-T`, `-t`,
-//!   `-C`, `-U`, `-M`, `-n`, `-f`, `-Z`, `-L`, ...).
+//!   the word), or an option only BCC's `trace` has (`-T`, `-t`, `-C`,
+//!   `-U`, `-M`, `-n`, `-f`, `-Z`, `-L`, ...).
 //! * `stackcount`: a pattern with BCC's type (`p:`, `t:`, `u:`, three
-//!   parts at least), an
-//!   option sdt's `stackcount` does not have (`-i`, `-D`, `-T`, `-r`,
-//!   `-s`, `-v`, `-d`, `-K`, `-U`, `--debug`), or `-f` not followed by a
-//!   format's name (BCC's `-f` is a flag: folded output; sdt's takes
-//!   `text`, `folded` or `json`, also as `--format`).
+//!   parts at least), an option only BCC's `stackcount` has (`-i`,
+//!   `-D`, `-T`, `-r`, `-s`, `-v`, `-d`, `-K`, `-U`, `--debug`), or `-f`
+//!   not followed by a format's name (BCC's `-f` is a flag: folded
+//!   output; sdt's takes `text`, `folded` or `json`, also as `--format`).
+//!
+//! The lists are of BCC's options, which do not change, so that an option
+//! sdt's commands gain later keeps them sdt's.
 //!
 //! What fits both (`sdt trace c:malloc`, `sdt stackcount -p 1 app:probe`)
 //! keeps sdt's meaning: there a `LIB:NAME` is a USDT probe, which BCC
@@ -38,7 +40,50 @@ pub fn subcommand(args: &[OsString]) -> Option<&'static str> {
     bcc.then_some(tool)
 }
 
-/// sdt's `trace` options that take a value, whose value is skipped.
+/// Options only BCC's `trace` has: any of them makes the command BCC's.
+const BCC_TRACE: &[&str] = &[
+    "-b",
+    "-L",
+    "-v",
+    "-Z",
+    "-S",
+    "-M",
+    "-t",
+    "-u",
+    "-T",
+    "-C",
+    "-n",
+    "-f",
+    "-B",
+    "-K",
+    "-U",
+    "-a",
+    "-I",
+    "-A",
+    "--buffer-pages",
+    "--tid",
+    "--uid",
+    "--verbose",
+    "--string-size",
+    "--include-self",
+    "--max-events",
+    "--timestamp",
+    "--unix-timestamp",
+    "--time",
+    "--print_cpu",
+    "--cgroup-path",
+    "--name",
+    "--msg-filter",
+    "--bin_cmp",
+    "--sym_file_list",
+    "--kernel-stack",
+    "--user-stack",
+    "--address",
+    "--include",
+    "--aggregate",
+];
+
+/// sdt's `trace` options that take a value, which is not a probe.
 const SDT_TRACE_VALUES: &[&str] = &[
     "-p",
     "-c",
@@ -50,18 +95,8 @@ const SDT_TRACE_VALUES: &[&str] = &[
     "--output",
     "--buffer-size",
     "--timeline",
+    "--timeline-limit",
     "--attach-with",
-];
-
-/// sdt's `trace` options; any other is BCC's.
-const SDT_TRACE: &[&str] = &[
-    "-h",
-    "-V",
-    "--help",
-    "--version",
-    "--no-follow",
-    "--json",
-    "--dump",
 ];
 
 fn trace_is_bcc(args: &[&str]) -> bool {
@@ -70,16 +105,14 @@ fn trace_is_bcc(args: &[&str]) -> bool {
         if *word == "--" {
             return words.any(|w| bcc_spec(w));
         }
-        if let Some(option) = option_name(word) {
-            if SDT_TRACE_VALUES.contains(&option) {
-                if !word.contains('=') && word.len() == option.len() {
-                    words.next();
-                }
-            } else if !SDT_TRACE.contains(&option) {
-                return true;
+        match option_name(word) {
+            Some(option) if BCC_TRACE.contains(&option) => return true,
+            Some(option) if SDT_TRACE_VALUES.contains(&option) && word.len() == option.len() => {
+                words.next();
             }
-        } else if bcc_spec(word) {
-            return true;
+            Some(_) => {}
+            None if bcc_spec(word) => return true,
+            None => {}
         }
     }
     false
@@ -104,22 +137,38 @@ fn typed(word: &str, types: &[&str]) -> bool {
     parts.len() >= 3 && types.contains(&parts[0])
 }
 
-/// sdt's `stackcount` options that take a value.
-const SDT_STACKCOUNT_VALUES: &[&str] = &["-p", "-c", "-o", "--flamegraph"];
-/// sdt's `stackcount` flags.
-const SDT_STACKCOUNT: &[&str] = &[
-    "-h",
-    "-V",
-    "--help",
-    "--version",
-    "-P",
-    "--per-process",
-    "--print-program",
+/// Options only BCC's `stackcount` has (and `-f` alone).
+const BCC_STACKCOUNT: &[&str] = &[
+    "-i",
+    "-D",
+    "-T",
+    "-r",
+    "-s",
+    "-K",
+    "-U",
+    "-v",
+    "-d",
+    "--interval",
+    "--duration",
+    "--timestamp",
+    "--regexp",
+    "--offset",
+    "--kernel-stacks-only",
+    "--user-stacks-only",
+    "--verbose",
+    "--delimited",
+    "--folded",
+    "--debug",
+    "--cpu",
+    "--perpid",
 ];
+
+/// sdt's `stackcount` options that take a value, which is not a probe.
+const SDT_STACKCOUNT_VALUES: &[&str] = &["-p", "-c", "-o", "--flamegraph"];
 
 fn stackcount_is_bcc(args: &[&str]) -> bool {
     let formats: Vec<&str> = sdt_output::Format::names().collect();
-    let mut words = args.iter().peekable();
+    let mut words = args.iter();
     while let Some(word) = words.next() {
         if *word == "--" {
             return words.any(|w| bcc_pattern(w));
@@ -130,10 +179,14 @@ fn stackcount_is_bcc(args: &[&str]) -> bool {
             }
             continue;
         };
-        let attached = word.contains('=') || word.len() > option.len();
+        let attached = word.len() > option.len();
+        if BCC_STACKCOUNT.contains(&option) {
+            return true;
+        }
         if option == "-f" || option == "--format" {
+            // BCC's -f is a flag; sdt's takes a format's name.
             let value = if attached {
-                word.trim_start_matches(option).trim_start_matches('=')
+                word[option.len()..].trim_start_matches('=')
             } else {
                 match words.next() {
                     Some(value) => value,
@@ -143,12 +196,8 @@ fn stackcount_is_bcc(args: &[&str]) -> bool {
             if !formats.contains(&value) {
                 return true;
             }
-        } else if SDT_STACKCOUNT_VALUES.contains(&option) {
-            if !attached {
-                words.next();
-            }
-        } else if !SDT_STACKCOUNT.contains(&option) {
-            return true;
+        } else if SDT_STACKCOUNT_VALUES.contains(&option) && !attached {
+            words.next();
         }
     }
     false
@@ -200,6 +249,19 @@ mod tests {
         assert_eq!(tool(&["trace", "c:malloc"]), None);
         assert_eq!(tool(&["trace", "--json", "-p", "1", "p:*", "lib:*"]), None);
         assert_eq!(tool(&["trace", "u:probe"]), None);
+        assert_eq!(
+            tool(&[
+                "trace",
+                "--timeline",
+                "t.json",
+                "--timeline-limit",
+                "5",
+                "--no-follow",
+                "a:b"
+            ]),
+            None
+        );
+        assert_eq!(tool(&["trace", "-tT", "a:b"]), Some("trace"));
         assert_eq!(tool(&["trace", "/odd dir/x:p:n*"]), None);
         assert_eq!(tool(&["trace", "c:open(char *p) \"%s\", p"]), Some("trace"));
     }
@@ -230,6 +292,7 @@ mod tests {
             None
         );
         assert_eq!(tool(&["stackcount", "-fjson", "app:slow"]), None);
+        assert_eq!(tool(&["stackcount", "-o", "x", "-P", "app:slow"]), None);
         assert_eq!(
             tool(&["stackcount", "--flamegraph", "a.svg", "-p", "2", "app:x"]),
             None
