@@ -121,7 +121,8 @@ impl Sdt {
     fn common(self, pid: Option<i32>) -> sdt_tools::Common {
         sdt_tools::Common {
             lang: None,
-            pid,
+            pids: pid.into_iter().collect(),
+            cgroup: None,
             command: self.command,
             format: if self.json {
                 sdt_output::Format::JSON

@@ -95,7 +95,7 @@ pub struct Args {
     #[arg(short = 'C', long = "print_cpu")]
     cpu: bool,
 
-    /// Trace only tasks in this cgroup v2 directory.
+    /// Trace only tasks in this cgroup v2 directory, or below it.
     #[arg(short = 'c', long = "cgroup-path", value_name = "CGROUP_PATH")]
     cgroup: Option<PathBuf>,
 
@@ -169,7 +169,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         unix_timestamp: args.unix_timestamp,
         time: args.time,
         cpu: args.cpu,
-        cgroup: args.cgroup,
         name: args.name,
         msg_filter: args.msg_filter,
         user_stack: args.user_stack,
@@ -179,5 +178,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         buffer_pages: args.buffer_pages,
         includes: args.includes,
     };
-    sdt_tools::bcc::trace::run(&args.sdt.common(args.pid), &options)
+    let common = sdt_tools::Common {
+        // Tasks in the cgroup or below it, as BCC's -c filters them.
+        cgroup: args.cgroup,
+        ..args.sdt.common(args.pid)
+    };
+    sdt_tools::bcc::trace::run(&common, &options)
 }

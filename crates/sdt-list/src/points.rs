@@ -309,7 +309,7 @@ pub fn list_program(
 ) -> Result<anyhow::Result<ExitCode>, Diagnostics> {
     let script = sdt_lang::parser::parse(source)?;
     let scope = Scope {
-        pid,
+        pids: pid.into_iter().collect(),
         default_target: None,
         allow_unsafe: true,
         debug_dirs: debug_dirs.to_vec(),

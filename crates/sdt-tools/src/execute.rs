@@ -117,7 +117,7 @@ impl<'a> ToolJob<'a> {
         };
         let Detected { language, objects } = runtimes::detect(
             common.lang.as_deref(),
-            common.pid,
+            common.pid(),
             common.command.as_deref(),
         )?;
         let mut values = runtimes::placeholders(language, probes, &objects)?;
@@ -163,7 +163,7 @@ impl<'a> ToolJob<'a> {
                 Some(runtimes::switch_on(language, probes)?)
             }
             (Traces::Runtime(probes), Some(language), None) => {
-                if let Some(advice) = runtimes::advice(language, probes, common.pid) {
+                if let Some(advice) = runtimes::advice(language, probes, common.pid()) {
                     eprintln!("sdt: note: {advice}");
                 }
                 None
@@ -185,10 +185,11 @@ impl<'a> ToolJob<'a> {
         let started = move |_: &mut dyn Sink| {
             eprintln!(
                 "Tracing {} in {}... Ctrl-C to end.",
-                match common.pid {
-                    Some(pid) => format!("process {pid}"),
-                    None if common.command.is_some() => "the command".to_string(),
-                    None => "every process".to_string(),
+                match common.pids.as_slice() {
+                    [pid] => format!("process {pid}"),
+                    [_, ..] => format!("processes {}", list_of(&common.pids)),
+                    [] if common.command.is_some() => "the command".to_string(),
+                    [] => "every process".to_string(),
                 },
                 runtimes::list(&objects)
             );
@@ -202,13 +203,14 @@ impl Common {
     /// tools run theirs: maps of 4,096 entries, printed by the program
     /// itself.
     pub(crate) fn request(&self, program: String) -> Request {
-        let target = match (self.pid, &self.command) {
-            (Some(pid), _) => Target::Pid(pid),
-            (None, Some(command)) => Target::Command(command.clone()),
-            (None, None) => Target::Everything,
+        let target = match (self.pids.as_slice(), &self.command) {
+            ([_, ..], _) => Target::Pids(self.pids.clone()),
+            ([], Some(command)) => Target::Command(command.clone()),
+            ([], None) => Target::Everything,
         };
         Request {
             target,
+            cgroup: self.cgroup.clone(),
             // As `sdt run`: a full map is reported, never silent.
             map_entries: Some(4096),
             print_maps: false,
@@ -250,6 +252,12 @@ pub(crate) fn execute(
         .map_err(sdt_job::Failure::without_script)?;
     let _ = io::stdout().flush();
     Ok(ExitCode::from(outcome.status))
+}
+
+/// `1, 2, 3`.
+fn list_of(pids: &[i32]) -> String {
+    let words: Vec<String> = pids.iter().map(i32::to_string).collect();
+    words.join(", ")
 }
 
 /// The sink a tool's program writes to: its `printf`s and maps go to the

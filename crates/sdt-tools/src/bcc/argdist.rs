@@ -300,7 +300,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         .map(|raw| (raw, false))
         .chain(options.histograms.iter().map(|raw| (raw, true)))
         .map(|(raw, histogram)| {
-            parse(raw, histogram, common.pid)
+            parse(raw, histogram, common.pid())
                 .map_err(|e| anyhow!("error parsing probe '{raw}': {e}"))
         })
         .collect::<anyhow::Result<_>>()?;

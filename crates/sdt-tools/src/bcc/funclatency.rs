@@ -76,7 +76,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         bail!("0 functions matched by \"{pattern}\". Exiting.");
     }
     // Per function, as BCC: with -F, or for a library traced everywhere.
-    let per_function = options.per_function || common.pid.is_none();
+    let per_function = options.per_function || common.pid().is_none();
     let interval = options.interval.or(options.duration);
     let program = program(&path, &functions, options, per_function, interval);
     let reports = Reports::new(reports_in(interval.unwrap_or(1), options.duration));

@@ -125,7 +125,7 @@ impl Allocator {
 }
 
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
-    if common.pid.is_none() && common.command.is_none() {
+    if common.pid().is_none() && common.command.is_none() {
         bail!(
             "kernel allocations (memleak without -p or -c) are not traced: sdt traces user \
              space and walks no kernel stacks; give -p PID or -c COMMAND"

@@ -145,7 +145,7 @@ impl<'a> Run<'a> {
         }
         let defaults = common.request(program.text().to_string());
         let request = Request {
-            follow: common.pid.is_none(),
+            follow: common.pid().is_none(),
             // BCC's filters apply to every probe, tracepoints included.
             scope_tracepoints: true,
             strlen,

@@ -47,13 +47,13 @@ pub struct Options {
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     let points = target::pattern_points(&options.pattern, options.regex)?;
     let interval = options.interval.or(options.duration);
-    let keyed = options.per_process || common.pid.is_some();
+    let keyed = options.per_process || common.pid().is_some();
     let program = program(&points, options, keyed, interval);
     let reports = Reports::new(reports_in(interval.unwrap_or(1), options.duration));
     let report = Stacks {
         options: options.clone(),
         // With -p, BCC keys by process but shows no process line.
-        process_line: options.per_process && common.pid.is_none(),
+        process_line: options.per_process && common.pid().is_none(),
         keyed,
         maps: Maps::default(),
         reports: reports.clone(),

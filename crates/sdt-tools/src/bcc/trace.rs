@@ -5,16 +5,16 @@
 //! `[{p,r}]:LIB:FUNC[+OFFSET][(SIGNATURE)] [(PREDICATE)] ["FORMAT"[, ARGS]]`,
 //! `u:LIB:[PROVIDER:]PROBE ...` or `t:CATEGORY:EVENT ...`. Each becomes
 //! a block of the program whose predicate is the spec's (and the
-//! filters' `-L`, `--uid`, `-n`, `-c`), and which sends the probe's
-//! number, the time, CPU, process, thread, command name, the format's
-//! arguments and, with `-U`, the user stack. The message is formatted
+//! filters' `-L`, `--uid`, `-n`; `-c`'s cgroup is the job's), and which
+//! sends the probe's number, the time, CPU, process, thread, command
+//! name, the format's arguments and, with `-U`, the user stack. The message is formatted
 //! here, as BCC formats it in Python: each conversion casts its value
 //! to its C type (`%u` of -1 is 4294967295), so `-f` filters what is
 //! shown.
 
 use std::process::ExitCode;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, bail};
 use regex::Regex;
 use sdt_output::{Cell, Column, Datum, Event, Layout, Sink, Stream};
 
@@ -48,8 +48,6 @@ pub struct Options {
     pub time: bool,
     /// A CPU column (`-C`).
     pub cpu: bool,
-    /// Only tasks in this cgroup v2 directory (`-c`).
-    pub cgroup: Option<std::path::PathBuf>,
     /// Only commands whose name holds this (`-n`).
     pub name: Option<String>,
     /// Only messages that hold this (`-f`).
@@ -364,10 +362,7 @@ fn program(probes: &[Probe], options: &Options, common: &Common) -> anyhow::Resu
     if let Some(name) = &options.name {
         filters.push(format!("strcontains(comm, {})", crate::quoted(name)));
     }
-    if let Some(dir) = &options.cgroup {
-        filters.push(format!("cgroup == {}", cgroup_id(dir)?));
-    }
-    if !options.include_self && options.tid.is_none() && common.pid.is_none() {
+    if !options.include_self && options.tid.is_none() && common.pid().is_none() {
         filters.push(format!("pid != {}", std::process::id()));
     }
     let mut program = Program::new("sdt trace (BCC's): a line for each hit");
@@ -434,21 +429,11 @@ fn program(probes: &[Probe], options: &Options, common: &Common) -> anyhow::Resu
     Ok(program)
 }
 
-/// The id the kernel gives a cgroup v2 directory: its inode number.
-fn cgroup_id(dir: &std::path::Path) -> anyhow::Result<u64> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(dir).with_context(|| format!("cgroup path {}", dir.display()))?;
-    if !meta.is_dir() {
-        bail!("cgroup path {} is not a directory", dir.display());
-    }
-    Ok(meta.ino())
-}
-
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     let probes = options
         .probes
         .iter()
-        .map(|raw| parse(raw, common.pid).map_err(|e| anyhow!("error in probe '{raw}': {e}")))
+        .map(|raw| parse(raw, common.pid()).map_err(|e| anyhow!("error in probe '{raw}': {e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let program = program(&probes, options, common)?;
     let reports = options.max_events.map(|n| Reports::new(Some(n)));
