@@ -11,7 +11,8 @@
 //! * [`Program::load`]: loading, with the verifier's log on rejection.
 //! * [`Features::detect`], [`UprobeAttach::attach`]: finding out what the
 //!   kernel supports and attaching to probe sites; the returned
-//!   [`Attachment`] detaches on drop.
+//!   [`Attachment`] detaches on drop. [`PerfEvent::attach`] attaches to a
+//!   perf event on every CPU (`profile`, `software`, `hardware`).
 //! * [`disasm`]: listings in the kernel's own format, for `--dump`.
 //! * [`MappingEvents`]: where traced processes map their files, recorded
 //!   by the kernel, for symbolizing addresses after a process is gone.
@@ -83,6 +84,7 @@ mod error;
 mod insn;
 pub mod map;
 mod mappings;
+mod perf_event;
 mod program;
 mod ringbuf;
 #[allow(unsafe_code)] // the kernel interface; see the crate doc
@@ -98,6 +100,7 @@ pub use insn::{
 };
 pub use map::{online_cpus, possible_cpus, Map, MapSpec, MapType, PerCpuValues, F_NO_PREALLOC};
 pub use mappings::{Mapped, MappingEvents, ProcessEvent};
+pub use perf_event::{PerfEvent, PerfType, Sampling};
 pub use program::{relocate_maps, AttachType, LoadOptions, Program, ProgramInfo, ProgramType};
 pub use ringbuf::{Poll, RingBuf, QUERY_AVAIL_DATA, SUBMIT_FORCE_WAKEUP, SUBMIT_NO_WAKEUP};
 pub use tracepoint::{attach_raw_tracepoint, attach_tracepoint};

@@ -51,6 +51,14 @@ pub enum Attach {
     Tracepoint { id: u64 },
     /// A raw tracepoint, by name (no tracefs needed).
     RawTracepoint { name: String },
+    /// A perf event on every online CPU (`profile`, `software`,
+    /// `hardware`). With a traced process, the program first checks that
+    /// the sampled task belongs to it (and its tree, when followed).
+    PerfEvent {
+        event: sdt_bpf::PerfEvent,
+        /// The probe as messages name it (`hardware:cycles`).
+        probe: String,
+    },
     /// Not attached: run by [`Session::trigger`] (BEGIN, END, interval).
     Triggered,
 }
@@ -204,6 +212,16 @@ impl Session {
                 Attach::Tracepoint { id } => {
                     let attachment = sdt_bpf::attach_tracepoint(program, *id, self.mechanism)
                         .map_err(Error::Bpf)?;
+                    self.attachments.push(attachment);
+                    count += 1;
+                }
+                Attach::PerfEvent { event, probe } => {
+                    let attachment = event.attach(program, self.mechanism).map_err(|source| {
+                        Error::PerfEvent {
+                            probe: probe.clone(),
+                            source,
+                        }
+                    })?;
                     self.attachments.push(attachment);
                     count += 1;
                 }
@@ -369,7 +387,9 @@ fn load_program(
             }
             mechanism.expected_attach_type()
         }
-        Attach::Tracepoint { .. } if options.filter_tracepoints => {
+        Attach::Tracepoint { .. } | Attach::PerfEvent { .. }
+            if options.filter_tracepoints || matches!(spec.attach, Attach::PerfEvent { .. }) =>
+        {
             match (follow, options.pids.as_slice()) {
                 (Some(follow), _) => {
                     insns.splice(0..0, follow.filter()?);
@@ -385,8 +405,10 @@ fn load_program(
     };
     // The cgroup's filter goes first: it is the cheaper test, and it
     // applies to every program that runs in a process's context.
-    if let (Some(cgroup), Attach::Uprobe { .. } | Attach::Tracepoint { .. }) =
-        (&options.cgroup, &spec.attach)
+    if let (
+        Some(cgroup),
+        Attach::Uprobe { .. } | Attach::Tracepoint { .. } | Attach::PerfEvent { .. },
+    ) = (&options.cgroup, &spec.attach)
     {
         insns.splice(0..0, crate::cgroup::cgroup_filter(cgroup)?);
     }
