@@ -25,7 +25,8 @@
 //! Every tool takes BCC's options with BCC's meanings, and sdt's own:
 //! `--cmd CMD` (BCC's `-c` means something else in most of them),
 //! `--json` and `--print-program`. A BCC option sdt cannot honour (kernel
-//! stacks, kernel allocations) is refused in one line that names it.
+//! allocations, build-id symbol files) is refused in one line that names
+//! it.
 
 #![forbid(unsafe_code)]
 
@@ -140,8 +141,8 @@ fn refuse(tool: &str, option: &str, why: &str) -> anyhow::Error {
     anyhow::anyhow!("{tool}: {option} is not supported: {why}")
 }
 
-/// Why what is in the kernel is refused.
-const USER_SPACE: &str = "sdt traces user space (no kprobes, kernel stacks or kernel symbols)";
+/// Why `memleak`'s kernel mode is refused.
+const USER_SPACE: &str = "sdt's memleak traces a process's allocators, in user space";
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use crate::{refuse, Sdt, USER_SPACE};
+use crate::Sdt;
 
 const AFTER_HELP: &str = "\
 patterns:
@@ -11,15 +11,19 @@ patterns:
   t:CAT:EVENT       kernel tracepoints
   u:LIB:PROBE       USDT probes of LIB, matched on the probe's name
   A * matches anything (BCC's globs); -r takes a regular expression. Kernel
-  functions (FUNC, p::FUNC) and kernel stacks (-K) are not supported: sdt
-  traces user space and counts user stacks, walked through frame pointers.
+  functions (FUNC, p::FUNC, kprobes) are not supported: sdt attaches to user
+  space and tracepoints. At tracepoints both the kernel and the user stack
+  are counted (-K, -U: one); uprobes and USDT probes fire in user mode,
+  where only the user stack is. User stacks are walked through frame
+  pointers.
 
 output:
-  Each stack, leaf first, with its count, least frequent first; with -P its
-  process as `comm [pid]`; with -f folded lines `comm;root;...;leaf count`
-  (comm empty without -P or -p) for flamegraph.pl, inferno or speedscope.
-  --json: one {\"time\", \"stacks\": [{\"count\", \"comm\", \"pid\", \"frames\"}]}
-  object per report, frames leaf first.
+  Each stack, leaf first (kernel frames, -d a --, user frames), with its
+  count, least frequent first; with -P its process as `comm [pid]`; with -f
+  folded lines `comm;root;...;leaf count` (comm empty without -P or -p; user
+  frames, then the kernel's) for flamegraph.pl, inferno or speedscope.
+  --json: one {\"time\", \"stacks\": [{\"count\", \"frames\", \"kernel_frames\",
+  \"comm\", \"pid\"}]} object per report, frames leaf first.
 
 examples:
   stackcount c:malloc                      stacks that call malloc()
@@ -71,11 +75,12 @@ pub struct Args {
     #[arg(short = 'P', long = "perpid")]
     perpid: bool,
 
-    /// Not supported: kernel stacks.
+    /// Kernel stacks only (tracepoints: uprobes and USDT probes fire in
+    /// user mode, where the kernel stack is empty).
     #[arg(short = 'K', long = "kernel-stacks-only")]
     kernel_only: bool,
 
-    /// User stacks only (the only ones sdt walks).
+    /// User stacks only.
     #[arg(short = 'U', long = "user-stacks-only")]
     user_only: bool,
 
@@ -83,8 +88,7 @@ pub struct Args {
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
 
-    /// A -- between kernel and user stacks (there are no kernel stacks
-    /// here, so none).
+    /// A -- between the kernel and the user stack, when both are counted.
     #[arg(short = 'd', long = "delimited")]
     delimited: bool,
 
@@ -101,9 +105,6 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.kernel_only {
-        return Err(refuse("stackcount", "-K (kernel stacks)", USER_SPACE));
-    }
     let options = sdt_tools::bcc::stackcount::Options {
         pattern: args.pattern,
         regex: args.regexp,
@@ -116,12 +117,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         verbose: args.verbose,
         folded: args.folded,
         debug: args.debug,
+        kernel_only: args.kernel_only,
+        user_only: args.user_only,
+        delimited: args.delimited,
     };
     let folded = args.folded && !args.sdt.json;
     let mut common = args.sdt.common(args.pid);
     if folded {
         common.format = sdt_output::Format::named("folded").unwrap_or(common.format);
     }
-    let _ = (args.user_only, args.delimited);
     sdt_tools::bcc::stackcount::run(&common, &options)
 }

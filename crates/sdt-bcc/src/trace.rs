@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::{refuse, Sdt, USER_SPACE};
+use crate::{refuse, Sdt};
 
 const AFTER_HELP: &str = "\
 probes:
@@ -15,14 +15,15 @@ probes:
   program in PATH. PREDICATE and ARGs are C: arg1..arg6 (a function's
   arguments), retval, $uid, $gid, $pid (the thread), $tgid (the process),
   $cpu, $task, a signature's parameters by name, STRCMP(\"text\", EXPR).
-  FORMAT takes %s %d %u %ld %lu %lld %llu %hd %hu %x %lx %llx %c %U.
-  Kernel functions (p::FUNC), kernel stacks (-K) and %K are not supported: sdt
-  traces user space.
+  FORMAT takes %s %d %u %ld %lu %lld %llu %hd %hu %x %lx %llx %c %K %U.
+  Kernel functions (p::FUNC, kprobes) are not supported: sdt attaches to
+  user space and tracepoints.
 
 output:
   [TIME] [CPU] PID TID COMM FUNC MESSAGE, one line per event (BCC's columns);
-  --json: one object per event (time_ns, cpu, pid, tid, comm, func, message,
-  user_stack with -U, count with -A).
+  -K and -U put the kernel and user stacks under each event. --json: one
+  object per event (time_ns, cpu, pid, tid, comm, func, message, kernel_stack
+  with -K, user_stack with -U, count with -A).
 
 examples:
   trace 'u:./simple-c:test-probe \"%u\", arg1' -T -p $(pidof simple-c)
@@ -115,7 +116,8 @@ pub struct Args {
     #[arg(short = 's', long = "sym_file_list", value_name = "SYM_FILE_LIST")]
     sym_file_list: Option<String>,
 
-    /// Not supported: kernel stacks.
+    /// Print the kernel stack under each event (t: probes; it is empty at
+    /// uprobes and USDT probes, which fire in user mode).
     #[arg(short = 'K', long = "kernel-stack")]
     kernel_stack: bool,
 
@@ -141,9 +143,6 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.kernel_stack {
-        return Err(refuse("trace", "-K (kernel stacks)", USER_SPACE));
-    }
     if args.bin_cmp {
         return Err(refuse(
             "trace",
@@ -171,6 +170,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cpu: args.cpu,
         name: args.name,
         msg_filter: args.msg_filter,
+        kernel_stack: args.kernel_stack,
         user_stack: args.user_stack,
         address: args.address,
         aggregate: args.aggregate,

@@ -605,18 +605,44 @@ fn trace_shows_return_values_stacks_and_json_and_refuses_kernel_probes() {
     );
     let refused = case.refused("trace", &["do_sys_open"]);
     assert!(refused.contains("kernel functions (kprobes)"), "{refused}");
-    let refused = case.refused("trace", &["-K", "u:./bcc:value"]);
-    assert!(
-        refused.contains("-K (kernel stacks) is not supported"),
-        "{refused}"
-    );
     let refused = case.refused("trace", &["u:./bcc:nope"]);
     assert!(
         refused.contains("unrecognized USDT probe nope"),
         "{refused}"
     );
-    let refused = case.refused("trace", &["u:./bcc:value \"%K\", arg1"]);
-    assert!(refused.contains("kernel symbol"), "{refused}");
+    let refused = case.refused("trace", &["-B", "u:./bcc:value"]);
+    assert!(refused.contains("trace: -B is not supported"), "{refused}");
+
+    // At a tracepoint, -K the kernel stack (its frames in `[kernel]`),
+    // then -U the user stack.
+    let out = case.tool(
+        "trace",
+        &[
+            "-K",
+            "-U",
+            "--cmd",
+            "./bcc slow 1",
+            "t:syscalls:sys_enter_clock_nanosleep \"%d\", args->flags",
+        ],
+    );
+    let frames: Vec<&str> = out.lines().skip(2).filter(|l| !l.is_empty()).collect();
+    let kernel = frames
+        .iter()
+        .take_while(|f| f.ends_with(" [kernel]"))
+        .count();
+    assert!(kernel > 0, "{out}");
+    assert!(
+        frames[..kernel]
+            .iter()
+            .any(|f| f.contains("do_syscall_64+0x")),
+        "{out}"
+    );
+    assert!(
+        frames[kernel..]
+            .iter()
+            .any(|f| f.starts_with("        main+0x") && f.ends_with(" [bcc]")),
+        "{out}"
+    );
 }
 
 // ---------------------------------------------------------------- argdist
@@ -1037,11 +1063,26 @@ fn stackcount_folds_the_three_call_paths_exactly() {
         theirs.sort();
         assert_eq!(theirs, want, "{out}");
     }
-    let refused = case.refused("stackcount", &["-K", "u:./bcc:leaf"]);
-    assert!(
-        refused.contains("-K (kernel stacks) is not supported"),
-        "{refused}"
+    // At a tracepoint, the kernel stack too: with -d, `-` between the
+    // user frames and the kernel's.
+    let out = case.tool(
+        "stackcount",
+        &[
+            "-d",
+            "-f",
+            "--cmd",
+            "./bcc slow 3",
+            "t:syscalls:sys_enter_clock_nanosleep",
+        ],
     );
+    let (stack, count) = out.trim().rsplit_once(' ').unwrap();
+    assert_eq!(count, "3", "{out}");
+    let (user, kernel) = stack.split_once(";-;").unwrap();
+    assert!(user.starts_with(';') && user.contains(";main;"), "{out}");
+    assert!(kernel.contains("do_syscall_64"), "{out}");
+    // Uprobes and USDT probes fire in user mode: no kernel stack there.
+    let refused = case.refused("stackcount", &["-K", "u:./bcc:leaf"]);
+    assert!(refused.contains("kernel stack is empty"), "{refused}");
 }
 
 // ---------------------------------------------------------------- memleak

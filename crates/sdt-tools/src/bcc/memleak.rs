@@ -9,8 +9,8 @@
 //! milliseconds old, adds it up by stack, and shows the `-T` largest,
 //! largest last, each frame as `func+0xOFF [module]`.
 //!
-//! Only user space: BCC's kernel mode (no `-p` or `-c`) reads kernel
-//! stacks, which sdt does not walk, and is refused.
+//! Only a process's allocators: BCC's kernel mode (no `-p` or `-c`: the
+//! `kmem` tracepoints, with kernel stacks) is refused.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -127,8 +127,8 @@ impl Allocator {
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     if common.pid().is_none() && common.command.is_none() {
         bail!(
-            "kernel allocations (memleak without -p or -c) are not traced: sdt traces user \
-             space and walks no kernel stacks; give -p PID or -c COMMAND"
+            "kernel allocations (memleak without -p or -c) are not traced: sdt's memleak \
+             traces a process's allocators; give -p PID or -c COMMAND"
         );
     }
     if let (Some(min), Some(max)) = (options.min_size, options.max_size) {

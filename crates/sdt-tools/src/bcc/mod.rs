@@ -12,8 +12,9 @@
 //! is here, as plain options structs.
 //!
 //! What BCC can do and sdt cannot is refused in one line that names it:
-//! kernel functions (kprobes), kernel stacks and kernel symbols, since
-//! sdt traces user space; tracepoints (`t:CAT:EVENT`) are in.
+//! kernel functions (kprobes), since sdt attaches to user space and
+//! tracepoints, and `memleak`'s kernel mode. Tracepoints (`t:CAT:EVENT`)
+//! are in, with their kernel stacks.
 //!
 //! [`execute`]: crate::execute
 
@@ -30,7 +31,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use sdt_job::{Failure, Job, Request};
-use sdt_output::{Bucket, Datum, Frame, MapPrint, Sink};
+use sdt_output::{Bucket, Datum, Frame, MapPrint, Sink, Stack};
 
 use crate::execute::{execute, Reports};
 use crate::report::Report;
@@ -278,6 +279,20 @@ pub fn sym(frame: &Frame, module: bool, offset: bool) -> String {
         text.push_str(&format!(" [{file}]"));
     }
     text
+}
+
+/// A frame of `stack` as BCC writes it: [`sym`], a kernel stack's
+/// frames in the module `kernel` (`vfs_read+0x5 [kernel]`).
+pub fn frame_sym(stack: &Stack, frame: &Frame, module: bool, offset: bool) -> String {
+    if stack.kernel {
+        let kernel = Frame {
+            module: Some("kernel".into()),
+            ..frame.clone()
+        };
+        sym(&kernel, module, offset)
+    } else {
+        sym(frame, module, offset)
+    }
 }
 
 /// How many reports an interval and a duration give (BCC's loop: a

@@ -1,15 +1,19 @@
 //! BCC's `stackcount`: how often each user stack reaches the functions,
 //! USDT probes or tracepoints a pattern matches.
 //!
-//! One block counts by `ustack` at every point (by command name, process
-//! and stack with `-P` or `-p`). The report shows each stack leaf first
+//! One block counts by stack at every point (by command name and process
+//! too with `-P` or `-p`): the user stack, and at tracepoints the kernel
+//! stack as well, as BCC counts both (`-K`, `-U`: one of them). The
+//! report shows each stack leaf first, kernel frames before user ones,
 //! with its count, least frequent first, as BCC does; with `-f`, folded
-//! lines (`comm;root;...;leaf count`) for flame graphs. Only user
-//! stacks: BCC's kernel stacks (and its `-K`, `-d`) are not walked.
+//! lines (`comm;root;...;leaf count`) for flame graphs. Uprobes and USDT
+//! probes fire in user mode, where the kernel stack is empty, so there
+//! only the user stack is counted.
 
 use std::process::ExitCode;
 
-use sdt_output::{Cell, Column, Datum, Event, Layout, MapPrint, MapValue, Sink, Stack, Table};
+use anyhow::bail;
+use sdt_output::{Cell, Column, Datum, Event, Layout, MapPrint, Sink, Stack, Table};
 
 use super::target::{self, Point};
 use super::{report_blocks, reports_in, sym, time_of_day, Maps, Program, Run};
@@ -40,21 +44,42 @@ pub struct Options {
     pub verbose: bool,
     /// Folded output (`-f`).
     pub folded: bool,
+    /// Only kernel stacks (`-K`), ...
+    pub kernel_only: bool,
+    /// ... only user stacks (`-U`).
+    pub user_only: bool,
+    /// A `--` between the kernel and user stacks (`-d`).
+    pub delimited: bool,
     /// Print the program on standard error (`--debug`).
     pub debug: bool,
 }
 
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
+    if options.kernel_only && options.user_only {
+        bail!("-K and -U are mutually exclusive. If you want both stacks, that is the default.");
+    }
     let points = target::pattern_points(&options.pattern, options.regex)?;
+    let in_kernel = points.iter().all(|p| matches!(p, Point::Tracepoint { .. }));
+    if options.kernel_only && !in_kernel {
+        bail!(
+            "-K: uprobes and USDT probes fire in user mode, where the kernel stack is empty; \
+             kernel stacks are for tracepoints (t:CAT:EVENT)"
+        );
+    }
+    let stacks = Which {
+        kernel: in_kernel && !options.user_only,
+        user: !options.kernel_only,
+    };
     let interval = options.interval.or(options.duration);
     let keyed = options.per_process || common.pid().is_some();
-    let program = program(&points, options, keyed, interval);
+    let program = program(&points, options, keyed, stacks, interval);
     let reports = Reports::new(reports_in(interval.unwrap_or(1), options.duration));
     let report = Stacks {
         options: options.clone(),
         // With -p, BCC keys by process but shows no process line.
         process_line: options.per_process && common.pid().is_none(),
         keyed,
+        stacks,
         maps: Maps::default(),
         reports: reports.clone(),
     };
@@ -75,12 +100,35 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn program(points: &[Point], options: &Options, keyed: bool, interval: Option<u64>) -> Program {
+/// Which stacks are counted.
+#[derive(Clone, Copy)]
+struct Which {
+    kernel: bool,
+    user: bool,
+}
+
+fn program(
+    points: &[Point],
+    options: &Options,
+    keyed: bool,
+    stacks: Which,
+    interval: Option<u64>,
+) -> Program {
     let attach: Vec<String> = points.iter().map(Point::attach).collect();
     let filter = options
         .cpu
         .map_or(String::new(), |cpu| format!(" /cpu == {cpu}/"));
-    let key = if keyed { "comm, pid, ustack" } else { "ustack" };
+    let mut key = Vec::new();
+    if keyed {
+        key.extend(["comm", "pid"]);
+    }
+    if stacks.kernel {
+        key.push("kstack");
+    }
+    if stacks.user {
+        key.push("ustack");
+    }
+    let key = key.join(", ");
     let mut program = Program::new(&format!(
         "sdt stackcount: the user stacks that reach {}",
         options.pattern
@@ -99,13 +147,24 @@ fn program(points: &[Point], options: &Options, keyed: bool, interval: Option<u6
     program
 }
 
-/// One stack counted: its process (empty without `-P` or `-p`), frames
-/// and count.
+/// One stack counted: its process (empty without `-P` or `-p`), its
+/// kernel and user frames, and its count.
 struct Counted<'a> {
     comm: String,
     pid: i128,
-    stack: &'a Stack,
+    kernel: Option<&'a Stack>,
+    user: Option<&'a Stack>,
     count: i128,
+}
+
+impl Counted<'_> {
+    /// Its frames by name, leaf first: the kernel's, then the user's.
+    fn names(&self) -> (Vec<String>, Vec<String>) {
+        (
+            self.kernel.map(frames_of).unwrap_or_default(),
+            self.user.map(frames_of).unwrap_or_default(),
+        )
+    }
 }
 
 /// `stackcount`'s report.
@@ -114,37 +173,34 @@ struct Stacks {
     process_line: bool,
     /// Stacks are counted by process too (`-P`, `-p`).
     keyed: bool,
+    stacks: Which,
     maps: Maps,
     reports: Reports,
 }
 
 impl Stacks {
     fn counted<'a>(&self, map: Option<&'a MapPrint>) -> Vec<Counted<'a>> {
-        static EMPTY: Stack = Stack {
-            frames: Vec::new(),
-            perf: false,
-        };
         let mut counted: Vec<Counted<'a>> = map
             .map(|map| {
                 map.rows
                     .iter()
                     .map(|row| {
-                        let (comm, pid, stack) = match row.key.as_slice() {
-                            [comm, pid, Datum::Stack(stack)] => {
-                                (comm.to_text(), pid.as_int(), stack)
-                            }
-                            [Datum::Stack(stack)] => (String::new(), -1, stack),
-                            _ => (String::new(), -1, &EMPTY),
+                        let stacks = || {
+                            row.key.iter().filter_map(|k| match k {
+                                Datum::Stack(stack) => Some(stack),
+                                _ => None,
+                            })
                         };
-                        let count = match &row.value {
-                            MapValue::Number(n) => *n,
-                            other => other.number(),
+                        let (comm, pid) = match (self.keyed, row.key.as_slice()) {
+                            (true, [comm, pid, ..]) => (comm.to_text(), pid.as_int()),
+                            _ => (String::new(), -1),
                         };
                         Counted {
                             comm,
                             pid,
-                            stack,
-                            count,
+                            kernel: stacks().find(|s| s.kernel),
+                            user: stacks().find(|s| !s.kernel),
+                            count: row.value.number(),
                         }
                     })
                     .collect()
@@ -154,7 +210,7 @@ impl Stacks {
             a.count
                 .cmp(&b.count)
                 .then_with(|| (&a.comm, a.pid).cmp(&(&b.comm, b.pid)))
-                .then_with(|| frames_of(a.stack).cmp(&frames_of(b.stack)))
+                .then_with(|| a.names().cmp(&b.names()))
         });
         counted
     }
@@ -165,25 +221,39 @@ impl Stacks {
         let rows = counted
             .iter()
             .map(|c| {
-                let frames = c.stack.frames.iter().map(|f| {
+                let frame = |f: &sdt_output::Frame| {
                     let address = if self.options.verbose {
                         format!("{:<16x} ", f.addr)
                     } else {
                         String::new()
                     };
                     Cell::Text(format!("{address}{}", sym(f, false, self.options.offset)))
-                });
+                };
+                let mut frames: Vec<Cell> = Vec::new();
+                if let Some(kernel) = c.kernel {
+                    frames.extend(kernel.frames.iter().map(frame));
+                }
+                if self.options.delimited && self.stacks.kernel && self.stacks.user {
+                    frames.push(Cell::Text("  --".into()));
+                }
+                if let Some(user) = c.user {
+                    frames.extend(user.frames.iter().map(frame));
+                }
                 let process = if self.process_line {
                     format!("{} [{}]", c.comm, c.pid)
                 } else {
                     String::new()
                 };
+                let (kernel, user) = c.names();
                 let mut row = vec![
-                    Cell::List(frames.collect()),
+                    Cell::List(frames),
                     Cell::Text(process),
                     Cell::Int(c.count),
-                    Cell::List(frames_of(c.stack).into_iter().map(Cell::Text).collect()),
+                    Cell::List(user.into_iter().map(Cell::Text).collect()),
                 ];
+                if self.stacks.kernel {
+                    row.push(Cell::List(kernel.into_iter().map(Cell::Text).collect()));
+                }
                 if self.keyed {
                     row.extend([Cell::Text(c.comm.clone()), Cell::Int(c.pid)]);
                 }
@@ -196,6 +266,9 @@ impl Stacks {
             Column::both("count", "").below("    "),
             Column::json("frames"),
         ];
+        if self.stacks.kernel {
+            columns.push(Column::json("kernel_frames"));
+        }
         // JSON names the process only when stacks are counted by it.
         if self.keyed {
             columns.extend([Column::json("comm"), Column::json("pid")]);
@@ -220,13 +293,19 @@ impl Stacks {
     }
 
     /// BCC's `-f`: `comm;root;...;leaf count`, the command name empty
-    /// without `-P` or `-p`.
-    fn folded(counted: &[Counted<'_>]) -> Vec<(String, i128)> {
+    /// without `-P` or `-p`, the user frames then (after a `-` with
+    /// `-d`) the kernel's.
+    fn folded(&self, counted: &[Counted<'_>]) -> Vec<(String, i128)> {
         counted
             .iter()
             .map(|c| {
+                let (kernel, user) = c.names();
                 let mut parts = vec![c.comm.clone()];
-                parts.extend(frames_of(c.stack).into_iter().rev());
+                parts.extend(user.into_iter().rev());
+                if self.options.delimited && self.stacks.kernel && self.stacks.user {
+                    parts.push("-".into());
+                }
+                parts.extend(kernel.into_iter().rev());
                 (parts.join(";"), c.count)
             })
             .collect()
@@ -256,7 +335,7 @@ impl Report for Stacks {
             out.event(Event::Stacks {
                 name: "@stacks",
                 counted: "hits",
-                stacks: &Self::folded(&counted),
+                stacks: &self.folded(&counted),
             });
         } else {
             out.event(Event::Table(&self.table(&counted, &time)));

@@ -16,11 +16,11 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail};
 use regex::Regex;
-use sdt_output::{Cell, Column, Datum, Event, Layout, Sink, Stream};
+use sdt_output::{Cell, Column, Datum, Event, Layout, Sink, Stack, Stream};
 
 use super::cexpr::{self, Kind, Param, Scope};
 use super::target::{self, Point};
-use super::{sym, time_of_day, Program, Run};
+use super::{frame_sym, time_of_day, Program, Run};
 use crate::execute::Reports;
 use crate::report::Report;
 use crate::Common;
@@ -52,7 +52,10 @@ pub struct Options {
     pub name: Option<String>,
     /// Only messages that hold this (`-f`).
     pub msg_filter: Option<String>,
-    /// The user stack under each event (`-U`), ...
+    /// The kernel stack under each event (`-K`; empty at uprobes and
+    /// USDT probes, as in BCC), ...
+    pub kernel_stack: bool,
+    /// ... and the user stack (`-U`), ...
     pub user_stack: bool,
     /// ... each frame after its address (`-a`).
     pub address: bool,
@@ -104,19 +107,23 @@ enum Conversion {
     LongHex,
     Char,
     UserSymbol,
+    KernelSymbol,
 }
 
 impl Conversion {
     /// `%s`'s value is a string, `%U`'s a symbol; the others a number.
     fn text(self) -> bool {
-        matches!(self, Conversion::Str | Conversion::UserSymbol)
+        matches!(
+            self,
+            Conversion::Str | Conversion::UserSymbol | Conversion::KernelSymbol
+        )
     }
 
     /// `value` cast to the conversion's type and printed.
     fn show(self, value: &Datum) -> String {
         let n = value.as_int() as u64;
         match self {
-            Conversion::Str | Conversion::UserSymbol => value.to_text(),
+            Conversion::Str | Conversion::UserSymbol | Conversion::KernelSymbol => value.to_text(),
             Conversion::Int => (n as i32).to_string(),
             Conversion::UInt => (n as u32).to_string(),
             Conversion::Long => (n as i64).to_string(),
@@ -149,7 +156,7 @@ fn format(text: &str) -> anyhow::Result<Vec<Piece>> {
         ("x", Conversion::Hex),
         ("c", Conversion::Char),
         ("U", Conversion::UserSymbol),
-        ("K", Conversion::Str),
+        ("K", Conversion::KernelSymbol),
     ];
     let mut pieces = Vec::new();
     let mut literal = String::new();
@@ -166,12 +173,9 @@ fn format(text: &str) -> anyhow::Result<Vec<Piece>> {
             let shown: String = after.chars().take(4).collect();
             bail!(
                 "'%{shown}': BCC's trace takes %s, %d, %u, %ld, %lu, %lld, %llu, %hd, %hu, \
-                 %x, %lx, %llx, %c and %U, without flags or widths"
+                 %x, %lx, %llx, %c, %K and %U, without flags or widths"
             );
         };
-        if *name == "K" {
-            bail!("%K prints a kernel symbol, which sdt does not resolve: it traces user space");
-        }
         if !literal.is_empty() {
             pieces.push(Piece::Text(std::mem::take(&mut literal)));
         }
@@ -390,11 +394,15 @@ fn program(probes: &[Probe], options: &Options, common: &Common) -> anyhow::Resu
             values.push(match conversion {
                 Conversion::Str => format!("str({expr}, {})", options.string_size),
                 Conversion::UserSymbol => format!("usym({expr})"),
+                Conversion::KernelSymbol => format!("ksym({expr})"),
                 _ => expr,
             });
         }
         if options.user_stack {
             values.push("ustack".into());
+        }
+        if options.kernel_stack {
+            values.push("kstack".into());
         }
         let kinds: Vec<&str> = std::iter::repeat_n("%d", 5)
             .chain(std::iter::once("%s"))
@@ -404,6 +412,7 @@ fn program(probes: &[Probe], options: &Options, common: &Common) -> anyhow::Resu
                 Piece::Text(_) => None,
             }))
             .chain(options.user_stack.then_some("%s"))
+            .chain(options.kernel_stack.then_some("%s"))
             .collect();
         let points: Vec<String> = probe.points.iter().map(Point::attach).collect();
         let predicate = match conditions.as_slice() {
@@ -501,8 +510,14 @@ fn stream(probes: &[Probe], options: &Options) -> Stream {
         Column::both("func", "FUNC").width(16),
         Column::both("message", if any_format { "-" } else { "" }),
     ]);
-    if options.user_stack {
+    let stacks = options.user_stack || options.kernel_stack;
+    if stacks {
         columns.push(Column::text("").below("        "));
+    }
+    if options.kernel_stack {
+        columns.push(Column::json("kernel_stack"));
+    }
+    if options.user_stack {
         columns.push(Column::json("user_stack"));
     }
     if options.aggregate {
@@ -513,7 +528,7 @@ fn stream(probes: &[Probe], options: &Options) -> Stream {
         name: "trace",
         columns,
         layout: Layout {
-            blank_between: options.user_stack || options.aggregate,
+            blank_between: stacks || options.aggregate,
             ..Layout::default()
         },
     }
@@ -587,22 +602,38 @@ impl Trace {
             Cell::Text(self.probes.get(n).map(|p| p.0.clone()).unwrap_or_default()),
             Cell::Text(message),
         ]);
-        if self.options.user_stack {
-            let frames = match rest.last() {
-                Some(Datum::Stack(stack)) => stack.frames.as_slice(),
-                _ => &[],
-            };
-            let text = frames.iter().map(|f| {
+        // The stacks come last: the user stack, then the kernel's.
+        let mut stacks = rest.iter().rev().filter_map(|d| match d {
+            Datum::Stack(stack) => Some(stack),
+            _ => None,
+        });
+        let kernel = self.options.kernel_stack.then(|| stacks.next()).flatten();
+        let user = self.options.user_stack.then(|| stacks.next()).flatten();
+        let shown: Vec<(&Stack, &sdt_output::Frame)> = kernel
+            .into_iter()
+            .chain(user)
+            .flat_map(|stack| stack.frames.iter().map(move |f| (stack, f)))
+            .collect();
+        if !shown.is_empty() || self.options.kernel_stack || self.options.user_stack {
+            let text = shown.iter().map(|(stack, f)| {
                 let address = if self.options.address {
                     format!("{:>16x} ", f.addr)
                 } else {
                     String::new()
                 };
-                Cell::Text(format!("{address}{}", sym(f, true, true)))
+                Cell::Text(format!("{address}{}", frame_sym(stack, f, true, true)))
             });
-            let json = frames.iter().map(|f| Cell::Text(sym(f, true, true)));
             row.push(Cell::List(text.collect()));
-            row.push(Cell::List(json.collect()));
+        }
+        let json = |stack: Option<&Stack>| {
+            let frames = stack.map(|s| s.frames.iter().map(move |f| frame_sym(s, f, true, true)));
+            Cell::List(frames.into_iter().flatten().map(Cell::Text).collect())
+        };
+        if self.options.kernel_stack {
+            row.push(json(kernel));
+        }
+        if self.options.user_stack {
+            row.push(json(user));
         }
         Some(row)
     }
@@ -693,10 +724,10 @@ mod tests {
             ]
         );
         assert!(format("%5d").unwrap_err().to_string().contains("'%5d'"));
-        assert!(format("%K")
-            .unwrap_err()
-            .to_string()
-            .contains("kernel symbol"));
+        assert_eq!(
+            format("%K").unwrap(),
+            [Piece::Conversion(Conversion::KernelSymbol)]
+        );
     }
 
     #[test]
