@@ -30,8 +30,14 @@ pub const STACK_DEPTH: u32 = 127;
 /// detached them yet. Detaching waits for the kernel, and is left to
 /// another process once the output is complete.
 pub const CONTROL_MAP: u32 = 4;
+/// Per-CPU counters of the hits of the probes the session asked to count
+/// ([`Unit::counted`](crate::Unit::counted)): one `u64` per counted probe,
+/// which its programs add one to before anything else, predicate
+/// included, so that a probe that fired is told from one whose predicate
+/// kept it quiet.
+pub const HITS_MAP: u32 = 5;
 /// Index of user map 0.
-pub const FIRST_USER_MAP: u32 = 5;
+pub const FIRST_USER_MAP: u32 = 6;
 
 /// The control map's value once the run has ended.
 pub const STOPPED: u64 = 1;

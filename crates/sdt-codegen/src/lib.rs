@@ -95,6 +95,9 @@ pub struct Unit {
     /// The link-time address of the one site this program serves, when
     /// the program needs it (`uaddr()`).
     pub site_address: Option<u64>,
+    /// The counter of the hits map ([`layout::HITS_MAP`]) that each hit
+    /// of this program adds one to, if its probe is counted.
+    pub counted: Option<u32>,
 }
 
 /// Settings that hold for every program of a script.
@@ -116,6 +119,9 @@ pub struct Options {
     pub stamp_printf: bool,
     /// What the programs know about the machine they run on.
     pub machine: Machine,
+    /// Counters in the hits map ([`layout::HITS_MAP`]): one per probe
+    /// whose hits the session counts.
+    pub hit_counters: u32,
 }
 
 /// Facts about the machine, fixed into the programs.
@@ -172,6 +178,7 @@ impl Default for Options {
             ring_size: 4 << 20,
             stamp_printf: false,
             machine: Machine::current(),
+            hit_counters: 0,
         }
     }
 }
@@ -294,6 +301,11 @@ pub fn compile(
         MapDef {
             spec: MapSpec::new(MapType::Array, 4, 8, 1).name("sdt_control"),
             used: true,
+        },
+        MapDef {
+            spec: MapSpec::new(MapType::PerCpuArray, 4, 8, options.hit_counters.max(1))
+                .name("sdt_hits"),
+            used: options.hit_counters > 0,
         },
     ];
     for decl in &program.maps {
@@ -419,6 +431,9 @@ impl<'a> Gen<'a> {
             self.b
                 .push(Insn::ldx(sdt_bpf::Size::DW, Reg::R1, Reg::R1, 0));
             self.b.jump_imm(sdt_bpf::JmpOp::Ne, Reg::R1, 0, exit);
+        }
+        if let Some(counter) = self.unit.counted {
+            self.count(layout::HITS_MAP, counter);
         }
         for ty in &self.instance.vars {
             let home = if self.instance.loops {

@@ -186,10 +186,18 @@ impl Gen<'_> {
 
     /// Adds one to counter `index` of the lost map.
     pub(super) fn count_lost(&mut self, index: u32) {
+        self.count(layout::LOST_MAP, index);
+    }
+
+    /// Adds one to counter `index` of the per-CPU array `map`: a lookup
+    /// (which the kernel inlines for per-CPU arrays) and an atomic add,
+    /// since another program on this CPU may run between the two (a
+    /// sleepable or preempted one).
+    pub(super) fn count(&mut self, map: u32, index: u32) {
         let done = self.b.label();
         self.b
             .push(Insn::st(Size::W, Reg::R10, KEY_SLOT, index as i32));
-        self.b.ld_map_index(Reg::R1, layout::LOST_MAP);
+        self.b.ld_map_index(Reg::R1, map);
         self.b.push(Insn::mov64_reg(Reg::R2, Reg::R10));
         self.b
             .push(Insn::alu64_imm(AluOp::Add, Reg::R2, i32::from(KEY_SLOT)));

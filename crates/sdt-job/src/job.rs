@@ -13,6 +13,7 @@ use sdt_runtime::Hits;
 use sdt_script::Compilation;
 
 use crate::diagnostics::print_diagnostics;
+use crate::hints::Said;
 use crate::target::Traced;
 use crate::{Failure, Request, Voice};
 
@@ -29,6 +30,9 @@ pub struct Job {
     pub(crate) traced: Traced,
     pub(crate) config: Config,
     pub(crate) mechanism: Mechanism,
+    /// What to say before the run of attach points that match nothing
+    /// yet (see [`crate::hints`]).
+    pub(crate) start: Vec<Said>,
 }
 
 /// Where a front end joins a run: each has a default that does nothing.
@@ -120,6 +124,9 @@ pub struct Outcome {
     /// The exit status of sdt: in sdt's voice, the `-c` command's, else
     /// `exit(N)`'s; in bpftrace's, `exit(N)`'s whatever the command's.
     pub status: u8,
+    /// What was said of why nothing may fire, at the start and at the
+    /// end (see `crate::hints`), in order.
+    pub hints: Vec<sdt_output::Hint>,
 }
 
 impl Job {
@@ -164,6 +171,11 @@ impl Job {
         for warning in &compilation.warnings {
             request.warn(warning);
         }
+        if request.warnings {
+            for said in &self.start {
+                eprintln!("{}", said.line(request.voice));
+            }
+        }
         if verbose {
             for note in &compilation.program.type_notes {
                 eprintln!("sdt: {note}");
@@ -186,6 +198,7 @@ impl Job {
             traced,
             config,
             mechanism,
+            start,
         } = self;
         let options = RunOptions {
             mechanism,
@@ -204,9 +217,15 @@ impl Job {
                 &text,
             ))
         })?;
+        if request.voice == Voice::Sdt && request.hint_records {
+            for said in &start {
+                runner.runtime().sink().event(Event::Hint(&said.hint));
+            }
+        }
         if request.announce {
             announce(&mut runner, request.voice, compilation.probe_count);
         }
+        let (launch, pids) = (traced.launch.clone(), traced.pids.clone());
         let started = hooks.started;
         let cgroup = traced.cgroup.as_ref().map(|c| c.name.clone());
         let notify = std::env::var_os(NOTIFY).is_some();
@@ -234,7 +253,7 @@ impl Job {
             )
             .map_err(Failure::other)?;
         let exit_code = ended.summary.exit_code.map_or(0, |c| c as u8);
-        let outcome = Outcome {
+        let mut outcome = Outcome {
             hits: ended.runtime.hits(),
             sites: ended.runtime.sites(),
             status: match (request.voice, ended.command_status) {
@@ -243,8 +262,19 @@ impl Job {
             },
             command_status: ended.command_status,
             summary: ended.summary,
+            hints: start.iter().map(|s| s.hint.clone()).collect(),
         };
         report_losses(&outcome, &request, ended.runtime.sink());
+        let traced = match (&launch, request.command()) {
+            (Some(launch), Some(command)) => crate::hints::Traced::Command(launch, command),
+            _ => crate::hints::Traced::Processes(&pids),
+        };
+        let mut said = crate::hints::at_end(&outcome.summary, &traced, request.internal);
+        // What the start said (a runtime built without probes) is not
+        // said again.
+        said.retain(|s| !start.iter().any(|t| t.hint.text == s.hint.text));
+        tell(&said, &request, ended.runtime.sink());
+        outcome.hints.extend(said.into_iter().map(|s| s.hint));
         (hooks.ending)(ended.runtime.sink(), &outcome);
         let sink = ended.runtime.sink();
         sink.finish();
@@ -305,6 +335,19 @@ fn report_losses(outcome: &Outcome, request: &Request, sink: &mut dyn Sink) {
     }
     for (map, n) in &summary.full_maps {
         eprintln!("sdt: {n} updates of {map} were dropped because it was full; raise max_map_keys (BPFTRACE_MAX_MAP_KEYS)");
+    }
+}
+
+/// Says each of `said` on standard error in the request's voice (unless
+/// warnings are off), and, in sdt's, to the output too (JSON writes it).
+fn tell(said: &[Said], request: &Request, sink: &mut dyn Sink) {
+    for said in said {
+        if request.warnings {
+            eprintln!("{}", said.line(request.voice));
+        }
+        if request.voice == Voice::Sdt && request.hint_records {
+            sink.event(Event::Hint(&said.hint));
+        }
     }
 }
 

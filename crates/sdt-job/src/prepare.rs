@@ -107,6 +107,8 @@ impl Prepared {
     /// The job of `compilation`, compiled from `text` by
     /// [`compile_text`](Self::compile_text).
     pub fn into_job(self, text: String, compilation: Compilation) -> Job {
+        let traced = self.traced.view(self.request.command());
+        let start = crate::hints::at_start(&compilation, &traced, self.request.internal);
         Job {
             request: self.request,
             text,
@@ -114,6 +116,7 @@ impl Prepared {
             traced: self.traced,
             config: self.config,
             mechanism: self.mechanism,
+            start,
         }
     }
 
@@ -232,8 +235,20 @@ fn compile_options(
             ring_size: request.ring_size,
             stamp_printf: request.stamp_printf,
             machine: sdt_codegen::Machine::current(),
+            // Set from `counted` by the compiler.
+            hit_counters: 0,
         },
+        counted: counted_probes(),
     }
+}
+
+/// The probes whose hits tell whether a runtime's switch was on, counted
+/// for the report at the end of the run (see `crate::hints`).
+fn counted_probes() -> Vec<(String, String)> {
+    sdt_languages::switch_probes()
+        .into_iter()
+        .map(|(provider, name)| (provider.to_string(), name.to_string()))
+        .collect()
 }
 
 /// `max_strlen`, kept within what sdt can hold, with a warning when it

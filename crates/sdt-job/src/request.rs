@@ -158,6 +158,12 @@ pub struct Request {
     /// Print the maps at the end (and the configuration's
     /// `print_maps_on_exit` agrees).
     pub print_maps: bool,
+    /// In sdt's voice, what the job says of why nothing may fire also
+    /// goes to the output, a record each ([`sdt_output::Event::Hint`]);
+    /// a front end whose output has a fixed set of records (`sdt trace
+    /// --json`) takes them from [`Outcome::hints`](crate::Outcome::hints)
+    /// instead.
+    pub hint_records: bool,
     /// Compile only (`--dump`): the kernel is not asked which mechanism
     /// it has, so that nothing needs privileges.
     pub compile_only: bool,
@@ -194,6 +200,7 @@ impl Request {
             warnings: true,
             announce: false,
             print_maps: true,
+            hint_records: true,
             compile_only: false,
             in_service: false,
         }

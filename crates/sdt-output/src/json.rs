@@ -12,8 +12,8 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::model::{
-    Arg, Bucket, Cell, Column, Datum, Histogram, Hit, Losses, MapKind, MapPrint, MapValue, Note,
-    Printed, Stream, Table, TextKind, TraceSummary,
+    Arg, Bucket, Cell, Column, Datum, Hint, Histogram, Hit, Losses, MapKind, MapPrint, MapValue,
+    Note, Printed, Stream, Table, TextKind, TraceSummary,
 };
 use crate::text::{self, Context};
 use crate::{Event, Out, Sink};
@@ -89,12 +89,25 @@ impl Json<'_> {
         self.out.write(&self.line);
     }
 
+    /// `{"summary":{"events":N,"lost":N,"sites":N}}`, with `"hints":[...]`
+    /// when there are any.
     fn summary(&mut self, summary: &TraceSummary) {
+        let hints = if summary.hints.is_empty() {
+            String::new()
+        } else {
+            let hints: Vec<String> = summary.hints.iter().map(hint_object).collect();
+            format!(",\"hints\":[{}]", hints.join(","))
+        };
         let line = format!(
-            "{{\"summary\":{{\"events\":{},\"lost\":{},\"sites\":{}}}}}\n",
+            "{{\"summary\":{{\"events\":{},\"lost\":{},\"sites\":{}{hints}}}}}\n",
             summary.events, summary.lost, summary.sites
         );
         self.out.write(line.as_bytes());
+    }
+
+    /// `{"type": "hint", "data": {"kind": ..., "probes": [...], "text": ...}}`.
+    fn hint(&mut self, hint: &Hint) {
+        self.object("hint", &hint_object(hint));
     }
 
     /// `{FIELDS, "KEY": [ROWS], NOTES}`.
@@ -178,6 +191,7 @@ impl Sink for Json<'_> {
             Event::Lost(losses) => self.lost(losses),
             Event::Hit(hit) => self.hit(hit),
             Event::Summary(summary) => self.summary(summary),
+            Event::Hint(hint) => self.hint(hint),
             Event::Table(table) => self.table(table),
             Event::Row(stream, row) => self.row(stream, row),
             Event::Note(note) => self.note(note),
@@ -195,6 +209,17 @@ impl Sink for Json<'_> {
     fn error(&self) -> Option<&std::io::Error> {
         self.out.error()
     }
+}
+
+/// `{"kind": ..., "probes": [...], "text": ...}`.
+fn hint_object(hint: &Hint) -> String {
+    let probes: Vec<String> = hint.probes.iter().map(|p| string(p.as_bytes())).collect();
+    format!(
+        "{{\"kind\": {}, \"probes\": [{}], \"text\": {}}}",
+        string(hint.kind.as_bytes()),
+        probes.join(", "),
+        string(hint.text.as_bytes())
+    )
 }
 
 /// A JSON string: `"`, `\` and control bytes escaped; other bytes kept,

@@ -48,7 +48,7 @@ pub mod timeline;
 use std::io::{self, Write};
 
 pub use model::{
-    Align, Arg, Bucket, Cell, Column, Datum, Frame, Histogram, Hit, Layout, Losses, MapKind,
+    Align, Arg, Bucket, Cell, Column, Datum, Frame, Hint, Histogram, Hit, Layout, Losses, MapKind,
     MapPrint, MapRow, MapValue, Note, Printed, Span, Stack, Stamp, Stream, Table, TextKind, Thread,
     TraceSummary,
 };
@@ -104,6 +104,9 @@ pub enum Event<'a> {
     Hit(&'a Hit<'a>),
     /// `sdt trace`'s counts at the end.
     Summary(&'a TraceSummary),
+    /// Why the run may show nothing: for JSON, which standard error's
+    /// text does not reach.
+    Hint(&'a Hint),
 
     // The language tools' reports.
     /// A report, whole (`sdt calls`, once an interval).
@@ -146,6 +149,7 @@ impl Event<'_> {
             Event::Lost(losses) => Event::Lost(losses),
             Event::Hit(hit) => Event::Hit(hit),
             Event::Summary(summary) => Event::Summary(summary),
+            Event::Hint(hint) => Event::Hint(hint),
             Event::Table(table) => Event::Table(table),
             Event::Row(stream, row) => Event::Row(stream, row),
             Event::Note(note) => Event::Note(note),

@@ -268,7 +268,7 @@ pub enum Arg<'a> {
 }
 
 /// The counts at the end of `sdt trace`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TraceSummary {
     /// Hits delivered.
     pub events: u64,
@@ -276,6 +276,25 @@ pub struct TraceSummary {
     pub lost: u64,
     /// Sites attached.
     pub sites: usize,
+    /// Why the trace may show nothing ([`Hint`]), said during the run.
+    pub hints: Vec<Hint>,
+}
+
+/// What sdt says about why a run may show nothing, for a reader of
+/// JSON; standard error has the same sentence, as a warning or a hint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hint {
+    /// What it is about: `no_probe` (the traced program has no such
+    /// probe), `wrapper` (the command reaches its program through a
+    /// script that decides what it runs), `loaded` (the probe is in an
+    /// object the program loads when it runs), `unattached` (an attach
+    /// point never found its probe), `switch` (probes that wait for a
+    /// runtime's switch fired too little).
+    pub kind: &'static str,
+    /// The attach points or probes it is about.
+    pub probes: Vec<String>,
+    /// The sentence.
+    pub text: String,
 }
 
 /// A thread of a traced process: what a timeline makes a track of.

@@ -186,6 +186,7 @@ impl Sink for Text<'_> {
             // a stream, by the tool.
             Event::Lost(_)
             | Event::Summary(_)
+            | Event::Hint(_)
             | Event::Note(_)
             | Event::ProbesAdded(_)
             | Event::Span(_)

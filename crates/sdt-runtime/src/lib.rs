@@ -152,6 +152,16 @@ impl<'p> Runtime<'p> {
         self.tables.sites.len()
     }
 
+    /// How many sites of the USDT probe `provider:name` the programs
+    /// serve, with those of objects attached after the start.
+    pub fn sites_of(&self, provider: &str, name: &str) -> usize {
+        self.tables
+            .sites
+            .iter()
+            .filter(|s| s.provider == provider && s.name == name)
+            .count()
+    }
+
     /// The hits of `sdt trace` so far.
     pub fn hits(&self) -> Hits {
         self.hits

@@ -9,6 +9,7 @@ use sdt_bpf::{Map, Mechanism};
 use sdt_trace::{Options as SessionOptions, Session};
 
 use crate::later::LaterObjects;
+pub use crate::later::{Unattached, Waited};
 use crate::{Action, Entry, Maps, Runtime};
 use sdt_codegen::layout;
 use sdt_lang::hir::MapId;
@@ -55,6 +56,21 @@ pub struct Summary {
     pub exit_code: Option<i64>,
     /// Whether the program called `exit()`.
     pub exited: bool,
+    /// The hits of each counted probe ([`sdt_script::Options::counted`]).
+    pub counted: Vec<ProbeHits>,
+    /// Attach points that waited for objects mapped later, in vain.
+    pub unattached: Unattached,
+}
+
+/// How often a counted probe fired, counted by its programs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeHits {
+    pub provider: String,
+    pub name: String,
+    /// Its sites attached, at the start and later: 0 when nothing had it.
+    pub sites: usize,
+    /// Its hits while the run lasted.
+    pub hits: u64,
 }
 
 /// How a run ended.
@@ -396,12 +412,33 @@ impl<'c> Runner<'c> {
             .map(|(i, m)| (m.display_name(), lost(layout::LOST_MAP_UPDATES + i as u32)))
             .filter(|(_, n)| *n > 0)
             .collect();
+        let counted = self
+            .compilation
+            .counted
+            .iter()
+            .enumerate()
+            .map(|(i, (provider, name))| ProbeHits {
+                provider: provider.clone(),
+                name: name.clone(),
+                sites: self.runtime.sites_of(provider, name),
+                hits: self
+                    .session
+                    .per_cpu_sum(layout::HITS_MAP as usize, i as u32),
+            })
+            .collect();
+        let unattached = self
+            .later
+            .as_ref()
+            .map(|later| later.unattached(self.compilation))
+            .unwrap_or_default();
         let summary = Summary {
             lost_events: lost(layout::LOST_EVENTS),
             lost_stacks: lost(layout::LOST_STACKS),
             full_maps,
             exit_code,
             exited,
+            counted,
+            unattached,
         };
         let attached = self.session.take_attachments();
         Ok(Finished {

@@ -53,6 +53,10 @@ pub struct Options {
     /// What an attach point that matches nothing does (`missing_probes`).
     pub missing_probes: MissingProbes,
     pub codegen: sdt_codegen::Options,
+    /// USDT probes whose hits are counted, as `(provider, name)`: the
+    /// programs of their sites add one to counter N of the hits map for
+    /// the Nth, at each hit (see [`Compilation::counted`]).
+    pub counted: Vec<(String, String)>,
 }
 
 /// What a program is run for.
@@ -94,6 +98,9 @@ pub struct Compilation {
     pub skipped: Vec<Diagnostic>,
     /// What attaching to objects mapped later needs (see [`Growth`]).
     pub later: Later,
+    /// The probes whose hits are counted, by counter (see
+    /// [`Options::counted`]).
+    pub counted: Vec<(String, String)>,
 }
 
 impl Compilation {
@@ -195,6 +202,7 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         roles: Vec::new(),
         attach: Vec::new(),
         cookies: options.mechanism.supports_cookies(),
+        counted: options.counted.clone(),
         warnings: Vec::new(),
     };
     for (index, instance) in program.probes.iter().enumerate() {
@@ -222,10 +230,14 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         })
         .collect();
     let reserve: Vec<Unit> = later_points.iter().map(Later::reserve_unit).collect();
+    let codegen = sdt_codegen::Options {
+        hit_counters: options.counted.len() as u32,
+        ..options.codegen.clone()
+    };
     let mut compiled = sdt_codegen::compile(
         &program,
         &[lowering.units.as_slice(), &reserve].concat(),
-        &options.codegen,
+        &codegen,
     )
     .map_err(Diagnostics)?;
     // The reserving programs are never loaded.
@@ -234,7 +246,7 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         points: later_points,
         units: lowering.units.clone(),
         reserve,
-        codegen: options.codegen.clone(),
+        codegen,
         cookies: lowering.cookies,
     };
     let probe_count = bound.iter().flatten().map(Bound::probe_count).sum();
@@ -259,6 +271,7 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         source_name: "stdin".to_string(),
         skipped,
         later,
+        counted: options.counted.clone(),
     })
 }
 
@@ -307,6 +320,7 @@ pub fn compile_offline(
                 name: format!("p{instance}"),
                 display: p.kind.name().to_string(),
                 site_address: None,
+                counted: None,
             }
         })
         .collect();
@@ -326,6 +340,8 @@ struct Lowering {
     roles: Vec<Role>,
     attach: Vec<Attach>,
     cookies: bool,
+    /// The probes whose hits are counted (see [`Options::counted`]).
+    counted: Vec<(String, String)>,
     /// Sites left out because the script reads an argument there that
     /// cannot be read, one line each.
     warnings: Vec<String>,
@@ -533,7 +549,7 @@ impl Lowering {
         // Sites share a program through cookies, unless the program must
         // know its site's address.
         let cookies = self.cookies && !instance.per_site;
-        let unit = |args, ids, name: String, display: String, site_address| Unit {
+        let unit = |args, ids, name: String, display: String, site_address, counted| Unit {
             instance: index,
             prog_type: ProgramType::Kprobe,
             args,
@@ -541,9 +557,11 @@ impl Lowering {
             name,
             display,
             site_address,
+            counted,
         };
-        // Sites whose arguments live in the same places share a program.
-        let mut groups: Vec<(Vec<Option<ArgSource>>, Vec<AttachSite>, String)> = Vec::new();
+        // Sites whose arguments live in the same places, and whose hits
+        // add to the same counter (if any), share a program.
+        let mut groups: Vec<(Shape, Vec<AttachSite>, String)> = Vec::new();
         let mut refused = Vec::new();
         for site in planned {
             if let Some(why) = unreadable_read(site, instance.args_read) {
@@ -574,8 +592,15 @@ impl Lowering {
                 ref_ctr_offset: site.semaphore_offset,
                 cookie: if cookies { cookie } else { 0 },
             };
-            let shape: Vec<Option<ArgSource>> =
-                site.args.iter().map(|a| a.source.clone().ok()).collect();
+            let counted = self
+                .counted
+                .iter()
+                .position(|(provider, name)| *provider == site.provider && *name == site.name)
+                .map(|n| n as u32);
+            let shape = Shape {
+                args: site.args.iter().map(|a| a.source.clone().ok()).collect(),
+                counted,
+            };
             if cookies {
                 match groups.iter_mut().find(|g| g.0 == shape) {
                     Some(g) => g.1.push(attach_site),
@@ -583,7 +608,7 @@ impl Lowering {
                 }
             } else {
                 let u = unit(
-                    ArgAccess::Usdt(shape),
+                    ArgAccess::Usdt(shape.args),
                     Ids::Const {
                         probe,
                         site: site_id,
@@ -591,6 +616,7 @@ impl Lowering {
                     format!("usdt_{}", self.units.len()),
                     display,
                     Some(site.address),
+                    shape.counted,
                 );
                 self.push(
                     u,
@@ -611,11 +637,12 @@ impl Lowering {
         self.warnings.extend(refused);
         for (shape, sites, display) in groups {
             let u = unit(
-                ArgAccess::Usdt(shape),
+                ArgAccess::Usdt(shape.args),
                 Ids::Cookie,
                 format!("usdt_{}", self.units.len()),
                 display,
                 None,
+                shape.counted,
             );
             self.push(
                 u,
@@ -647,7 +674,16 @@ fn unit(
         name,
         display,
         site_address: None,
+        counted: None,
     }
+}
+
+/// What sites must have alike to share a program: where each argument
+/// is, and the hit counter they add to.
+#[derive(PartialEq)]
+struct Shape {
+    args: Vec<Option<ArgSource>>,
+    counted: Option<u32>,
 }
 
 /// Why `site` cannot run a program that reads the arguments in `read`

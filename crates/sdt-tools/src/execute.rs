@@ -11,7 +11,6 @@
 
 use std::cell::Cell;
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
 
@@ -19,7 +18,7 @@ use sdt_job::{Hooks, Job, Request, Source, Target};
 use sdt_output::{Event, Losses, Note, Sink};
 
 use crate::report::Report;
-use crate::runtimes::{self, Detected, Language};
+use crate::runtimes::{self, Language};
 use crate::{Common, Tool, Traces};
 
 /// Fills a tool's program: each `{{NAME}}` is replaced by its value.
@@ -94,9 +93,9 @@ pub(crate) struct ToolJob<'a> {
     /// The runtime whose probes are traced, which the `-c` command gets
     /// switched on ([`Traces::Runtime`]).
     pub language: Option<&'static Language>,
-    /// The files whose probes are traced, for the message that tracing
-    /// has started.
-    pub objects: Vec<PathBuf>,
+    /// Where the probes are traced (files, or what the command maps), for
+    /// the message that tracing has started.
+    pub shown: String,
     /// The reports to stop after (`INTERVAL COUNT`), if any.
     pub reports: Option<Reports>,
 }
@@ -115,19 +114,20 @@ impl<'a> ToolJob<'a> {
         let Traces::Runtime(probes) = tool.traces else {
             anyhow::bail!("sdt {} traces no runtime (a bug in sdt)", tool.name);
         };
-        let Detected { language, objects } = runtimes::detect(
+        let detected = runtimes::detect(
             common.lang.as_deref(),
             common.pid(),
             common.command.as_deref(),
         )?;
-        let mut values = runtimes::placeholders(language, probes, &objects)?;
+        let language = detected.language;
+        let mut values = runtimes::placeholders(&detected, probes)?;
         values.extend(more(language));
         Ok(ToolJob {
             tool,
             common,
             program: fill(template, &values),
             language: Some(language),
-            objects,
+            shown: detected.shown(),
             reports: None,
         })
     }
@@ -149,7 +149,7 @@ impl<'a> ToolJob<'a> {
             common,
             program,
             language,
-            objects,
+            shown,
             reports,
         } = self;
         if common.print_program {
@@ -191,7 +191,7 @@ impl<'a> ToolJob<'a> {
                     [] if common.command.is_some() => "the command".to_string(),
                     [] => "every process".to_string(),
                 },
-                runtimes::list(&objects)
+                shown
             );
         };
         execute(job, common, report, reports, started)
