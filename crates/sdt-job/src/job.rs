@@ -98,6 +98,12 @@ impl Started<'_, '_> {
         self.runner.mechanism()
     }
 
+    /// The output, for what a front end shows once tracing has started
+    /// (a report's header).
+    pub fn sink(&mut self) -> &mut dyn Sink {
+        self.runner.runtime().sink()
+    }
+
     /// Pushes what the output holds to its writer.
     pub fn flush(&mut self) {
         self.runner.runtime().flush();
@@ -139,6 +145,12 @@ impl Job {
     /// The request it was made from.
     pub fn request(&self) -> &Request {
         &self.request
+    }
+
+    /// The process traced: the (first) `-p` process, or the `-c`
+    /// command's, started and held; `None` when every process is.
+    pub fn pid(&self) -> Option<i32> {
+        self.traced.pids.first().copied()
     }
 
     /// The text compiled, for messages about places in it.
@@ -194,7 +206,7 @@ impl Job {
             cgroup: traced.cgroup.clone(),
             follow: request.follow,
             allow_unsafe: request.allow_unsafe,
-            filter_tracepoints: !request.pids().is_empty(),
+            filter_tracepoints: !request.pids().is_empty() || request.scope_tracepoints,
             max_cat_bytes: config.max_cat_bytes,
         };
         let mut runner = Runner::load(&compilation, &options, sink).map_err(|e| {

@@ -125,6 +125,9 @@ pub struct Request {
     pub cgroup: Option<PathBuf>,
     /// Whether the processes the target starts are traced too.
     pub follow: bool,
+    /// Tracepoints fire only for the target, also for a `-c` command
+    /// (BCC's tools); otherwise only with `-p`, as bpftrace's do.
+    pub scope_tracepoints: bool,
     /// Bytes of the ring buffer.
     pub ring_size: u32,
     /// The front end takes `--buffer-size`, which a report of records
@@ -183,6 +186,7 @@ impl Request {
             target: Target::Everything,
             cgroup: None,
             follow: true,
+            scope_tracepoints: false,
             ring_size: 4 << 20,
             suggest_buffer_size: false,
             map_entries: None,

@@ -357,6 +357,10 @@ pub struct Column {
     pub align: Align,
     /// Digits after the point of a [`Cell::Float`] in text.
     pub decimals: usize,
+    /// Text shows the cell under its row rather than in it, each line
+    /// after this indent: a list one item a line (a stack's frames),
+    /// anything else on one line; an empty text or list shows nothing.
+    pub below: Option<&'static str>,
 }
 
 impl Column {
@@ -368,6 +372,7 @@ impl Column {
             width: 0,
             align: Align::Left,
             decimals: 0,
+            below: None,
         }
     }
 
@@ -403,6 +408,14 @@ impl Column {
     /// Floats with `decimals` digits after the point in text.
     pub const fn decimals(self, decimals: usize) -> Column {
         Column { decimals, ..self }
+    }
+
+    /// Shown by text under its row, each line after `indent`.
+    pub const fn below(self, indent: &'static str) -> Column {
+        Column {
+            below: Some(indent),
+            ..self
+        }
     }
 
     /// The same column under another header (`TIME(ms)` for `TIME(us)`).
@@ -443,15 +456,92 @@ pub struct Table {
     /// What the report says besides its rows: under them in text, after
     /// them in JSON.
     pub notes: Vec<Note>,
+    /// How text sets it apart.
+    pub layout: Layout,
+}
+
+/// How text sets a report apart from what comes before and after it:
+/// sdt's tools end a table with a blank line; BCC's tools start a report
+/// with one, put a time or a probe's label above it, indent it with a
+/// tab, or leave a blank line after each stack.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// Lines above the header (a time, a label); JSON carries what they
+    /// say as fields.
+    pub above: Vec<String>,
+    /// What the header and each row start with (`\t`).
+    pub indent: &'static str,
+    /// A blank line before it (before the lines above).
+    pub blank_before: bool,
+    /// A blank line after it.
+    pub blank_after: bool,
+    /// A blank line after each row (after the cells shown under it).
+    pub blank_between: bool,
+}
+
+impl Layout {
+    /// sdt's tools' tables: a blank line after each.
+    pub fn sdt() -> Layout {
+        Layout {
+            blank_after: true,
+            ..Layout::default()
+        }
+    }
 }
 
 /// A report printed a row at a time, as events come (`sdt flow`,
-/// `sdt gc`, ...): text shows its header before its first row.
+/// `sdt gc`, ...): text shows its header before its first row. A row
+/// without cells shows only the header (once), for a tool that shows it
+/// as soon as tracing starts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stream {
     /// Its name, the same for all its rows.
     pub name: &'static str,
     pub columns: Vec<Column>,
+    /// How text sets its rows apart (`above` goes above the header;
+    /// `blank_before` and `blank_after` are not used).
+    pub layout: Layout,
+}
+
+/// A log2 histogram, laid out in text as BCC's tools lay one out
+/// (`funclatency`, `argdist -H`): a row for each power of two from
+/// `0 -> 1` up to the highest with a count, with a bar of stars; nothing
+/// at all when no slot has a count.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    /// The JSON key of its buckets.
+    pub key: &'static str,
+    /// What is counted, above the counts in text: `nsecs`, an expression.
+    pub label: String,
+    /// `slots[i]` counts the values whose highest set bit is bit `i - 1`
+    /// (values 0 and 1 in slot 1, 2 and 3 in slot 2, 4 to 7 in slot 3);
+    /// slot 0 is not shown. At most 65 slots.
+    pub slots: Vec<u64>,
+    /// Values JSON shows before the buckets (the function, the unit).
+    pub fields: Vec<(&'static str, Cell)>,
+    /// Lines text shows above it when it has counts (`Function = f`).
+    pub above: Vec<String>,
+}
+
+impl Histogram {
+    /// The lowest and highest value of slot `i`, as BCC labels it.
+    pub fn range(i: usize) -> (u128, u128) {
+        let high = (1u128 << i) - 1;
+        let low = (1u128 << i) >> 1;
+        if low == high {
+            (low.saturating_sub(1), high)
+        } else {
+            (low, high)
+        }
+    }
+
+    /// The slots shown: 1 to the highest with a count.
+    pub fn shown(&self) -> &[u64] {
+        match self.slots.iter().rposition(|&n| n > 0) {
+            Some(last) if last > 0 => &self.slots[1..=last],
+            _ => &[],
+        }
+    }
 }
 
 /// What a report says besides its rows, in words for text and as data

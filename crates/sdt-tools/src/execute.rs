@@ -170,19 +170,9 @@ impl<'a> ToolJob<'a> {
             }
             _ => None,
         };
-        let target = match (common.pids.as_slice(), &common.command) {
-            ([_, ..], _) => Target::Pids(common.pids.clone()),
-            ([], Some(command)) => Target::Command(command.clone()),
-            ([], None) => Target::Everything,
-        };
         let request = Request {
-            target,
-            cgroup: common.cgroup.clone(),
             strlen: Some(tool.strlen()),
-            // As `sdt run`: a full map is reported, never silent.
-            map_entries: Some(4096),
-            print_maps: false,
-            ..Request::new(Source::inline(program))
+            ..common.request(program)
         };
         let job = Job::compile(request).map_err(|failure| {
             anyhow::anyhow!(
@@ -190,38 +180,78 @@ impl<'a> ToolJob<'a> {
                 failure.without_script()
             )
         })?;
-        let adapter = Adapter {
-            report,
-            out: sdt_output::tee::Tee::of(
-                common.format.sink(Box::new(io::stdout())),
-                common.pictures.take(),
-            ),
-            reports: reports.clone(),
-        };
         // On standard error, whatever the format: it says when tracing
         // starts.
-        let hooks = Hooks {
-            started: Box::new(|_| {
-                eprintln!(
-                    "Tracing {} in {}... Ctrl-C to end.",
-                    match common.pids.as_slice() {
-                        [pid] => format!("process {pid}"),
-                        [_, ..] => format!("processes {}", list_of(&common.pids)),
-                        [] if common.command.is_some() => "the command".to_string(),
-                        [] => "every process".to_string(),
-                    },
-                    shown
-                );
-            }),
-            stop_asked: Box::new(|| reports.as_ref().is_some_and(Reports::ended)),
-            ..Hooks::default()
+        let started = move |_: &mut dyn Sink| {
+            eprintln!(
+                "Tracing {} in {}... Ctrl-C to end.",
+                match common.pids.as_slice() {
+                    [pid] => format!("process {pid}"),
+                    [_, ..] => format!("processes {}", list_of(&common.pids)),
+                    [] if common.command.is_some() => "the command".to_string(),
+                    [] => "every process".to_string(),
+                },
+                shown
+            );
         };
-        let outcome = job
-            .run(Box::new(adapter), hooks)
-            .map_err(sdt_job::Failure::without_script)?;
-        let _ = io::stdout().flush();
-        Ok(ExitCode::from(outcome.status))
+        execute(job, common, report, reports, started)
     }
+}
+
+impl Common {
+    /// A request to run `program` on what these options trace, as the
+    /// tools run theirs: maps of 4,096 entries, printed by the program
+    /// itself.
+    pub(crate) fn request(&self, program: String) -> Request {
+        let target = match (self.pids.as_slice(), &self.command) {
+            ([_, ..], _) => Target::Pids(self.pids.clone()),
+            ([], Some(command)) => Target::Command(command.clone()),
+            ([], None) => Target::Everything,
+        };
+        Request {
+            target,
+            cgroup: self.cgroup.clone(),
+            // As `sdt run`: a full map is reported, never silent.
+            map_entries: Some(4096),
+            print_maps: false,
+            ..Request::new(Source::inline(program))
+        }
+    }
+}
+
+/// Runs a compiled tool's job: its output goes to `report`, whose own
+/// output goes to the format of `common`, beside its pictures; `started`
+/// says that tracing has started, into that output or elsewhere; the run
+/// stops once `reports` are printed. Returns the exit status (the
+/// command's, with `-c`).
+pub(crate) fn execute(
+    job: Job,
+    common: &Common,
+    report: impl Report + 'static,
+    reports: Option<Reports>,
+    started: impl FnOnce(&mut dyn Sink),
+) -> anyhow::Result<ExitCode> {
+    let adapter = Adapter {
+        report,
+        out: sdt_output::tee::Tee::of(
+            common.format.sink(Box::new(io::stdout())),
+            common.pictures.take(),
+        ),
+        reports: reports.clone(),
+    };
+    let hooks = Hooks {
+        started: Box::new(|run| {
+            started(run.sink());
+            run.flush();
+        }),
+        stop_asked: Box::new(|| reports.as_ref().is_some_and(Reports::ended)),
+        ..Hooks::default()
+    };
+    let outcome = job
+        .run(Box::new(adapter), hooks)
+        .map_err(sdt_job::Failure::without_script)?;
+    let _ = io::stdout().flush();
+    Ok(ExitCode::from(outcome.status))
 }
 
 /// `1, 2, 3`.
@@ -290,7 +320,12 @@ impl<R: Report> Sink for Adapter<'_, R> {
             }
             Event::Map(map) if !self.done() => self.report.map(map, &mut *self.out),
             Event::Lost(losses) => self.lost(losses),
-            event @ (Event::Table(_) | Event::Row(..) | Event::Note(_)) => self.out.event(event),
+            event @ (Event::Table(_)
+            | Event::Row(..)
+            | Event::Note(_)
+            | Event::Heading(_)
+            | Event::Histogram(_)
+            | Event::Stacks { .. }) => self.out.event(event),
             _ => {}
         }
     }

@@ -34,6 +34,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bcc;
 pub mod calls;
 pub mod dbslower;
 mod execute;

@@ -278,5 +278,6 @@ fn table(processes: &[Process], interval: u64) -> Table {
         rows,
         fields: vec![("interval_s", Cell::Int(interval.into()))],
         notes: Vec::new(),
+        layout: sdt_output::Layout::sdt(),
     }
 }
