@@ -16,7 +16,9 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use crate::insn::{class, jmp, mode, AluOp, Helper, Insn, JmpOp, Size, PSEUDO_CALL, SRC_X};
+use crate::insn::{
+    class, jmp, mode, AluOp, Helper, Insn, JmpOp, Size, PSEUDO_CALL, PSEUDO_KFUNC_CALL, SRC_X,
+};
 
 /// `src_reg` of an `ld_imm64` that points into a map value.
 /// Atomic operation modifier: also return the old value.
@@ -135,6 +137,10 @@ impl Disassembler {
         };
         match op {
             jmp::CALL if insn.src() == PSEUDO_CALL => format!("call pc{:+}", insn.imm),
+            jmp::CALL if insn.src() == PSEUDO_KFUNC_CALL => match self.call_names.get(&insn.imm) {
+                Some(name) => format!("call {name}#{}", insn.imm),
+                None => format!("call kfunc#{}", insn.imm),
+            },
             jmp::CALL => {
                 let name = self.call_names.get(&insn.imm).map(String::as_str);
                 let name = name.or_else(|| {

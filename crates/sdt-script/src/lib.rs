@@ -118,6 +118,7 @@ fn program_specs(programs: &[sdt_codegen::CompiledProgram], attach: &[Attach]) -
             prog_type: p.prog_type,
             insns: p.insns.clone(),
             attach: attach.clone(),
+            sleepable: p.sleepable,
         })
         .collect()
 }

@@ -36,6 +36,9 @@ pub struct ProgramSpec {
     /// Map references hold indices into the session's map specs.
     pub insns: Vec<Insn>,
     pub attach: Attach,
+    /// Loaded with `BPF_F_SLEEPABLE`: it reads the traced process's
+    /// memory through calls that may fault pages in (uprobes only).
+    pub sleepable: bool,
 }
 
 /// Where a program is attached.
@@ -379,6 +382,7 @@ fn load_program(
         name: spec.name.clone(),
         expected_attach_type,
         prog_type: spec.prog_type,
+        sleepable: spec.sleepable,
     };
     Program::load(&insns, &opts).map_err(|source| Error::Load {
         program: spec.name.clone(),
