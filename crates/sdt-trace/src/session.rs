@@ -323,8 +323,14 @@ impl Session {
 
     /// The sum over CPUs of `u64` counter `key` of per-CPU array `map`.
     pub fn per_cpu_sum(&self, map: usize, key: u32) -> u64 {
+        self.per_cpu_values(map, key).iter().sum()
+    }
+
+    /// Each CPU's `u64` counter `key` of per-CPU array `map` (none if it
+    /// cannot be read).
+    pub fn per_cpu_values(&self, map: usize, key: u32) -> Vec<u64> {
         let Some(map) = self.map(map) else {
-            return 0;
+            return Vec::new();
         };
         match map.lookup_per_cpu(&key.to_ne_bytes()) {
             Ok(Some(values)) => values
@@ -335,8 +341,8 @@ impl Session {
                         .map(u64::from_ne_bytes)
                         .unwrap_or(0)
                 })
-                .sum(),
-            _ => 0,
+                .collect(),
+            _ => Vec::new(),
         }
     }
 }
