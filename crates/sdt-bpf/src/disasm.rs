@@ -36,6 +36,7 @@ pub fn disassemble(insns: &[Insn]) -> String {
 pub struct Disassembler {
     xlated: bool,
     call_names: HashMap<i32, String>,
+    kfunc_names: HashMap<i32, String>,
     map_names: HashMap<i32, String>,
 }
 
@@ -57,6 +58,13 @@ impl Disassembler {
     /// Names for call immediates, overriding the helper-id table.
     pub fn call_names(mut self, names: HashMap<i32, String>) -> Disassembler {
         self.call_names = names;
+        self
+    }
+
+    /// Names kernel functions (kfuncs) by their BTF ids: otherwise a call
+    /// of one reads `call kfunc#ID`.
+    pub fn kfunc_names(mut self, names: HashMap<i32, String>) -> Disassembler {
+        self.kfunc_names = names;
         self
     }
 
@@ -137,7 +145,7 @@ impl Disassembler {
         };
         match op {
             jmp::CALL if insn.src() == PSEUDO_CALL => format!("call pc{:+}", insn.imm),
-            jmp::CALL if insn.src() == PSEUDO_KFUNC_CALL => match self.call_names.get(&insn.imm) {
+            jmp::CALL if insn.src() == PSEUDO_KFUNC_CALL => match self.kfunc_names.get(&insn.imm) {
                 Some(name) => format!("call {name}#{}", insn.imm),
                 None => format!("call kfunc#{}", insn.imm),
             },

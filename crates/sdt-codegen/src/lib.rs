@@ -132,18 +132,46 @@ pub struct Machine {
     /// Whether uprobe programs can read the traced process's memory
     /// through calls that fault pages in (see the `user` module), and
     /// with which kfunc.
-    pub faulting_reads: Option<sdt_bpf::FaultingReads>,
+    pub faulting: Faulting,
+}
+
+/// Whether uprobe programs may fault the traced process's pages in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Faulting {
+    /// The kernel was not asked (offline): they may not.
+    #[default]
+    NotAsked,
+    /// The kernel cannot ([`sdt_bpf::FaultingReads::detect`] says why).
+    No,
+    /// The kernel can, with this kfunc.
+    Yes(FaultingReads),
 }
 
 impl Machine {
-    /// This machine, as sdt sees it (reads sysfs and `/proc/self/ns/pid`).
+    /// This machine, as sdt sees it (reads sysfs and `/proc/self/ns/pid`),
+    /// and what its kernel lets programs do, found by loading tiny
+    /// programs ([`sdt_bpf::FaultingReads::detect`]; without the
+    /// privileges to load, the answer is what programs cannot do).
+    pub fn probed() -> Machine {
+        Machine {
+            faulting: match sdt_bpf::FaultingReads::detect() {
+                Ok(reads) => Faulting::Yes(reads),
+                Err(_) => Faulting::No,
+            },
+            ..Machine::current()
+        }
+    }
+
+    /// This machine, as sdt sees it (reads sysfs and `/proc/self/ns/pid`),
+    /// without asking the kernel anything: programs made for it read as
+    /// programs that cannot sleep.
     pub fn current() -> Machine {
         let possible_cpus = possible_cpus();
         Machine {
             possible_cpus,
             online_cpus: sdt_bpf::online_cpus().map_or(possible_cpus, |n| n as u32),
             pid_namespace: pid_namespace(),
-            faulting_reads: sdt_bpf::FaultingReads::detect().ok(),
+            faulting: Faulting::NotAsked,
         }
     }
 }
@@ -154,7 +182,7 @@ impl Default for Machine {
             possible_cpus: 1,
             online_cpus: 1,
             pid_namespace: None,
-            faulting_reads: None,
+            faulting: Faulting::NotAsked,
         }
     }
 }
@@ -370,8 +398,10 @@ fn generate(
     shared: &mut Shared,
 ) -> Result<(CompiledProgram, Option<&'static str>), Diagnostic> {
     let plain = Gen::new(program, unit, options, shared, None).generate()?;
-    let faulting = options.machine.faulting_reads;
-    if plain.user_reads == 0 || unit.prog_type != ProgramType::Kprobe || faulting.is_none() {
+    let Faulting::Yes(faulting) = options.machine.faulting else {
+        return Ok((plain.program, None));
+    };
+    if plain.user_reads == 0 || unit.prog_type != ProgramType::Kprobe {
         return Ok((plain.program, None));
     }
     if plain.uses_stack_map {
@@ -380,7 +410,7 @@ fn generate(
             Some("ustack needs a stack-trace map, which a program that faults pages in cannot use"),
         ));
     }
-    let sleepable = Gen::new(program, unit, options, shared, faulting).generate()?;
+    let sleepable = Gen::new(program, unit, options, shared, Some(faulting)).generate()?;
     shared.task_scratch |= sleepable.program.sleepable && sleepable.scratch;
     Ok((sleepable.program, None))
 }

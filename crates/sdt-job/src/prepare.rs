@@ -220,7 +220,7 @@ fn compile_options(
             map_entries,
             ring_size: request.ring_size,
             stamp_printf: request.stamp_printf,
-            machine: sdt_codegen::Machine::current(),
+            machine: sdt_codegen::Machine::probed(),
         },
     }
 }

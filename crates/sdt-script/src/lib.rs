@@ -277,14 +277,16 @@ fn faulting_notes(
     if compiled.read_sites.is_empty() {
         return Vec::new();
     }
-    if codegen.machine.faulting_reads.is_none() {
-        return match sdt_bpf::FaultingReads::detect() {
-            Err(why) => vec![format!(
+    match codegen.machine.faulting {
+        sdt_codegen::Faulting::NotAsked => return Vec::new(),
+        sdt_codegen::Faulting::No => {
+            // Asked before, so the answer is known: this asks nothing.
+            let why = sdt_bpf::FaultingReads::detect().err().unwrap_or_default();
+            return vec![format!(
                 "strings and other memory of the traced process are read only from pages it has in memory, because {why}; a read of a page it has not touched yet (a string literal it never read itself) fails, and is counted"
-            )],
-            // Offline (no machine facts): nothing to say.
-            Ok(_) => Vec::new(),
-        };
+            )];
+        }
+        sdt_codegen::Faulting::Yes(_) => {}
     }
     compiled
         .nonfaulting
