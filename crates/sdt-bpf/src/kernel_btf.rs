@@ -14,6 +14,8 @@
 //! is the kernel's, but the parser is fuzzed as if it were anyone's)
 //! give "not found", never a panic.
 
+use std::os::fd::AsFd;
+
 use crate::error::{Error, Result};
 
 /// Where the kernel publishes its BTF.
@@ -24,12 +26,26 @@ const KIND_FUNC: u32 = 12;
 
 /// The BTF type id of the kernel function `name`, from the running
 /// kernel's BTF; `None` if the kernel has no such function (or no BTF).
+///
+/// The file is mapped where the kernel allows it (Linux 6.16): read, it
+/// comes a page per system call, 1,347 calls and about 4 ms for this
+/// kernel's 5.5 MB.
 pub fn kernel_func_id(name: &str) -> Result<Option<u32>> {
-    let btf = match std::fs::read(VMLINUX_BTF) {
-        Ok(bytes) => bytes,
+    let file = match std::fs::File::open(VMLINUX_BTF) {
+        Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::sys("reading the kernel's BTF", e)),
+        Err(e) => return Err(Error::sys("opening the kernel's BTF", e)),
     };
+    let len = file
+        .metadata()
+        .map_err(|e| Error::sys("reading the kernel's BTF", e))?
+        .len() as usize;
+    if let Ok(mapped) = crate::sys::Mmap::map_file(file.as_fd(), len) {
+        return Ok(func_id(mapped.bytes(0, len), name));
+    }
+    let mut btf = Vec::with_capacity(len);
+    std::io::Read::read_to_end(&mut &file, &mut btf)
+        .map_err(|e| Error::sys("reading the kernel's BTF", e))?;
     Ok(func_id(&btf, name))
 }
 

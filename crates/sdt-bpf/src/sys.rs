@@ -714,6 +714,26 @@ impl Mmap {
         Ok(Mmap { ptr, len })
     }
 
+    /// Maps the first `len` bytes of the file `fd`, private and
+    /// read-only: a file that no one writes while it is mapped (the
+    /// kernel's BTF), read without copying it.
+    pub fn map_file(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mmap> {
+        // SAFETY: a fresh mapping at an address the kernel picks cannot
+        // alias any Rust object.
+        let p = unsafe {
+            mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ,
+                MapFlags::PRIVATE,
+                fd,
+                0,
+            )
+        }?;
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap at 0"))?;
+        Ok(Mmap { ptr, len })
+    }
+
     fn at(&self, off: usize, size: usize, align: usize) -> *mut u8 {
         assert!(
             off.checked_add(size).is_some_and(|end| end <= self.len),
