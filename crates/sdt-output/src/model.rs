@@ -251,7 +251,7 @@ impl FailedRead {
             format!(" at {}", self.at)
         };
         let name = match self.error {
-            -14 => " (EFAULT: a bad address, or a page that could not be faulted in)",
+            -14 => " (EFAULT: a bad address, or a page not in memory that could not be faulted in)",
             -22 => " (EINVAL)",
             -7 => " (E2BIG)",
             _ => "",
