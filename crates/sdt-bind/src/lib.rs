@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod abi;
+mod kernel;
 mod params;
 mod types;
 
@@ -53,7 +54,8 @@ pub struct Bound {
 /// What an attach point resolved to.
 #[derive(Clone, Debug)]
 pub enum Target {
-    /// BEGIN, END or an interval.
+    /// BEGIN, END, an interval, or a perf event (`profile`, `software`,
+    /// `hardware`): nothing to look up.
     Plain,
     Usdt(Vec<PlannedSite>),
     Functions(Vec<FunctionSite>),
@@ -252,7 +254,11 @@ fn resolve(
     let mut warnings = Vec::new();
     let mut later = None;
     let target = match &spec {
-        AttachSpec::Begin | AttachSpec::End | AttachSpec::Interval { .. } => Target::Plain,
+        AttachSpec::Begin
+        | AttachSpec::End
+        | AttachSpec::Interval { .. }
+        | AttachSpec::Profile { .. }
+        | AttachSpec::Counter { .. } => Target::Plain,
         AttachSpec::Usdt {
             path,
             provider,

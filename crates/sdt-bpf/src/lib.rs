@@ -14,7 +14,8 @@
 //!   found by name in the kernel's BTF with [`kernel_func_id`]).
 //! * [`Features::detect`], [`UprobeAttach::attach`]: finding out what the
 //!   kernel supports and attaching to probe sites; the returned
-//!   [`Attachment`] detaches on drop.
+//!   [`Attachment`] detaches on drop. [`PerfEvent::attach`] attaches to a
+//!   perf event on every CPU (`profile`, `software`, `hardware`).
 //! * [`disasm`]: listings in the kernel's own format, for `--dump`.
 //! * [`MappingEvents`]: where traced processes map their files, recorded
 //!   by the kernel, for symbolizing addresses after a process is gone.
@@ -88,6 +89,7 @@ mod insn;
 mod kernel_btf;
 pub mod map;
 mod mappings;
+mod perf_event;
 mod program;
 mod ringbuf;
 #[allow(unsafe_code)] // the kernel interface; see the crate doc
@@ -106,6 +108,7 @@ pub use insn::{
 pub use kernel_btf::{func_id, kernel_func_id, VMLINUX_BTF};
 pub use map::{online_cpus, possible_cpus, Map, MapSpec, MapType, PerCpuValues, F_NO_PREALLOC};
 pub use mappings::{Mapped, MappingEvents, ProcessEvent};
+pub use perf_event::{PerfEvent, PerfType, Sampling};
 pub use program::{relocate_maps, AttachType, LoadOptions, Program, ProgramInfo, ProgramType};
 pub use ringbuf::{Poll, RingBuf, QUERY_AVAIL_DATA, SUBMIT_FORCE_WAKEUP, SUBMIT_NO_WAKEUP};
 pub use tracepoint::{attach_raw_tracepoint, attach_tracepoint};

@@ -5,9 +5,10 @@
 //! with `log_level = 1` and a buffer that grows until the whole log fits,
 //! so that the error carries the verifier's explanation.
 //!
-//! Every program is `BPF_PROG_TYPE_KPROBE`, which is also the type of
-//! uprobe programs, with license "GPL" because `probe_read_user` and
-//! `get_stackid` are GPL-only helpers.
+//! Uprobe programs are `BPF_PROG_TYPE_KPROBE`; tracepoints, raw
+//! tracepoints and perf events have types of their own ([`ProgramType`]).
+//! Every program has license "GPL", because `probe_read_user`,
+//! `probe_read_kernel` and `get_stackid` are GPL-only helpers.
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -34,6 +35,10 @@ pub enum ProgramType {
     /// arguments. Such programs can also be run from user space
     /// ([`Program::test_run`]).
     RawTracepoint,
+    /// `BPF_PROG_TYPE_PERF_EVENT`: run when a perf event overflows; the
+    /// context is `struct bpf_perf_event_data`, the interrupted task's
+    /// `pt_regs` first.
+    PerfEvent,
 }
 
 impl ProgramType {
@@ -42,6 +47,7 @@ impl ProgramType {
             ProgramType::Kprobe => 2,
             ProgramType::Tracepoint => 5,
             ProgramType::RawTracepoint => 17,
+            ProgramType::PerfEvent => 7,
         }
     }
 }

@@ -631,6 +631,25 @@ pub(crate) fn perf_event_open_mappings(
     perf_event_open(&attr, pid, cpu)
 }
 
+/// `perf_event_attr.flags` bit `freq`: `sample_freq` rather than a period.
+const PERF_FLAG_FREQ: u64 = 1 << 10;
+
+/// Opens a disabled perf event that counts `event` on `cpu` for every
+/// process, overflowing as its sampling says.
+pub(crate) fn perf_event_open_counter(
+    event: &crate::perf_event::PerfEvent,
+    cpu: i32,
+) -> io::Result<OwnedFd> {
+    use crate::perf_event::Sampling;
+    let mut attr = PerfAttr::event(event.kind.raw(), event.config);
+    let (every, freq) = match event.sampling {
+        Sampling::Period(n) => (n, 0),
+        Sampling::Frequency(n) => (n, PERF_FLAG_FREQ),
+    };
+    attr.u64(16, every).u64(40, PERF_FLAG_DISABLED | freq);
+    perf_event_open(&attr, -1, cpu)
+}
+
 /// `PERF_TYPE_TRACEPOINT`.
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 

@@ -92,6 +92,17 @@ enum Command {
     Stat(tools::StatArgs),
     Serve(fleet::ServeArgs),
     Dtrace(dtrace::DtraceArgs),
+    /// Print shell completions: `sdt completions bash > /etc/bash_completion.d/sdt`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (sdt.1, sdt-run.1, ...) into DIR:
+    /// `sdt manpages /usr/local/share/man/man1`.
+    Manpages {
+        #[arg(value_name = "DIR")]
+        dir: std::path::PathBuf,
+    },
     /// Closes probes handed over by an sdt that has exited (internal).
     #[command(name = "__release", hide = true)]
     Release {
@@ -143,6 +154,17 @@ fn main() -> ExitCode {
             Command::Types(args) => types::run(args),
             Command::Stackcount(args) => stackcount::run(args),
             Command::Dtrace(args) => dtrace::run(args),
+            Command::Completions { shell } => {
+                let mut cli = <Cli as clap::CommandFactory>::command();
+                clap_complete::generate(shell, &mut cli, "sdt", &mut std::io::stdout());
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Manpages { dir } => std::fs::create_dir_all(&dir)
+                .and_then(|()| {
+                    clap_mangen::generate_to(<Cli as clap::CommandFactory>::command(), &dir)
+                })
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(|e| anyhow::anyhow!("cannot write man pages into {}: {e}", dir.display())),
             Command::Bpftrace { args } => {
                 as_bpftrace = true;
                 // Scripts and wrappers look for a process named bpftrace.

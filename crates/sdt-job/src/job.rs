@@ -60,9 +60,20 @@ pub struct Started<'r, 'c> {
     runner: &'r mut Runner<'c>,
     /// `None` when BEGIN called `exit()`: nothing was attached.
     attached: Option<usize>,
+    /// The cgroup traced, as its hierarchy names it.
+    cgroup: Option<&'r str>,
 }
 
 impl Started<'_, '_> {
+    /// The labels the run's metrics carry besides their program's name:
+    /// `cgroup`, when only a cgroup's processes are traced.
+    pub fn labels(&self) -> Vec<(String, String)> {
+        self.cgroup
+            .map(|name| ("cgroup".to_string(), name.to_string()))
+            .into_iter()
+            .collect()
+    }
+
     /// Sites and tracepoints attached.
     pub fn probes(&self) -> usize {
         self.attached.unwrap_or(0)
@@ -166,10 +177,11 @@ impl Job {
         } = self;
         let options = RunOptions {
             mechanism,
-            pid: traced.pid,
+            pids: traced.pids.clone(),
+            cgroup: traced.cgroup.clone(),
             follow: request.follow,
             allow_unsafe: request.allow_unsafe,
-            filter_tracepoints: request.pid().is_some(),
+            filter_tracepoints: !request.pids().is_empty(),
             max_cat_bytes: config.max_cat_bytes,
         };
         let mut runner = Runner::load(&compilation, &options, sink).map_err(|e| {
@@ -184,6 +196,7 @@ impl Job {
             announce(&mut runner, request.voice, compilation.probe_count);
         }
         let started = hooks.started;
+        let cgroup = traced.cgroup.as_ref().map(|c| c.name.clone());
         let notify = std::env::var_os(NOTIFY).is_some();
         let print_maps = request.print_maps && config.print_maps_on_exit;
         let mut ended = traced
@@ -192,7 +205,11 @@ impl Job {
                 print_maps,
                 &*hooks.stop_asked,
                 |runner, attached| {
-                    started(&mut Started { runner, attached });
+                    started(&mut Started {
+                        runner,
+                        attached,
+                        cgroup: cgroup.as_deref(),
+                    });
                     if notify {
                         // Before what BEGIN printed, which is still buffered,
                         // and on standard output whatever -o says, as

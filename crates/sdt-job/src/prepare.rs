@@ -43,8 +43,19 @@ impl Job {
         let config = resolve_config(&script, &request)?;
         let declared = getopt::declarations(&source.text);
         getopt::bind(&declared, &request.named).map_err(Failure::Parameters)?;
-        let traced = Traced::start(request.pid(), request.command(), request.in_service)
+        let cgroup = request
+            .cgroup
+            .as_deref()
+            .map(sdt_trace::Cgroup::find)
+            .transpose()
             .map_err(Failure::other)?;
+        let traced = Traced::start(
+            request.pids(),
+            request.command(),
+            cgroup,
+            request.in_service,
+        )
+        .map_err(Failure::other)?;
         let mechanism = if request.compile_only {
             request.mechanism.unwrap_or(Mechanism::UprobeMulti)
         } else {

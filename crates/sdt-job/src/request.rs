@@ -75,9 +75,9 @@ pub enum Target {
     /// Every process that runs the probed files, including ones started
     /// later, until the job is stopped.
     Everything,
-    /// This process (`-p`), and, when followed, the processes it starts;
-    /// the job ends when it ends.
-    Pid(i32),
+    /// These processes (`-p PID,PID`), and, when followed, the processes
+    /// they start; the job ends when they have all ended.
+    Pids(Vec<i32>),
     /// This command (`-c`), started held before its first instruction and
     /// let go once the probes are attached; the job ends when it ends.
     Command(String),
@@ -119,6 +119,10 @@ pub struct Request {
     /// expression (`--probe-filter`); BEGIN and END always run.
     pub probe_filter: Option<String>,
     pub target: Target,
+    /// Only processes in this cgroup v2 directory, or below it
+    /// (`--cgroup`): a directory of a cgroup2 mount, or a path as
+    /// `/proc/PID/cgroup` shows it.
+    pub cgroup: Option<PathBuf>,
     /// Whether the processes the target starts are traced too.
     pub follow: bool,
     /// Bytes of the ring buffer.
@@ -171,6 +175,7 @@ impl Request {
             include_dirs: Vec::new(),
             probe_filter: None,
             target: Target::Everything,
+            cgroup: None,
             follow: true,
             ring_size: 4 << 20,
             suggest_buffer_size: false,
@@ -190,11 +195,11 @@ impl Request {
         }
     }
 
-    /// The `-p` process, if one is traced.
-    pub fn pid(&self) -> Option<i32> {
-        match self.target {
-            Target::Pid(pid) => Some(pid),
-            _ => None,
+    /// The `-p` processes, if any are traced.
+    pub fn pids(&self) -> &[i32] {
+        match &self.target {
+            Target::Pids(pids) => pids,
+            _ => &[],
         }
     }
 

@@ -208,6 +208,7 @@ mod tests {
                 })
                 .collect(),
             perf: false,
+            kernel: false,
         })
     }
 

@@ -71,12 +71,16 @@ impl Datum {
     }
 }
 
-/// A user stack, innermost frame first.
+/// A user or kernel stack, innermost frame first.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stack {
     pub frames: Vec<Frame>,
-    /// `ustack(perf)`: each frame as `perf script` prints it.
+    /// `ustack(perf)`, `kstack(perf)`: each frame as `perf script` prints it.
     pub perf: bool,
+    /// A kernel stack (`kstack`): its frames are the kernel's, with no
+    /// object to name in `perf` mode, and folded stacks mark them `_[k]`
+    /// as `perf script` folded through `stackcollapse-perf --kernel` does.
+    pub kernel: bool,
 }
 
 /// One frame of a stack.

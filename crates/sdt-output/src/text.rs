@@ -265,7 +265,9 @@ pub fn datum(value: &Datum, context: Context) -> String {
                     Some((name, offset)) => format!("{name}+{offset}"),
                     None => format!("{:#x}", frame.addr),
                 };
-                if stack.perf {
+                if stack.perf && stack.kernel {
+                    let _ = writeln!(out, "\t{:x} {name}", frame.addr);
+                } else if stack.perf {
                     let module = match (&frame.symbol, &frame.module) {
                         (Some(_), Some(module)) => module.as_str(),
                         _ => "[unknown]",

@@ -21,9 +21,10 @@ use sdt_trace::Session;
 
 use crate::Runtime;
 
-/// The watch over a traced tree's new objects.
+/// The watch over the traced trees' new objects.
 pub(crate) struct LaterObjects {
-    events: MappingEvents,
+    /// The mappings of each traced tree, one recorder per root.
+    events: Vec<MappingEvents>,
     growth: Growth,
     /// Objects already looked at, by the device and inode that the
     /// kernel's records and the maps name them by: a mapping of one of
@@ -37,25 +38,29 @@ pub(crate) struct LaterObjects {
 }
 
 impl LaterObjects {
-    /// Starts recording the mappings of `pid` (and, with `follow`, of the
-    /// processes it forks). The objects of the compilation's sites count
-    /// as looked at (by `fstat`, which on btrfs gives another device than
-    /// the maps: such an object is listed and read once more, never
-    /// missed). With `scan`, the objects `pid` maps now are looked
-    /// at too, at the first [`poll`](Self::poll): those mapped between
-    /// the script's planning and now.
+    /// Starts recording the mappings of `pids` (and, with `follow`, of
+    /// the processes they fork). The objects of the compilation's sites
+    /// count as looked at (by `fstat`, which on btrfs gives another device
+    /// than the maps: such an object is listed and read once more, never
+    /// missed). With `scan`, the objects `pids` map now are looked at too,
+    /// at the first [`poll`](Self::poll): those mapped between the
+    /// script's planning and now. An object is attached to once, however
+    /// many of the processes map it.
     pub fn open(
         compilation: &Compilation,
-        pid: u32,
+        pids: &[u32],
         follow: bool,
         scan: bool,
     ) -> Result<LaterObjects, sdt_bpf::Error> {
-        let events = MappingEvents::open(pid as i32, follow, true)?;
+        let events = pids
+            .iter()
+            .map(|&pid| MappingEvents::open(pid as i32, follow, true))
+            .collect::<Result<_, _>>()?;
         let mut later = LaterObjects {
             events,
             growth: Growth::new(compilation),
             seen: HashSet::new(),
-            processes: BTreeSet::from([pid]),
+            processes: pids.iter().copied().collect(),
             unlisted: BTreeSet::new(),
         };
         for site in &compilation.sites {
@@ -67,7 +72,7 @@ impl LaterObjects {
             }
         }
         if scan {
-            later.unlisted.insert(pid);
+            later.unlisted.extend(pids);
         }
         Ok(later)
     }
@@ -75,7 +80,7 @@ impl LaterObjects {
     /// The descriptors that are readable when the tree has mapped
     /// something, to wake the run at once.
     pub fn fds(&self) -> impl Iterator<Item = std::os::fd::BorrowedFd<'_>> {
-        self.events.fds()
+        self.events.iter().flat_map(MappingEvents::fds)
     }
 
     /// Marks an object as looked at; whether it was new.
@@ -92,7 +97,8 @@ impl LaterObjects {
         runtime: &mut Runtime<'_>,
     ) -> Vec<String> {
         let mut to_list = std::mem::take(&mut self.unlisted);
-        for event in self.events.drain() {
+        let events: Vec<ProcessEvent> = self.events.iter_mut().flat_map(|e| e.drain()).collect();
+        for event in events {
             match event {
                 ProcessEvent::Map(mapped) => {
                     // Anonymous executable memory (`//anon`: JIT code) and

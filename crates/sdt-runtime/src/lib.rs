@@ -628,6 +628,10 @@ impl Env for RuntimeEnv<'_> {
         self.symbols.module(pid, addr)
     }
 
+    fn kernel_symbol(&mut self, addr: u64) -> Option<Symbol> {
+        self.symbols.kernel_symbol(addr)
+    }
+
     fn stack(&mut self, id: u32) -> Vec<u64> {
         self.maps.stack(id)
     }

@@ -84,12 +84,14 @@ pub struct Step {
 }
 
 /// How a compilation runs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct RunOptions {
     /// The kernel mechanism programs attach with.
     pub mechanism: Mechanism,
-    /// The traced process, if one is.
-    pub pid: Option<i32>,
+    /// The traced processes (none: every process).
+    pub pids: Vec<i32>,
+    /// Only processes of this cgroup v2 directory (and below).
+    pub cgroup: Option<sdt_trace::Cgroup>,
     /// Whether the processes it starts are traced too.
     pub follow: bool,
     /// Whether `system()` may run commands (`--unsafe`).
@@ -110,7 +112,8 @@ impl<'c> Runner<'c> {
     ) -> Result<Runner<'c>, sdt_trace::Error> {
         let RunOptions {
             mechanism,
-            pid,
+            ref pids,
+            ref cgroup,
             follow,
             allow_unsafe,
             filter_tracepoints,
@@ -127,7 +130,8 @@ impl<'c> Runner<'c> {
             compilation.program_specs(),
             mechanism,
             SessionOptions {
-                pid,
+                pids: pids.clone(),
+                cgroup: cgroup.clone(),
                 follow,
                 mechanism: Some(mechanism),
                 filter_tracepoints,
@@ -236,18 +240,18 @@ impl<'c> Runner<'c> {
 
     /// Attaches the attach points that mean objects mapped later (a
     /// library loaded with `dlopen`, a provider defined at run time) to
-    /// those that process `pid` (and, where followed, its children) maps
-    /// from now on, at each [`step`](Self::step). With `scan`, the
-    /// objects it maps now are looked at too (`-p`: those mapped since
+    /// those that processes `pids` (and, where followed, their children)
+    /// map from now on, at each [`step`](Self::step). With `scan`, the
+    /// objects they map now are looked at too (`-p`: those mapped since
     /// planning; not a `-c` command that has not called exec yet).
     /// Returns `false` if the kernel would not record the mappings; does
     /// nothing, and returns `true`, when no attach point needs it.
-    pub fn attach_later_objects(&mut self, pid: u32, scan: bool) -> bool {
+    pub fn attach_later_objects(&mut self, pids: &[u32], scan: bool) -> bool {
         if !self.compilation.attaches_later() {
             return true;
         }
         let follow = self.session.following();
-        let Ok(later) = LaterObjects::open(self.compilation, pid, follow, scan) else {
+        let Ok(later) = LaterObjects::open(self.compilation, pids, follow, scan) else {
             return false;
         };
         // Without the wake-up, a mapping is seen at the next delivery

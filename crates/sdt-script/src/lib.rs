@@ -19,17 +19,18 @@ mod later;
 use std::collections::HashMap;
 
 use sdt_bpf::arg::ArgSource;
-use sdt_bpf::{Mechanism, ProgramType};
+use sdt_bpf::{Mechanism, PerfEvent, PerfType, ProgramType, Sampling};
 use sdt_trace::{Attach, AttachSite, PlannedSite, ProgramSpec, Scope};
 
 use sdt_bind::{Bound, ObjectFacts, Target};
 use sdt_codegen::{ArgAccess, Compiled, Ids, Unit};
 use sdt_lang::ast::Script;
-use sdt_lang::attach::AttachSpec;
+use sdt_lang::attach::{AttachSpec, TimeUnit};
 use sdt_lang::check::{self, CheckOptions, NoObjects};
 use sdt_lang::config::MissingProbes;
 use sdt_lang::diag::{Diagnostic, Diagnostics};
 use sdt_lang::hir::{ProbeInstance, ProbeKind, Program};
+use sdt_lang::perf::CounterKind;
 
 use later::LaterPoint;
 pub use later::{Added, Growth, Later};
@@ -337,6 +338,9 @@ pub fn compile_offline(
                     (ProgramType::Kprobe, ArgAccess::Registers)
                 }
                 ProbeKind::Tracepoint => (ProgramType::Tracepoint, ArgAccess::None),
+                ProbeKind::Profile | ProbeKind::Software | ProbeKind::Hardware => {
+                    (ProgramType::PerfEvent, ArgAccess::None)
+                }
             };
             Unit {
                 instance,
@@ -403,42 +407,8 @@ impl Lowering {
         instance: &ProbeInstance,
         b: &Bound,
     ) -> Result<(), Diagnostic> {
-        let n = self.units.len();
-        let target = instance.target;
-        // Sites share a program through cookies, unless the program must
-        // know its site's address.
-        let cookies = self.cookies && !instance.per_site;
-        let unit = |prog_type, args, ids, name: String, display: String| Unit {
-            instance: index,
-            prog_type,
-            args,
-            ids,
-            name,
-            display,
-            site_address: None,
-        };
         match &b.target {
-            Target::Plain => {
-                let (role, display, short) = match b.spec {
-                    AttachSpec::Begin => (Role::Begin, "BEGIN".to_string(), "begin"),
-                    AttachSpec::End => (Role::End, "END".to_string(), "end"),
-                    AttachSpec::Interval { period_ns, .. } => (
-                        Role::Interval { period_ns },
-                        interval_name(period_ns),
-                        "interval",
-                    ),
-                    _ => unreachable!("plain targets are BEGIN, END and intervals"),
-                };
-                let probe = self.probe_id(display.clone());
-                let u = unit(
-                    ProgramType::RawTracepoint,
-                    ArgAccess::None,
-                    Ids::Const { probe, site: 0 },
-                    format!("{short}_{n}"),
-                    display,
-                );
-                self.push(u, role, Attach::Triggered);
-            }
+            Target::Plain => self.plain(index, b),
             Target::Usdt(planned) => {
                 let written = match &b.spec {
                     AttachSpec::Usdt { path, .. } => path.clone(),
@@ -446,83 +416,13 @@ impl Lowering {
                 };
                 self.usdt(index, instance, planned, written.as_deref())?;
             }
-            Target::Functions(functions) => {
-                let (written, ret) = match &b.spec {
-                    AttachSpec::Uprobe { path, ret, .. } => (path.clone(), *ret),
-                    _ => (None, false),
-                };
-                let kind_name = if ret { "uretprobe" } else { "uprobe" };
-                let mut sites = Vec::new();
-                let mut first_display = None;
-                for f in functions {
-                    let display = format!(
-                        "{kind_name}:{}:{}",
-                        shown_path(written.as_deref(), &f.path),
-                        f.symbol
-                    );
-                    let probe = self.probe_id(display.clone());
-                    let func = self.func_id(&f.function);
-                    let site = AttachSite {
-                        path: f.path.clone(),
-                        attach_path: f.attach_path.clone(),
-                        attach_fd: f.attach_fd.clone(),
-                        offset: f.file_offset,
-                        ref_ctr_offset: None,
-                        cookie: if cookies {
-                            (u64::from(probe) << 32) | u64::from(func)
-                        } else {
-                            0
-                        },
-                    };
-                    if cookies {
-                        first_display.get_or_insert(display);
-                        sites.push(site);
-                    } else {
-                        let u = unit(
-                            ProgramType::Kprobe,
-                            ArgAccess::Registers,
-                            Ids::Const { probe, site: func },
-                            format!("up_{}", self.units.len()),
-                            display,
-                        );
-                        let u = Unit {
-                            site_address: Some(f.address),
-                            ..u
-                        };
-                        self.push(
-                            u,
-                            Role::Probe,
-                            Attach::Uprobe {
-                                sites: vec![site],
-                                retprobe: ret,
-                            },
-                        );
-                    }
-                }
-                if !sites.is_empty() {
-                    let display = first_display.unwrap_or_default();
-                    let u = unit(
-                        ProgramType::Kprobe,
-                        ArgAccess::Registers,
-                        Ids::Cookie,
-                        format!("up_{}", self.units.len()),
-                        display,
-                    );
-                    self.push(
-                        u,
-                        Role::Probe,
-                        Attach::Uprobe {
-                            sites,
-                            retprobe: ret,
-                        },
-                    );
-                }
-            }
+            Target::Functions(functions) => self.functions(index, instance, functions, b),
             Target::Tracepoints(tps) => {
-                let tp = &tps[target];
+                let tp = &tps[instance.target];
                 let display = format!("tracepoint:{}:{}", tp.category, tp.name);
                 let probe = self.probe_id(display.clone());
                 let u = unit(
+                    index,
                     ProgramType::Tracepoint,
                     ArgAccess::None,
                     Ids::Const { probe, site: 0 },
@@ -533,6 +433,133 @@ impl Lowering {
             }
         }
         Ok(())
+    }
+
+    /// A BEGIN, END, interval or perf-event probe: one program, triggered
+    /// by hand or on every CPU's event.
+    fn plain(&mut self, index: usize, b: &Bound) {
+        let n = self.units.len();
+        let display = b.spec.own_name().unwrap_or_default();
+        let probe = self.probe_id(display.clone());
+        let (role, short, attach) = match b.spec {
+            AttachSpec::Begin => (Role::Begin, "begin", Attach::Triggered),
+            AttachSpec::End => (Role::End, "end", Attach::Triggered),
+            AttachSpec::Interval { period_ns, .. } => {
+                (Role::Interval { period_ns }, "interval", Attach::Triggered)
+            }
+            _ => match perf_event(&b.spec) {
+                Some(event) => (
+                    Role::Probe,
+                    "perf",
+                    Attach::PerfEvent {
+                        event,
+                        probe: display.clone(),
+                    },
+                ),
+                None => {
+                    unreachable!("plain targets are BEGIN, END, intervals and perf events")
+                }
+            },
+        };
+        let prog_type = match attach {
+            Attach::PerfEvent { .. } => ProgramType::PerfEvent,
+            _ => ProgramType::RawTracepoint,
+        };
+        let u = unit(
+            index,
+            prog_type,
+            ArgAccess::None,
+            Ids::Const { probe, site: 0 },
+            format!("{short}_{n}"),
+            display,
+        );
+        self.push(u, role, attach);
+    }
+
+    /// A uprobe or uretprobe at `functions`: one program sharing them
+    /// through cookies, or one each where it must know its site.
+    fn functions(
+        &mut self,
+        index: usize,
+        instance: &ProbeInstance,
+        functions: &[sdt_trace::FunctionSite],
+        b: &Bound,
+    ) {
+        // Sites share a program through cookies, unless the program must
+        // know its site's address.
+        let cookies = self.cookies && !instance.per_site;
+        let (written, ret) = match &b.spec {
+            AttachSpec::Uprobe { path, ret, .. } => (path.clone(), *ret),
+            _ => (None, false),
+        };
+        let kind_name = if ret { "uretprobe" } else { "uprobe" };
+        let mut sites = Vec::new();
+        let mut first_display = None;
+        for f in functions {
+            let display = format!(
+                "{kind_name}:{}:{}",
+                shown_path(written.as_deref(), &f.path),
+                f.symbol
+            );
+            let probe = self.probe_id(display.clone());
+            let func = self.func_id(&f.function);
+            let site = AttachSite {
+                path: f.path.clone(),
+                attach_path: f.attach_path.clone(),
+                attach_fd: f.attach_fd.clone(),
+                offset: f.file_offset,
+                ref_ctr_offset: None,
+                cookie: if cookies {
+                    (u64::from(probe) << 32) | u64::from(func)
+                } else {
+                    0
+                },
+            };
+            if cookies {
+                first_display.get_or_insert(display);
+                sites.push(site);
+            } else {
+                let u = unit(
+                    index,
+                    ProgramType::Kprobe,
+                    ArgAccess::Registers,
+                    Ids::Const { probe, site: func },
+                    format!("up_{}", self.units.len()),
+                    display,
+                );
+                let u = Unit {
+                    site_address: Some(f.address),
+                    ..u
+                };
+                self.push(
+                    u,
+                    Role::Probe,
+                    Attach::Uprobe {
+                        sites: vec![site],
+                        retprobe: ret,
+                    },
+                );
+            }
+        }
+        if !sites.is_empty() {
+            let display = first_display.unwrap_or_default();
+            let u = unit(
+                index,
+                ProgramType::Kprobe,
+                ArgAccess::Registers,
+                Ids::Cookie,
+                format!("up_{}", self.units.len()),
+                display,
+            );
+            self.push(
+                u,
+                Role::Probe,
+                Attach::Uprobe {
+                    sites,
+                    retprobe: ret,
+                },
+            );
+        }
     }
 
     /// The programs of a USDT probe instance at `planned` sites: sites
@@ -646,6 +673,26 @@ impl Lowering {
     }
 }
 
+/// A unit of probe instance `index`, attached at no single address.
+fn unit(
+    index: usize,
+    prog_type: ProgramType,
+    args: ArgAccess,
+    ids: Ids,
+    name: String,
+    display: String,
+) -> Unit {
+    Unit {
+        instance: index,
+        prog_type,
+        args,
+        ids,
+        name,
+        display,
+        site_address: None,
+    }
+}
+
 /// Why `site` cannot run a program that reads the arguments in `read`
 /// (bit N for argN): the first of them that cannot be read there.
 fn unreadable_read(site: &PlannedSite, read: u16) -> Option<String> {
@@ -665,15 +712,25 @@ fn shown_path(written: Option<&str>, path: &std::path::Path) -> String {
     }
 }
 
-/// `interval:s:1`, `interval:ms:250`, as bpftrace names them.
-fn interval_name(ns: u64) -> String {
-    if ns % 1_000_000_000 == 0 {
-        format!("interval:s:{}", ns / 1_000_000_000)
-    } else if ns % 1_000_000 == 0 {
-        format!("interval:ms:{}", ns / 1_000_000)
-    } else if ns % 1_000 == 0 {
-        format!("interval:us:{}", ns / 1_000)
-    } else {
-        format!("interval:ns:{ns}")
-    }
+/// The perf event a `profile`, `software` or `hardware` probe samples.
+fn perf_event(spec: &AttachSpec) -> Option<PerfEvent> {
+    Some(match spec {
+        AttachSpec::Profile {
+            unit: TimeUnit::Hz,
+            count,
+        } => PerfEvent::cpu_clock(*count),
+        AttachSpec::Profile { unit, count } => PerfEvent {
+            sampling: Sampling::Period(unit.period_ns(*count)?),
+            ..PerfEvent::cpu_clock(1)
+        },
+        AttachSpec::Counter { event, count, .. } => PerfEvent {
+            kind: match event.kind {
+                CounterKind::Software => PerfType::Software,
+                CounterKind::Hardware => PerfType::Hardware,
+            },
+            config: event.config,
+            sampling: Sampling::Period(count.unwrap_or(event.default_count)),
+        },
+        _ => return None,
+    })
 }

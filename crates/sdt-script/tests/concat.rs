@@ -62,10 +62,8 @@ fn concatenated(parts: &[&[u8]], size: u32) -> Option<Vec<u8>> {
         compilation.program_specs(),
         options.mechanism,
         sdt_trace::Options {
-            pid: None,
-            follow: false,
             mechanism: Some(options.mechanism),
-            filter_tracepoints: false,
+            ..Default::default()
         },
     )
     .expect("the verifier accepts the program");

@@ -66,6 +66,9 @@ enum State {
 pub struct Running {
     pub reader: MapReader,
     pub naming: Naming,
+    /// Labels every series of the program carries besides `program`: the
+    /// cgroup it traces, if it traces one.
+    pub labels: Vec<(String, String)>,
     /// Probes attached, as `Attaching N probes...` counts them.
     pub probes: usize,
     /// From reading the program to its probes attached.
@@ -166,7 +169,7 @@ impl Source for Exporter {
         let mut maps = Vec::new();
         let mut health = Health::default();
         for (name, program) in by_name.iter_mut() {
-            let constant = vec![(PROGRAM_LABEL.to_string(), name.clone())];
+            let mut constant = vec![(PROGRAM_LABEL.to_string(), name.clone())];
             let running = match &program.state {
                 State::Down => {
                     health.up.push(series(&constant, Value::Number(0)));
@@ -174,6 +177,7 @@ impl Source for Exporter {
                 }
                 State::Up(running) => running,
             };
+            constant.extend(running.labels.iter().cloned());
             health.up.push(series(&constant, Value::Number(1)));
             let attached = i128::try_from(running.probes).unwrap_or(i128::MAX);
             health

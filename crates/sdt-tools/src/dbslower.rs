@@ -210,7 +210,7 @@ fn server(common: &Common, options: &Options) -> anyhow::Result<PathBuf> {
     if let Some(exe) = &options.exe {
         return Ok(exe.clone());
     }
-    if let Some(pid) = common.pid {
+    if let Some(pid) = common.pid() {
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
             .with_context(|| format!("cannot read the program of process {pid}"))?;
         return Ok(Path::new(&format!("/proc/{pid}/root"))

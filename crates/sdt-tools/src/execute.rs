@@ -117,7 +117,7 @@ impl<'a> ToolJob<'a> {
         };
         let Detected { language, objects } = runtimes::detect(
             common.lang.as_deref(),
-            common.pid,
+            common.pid(),
             common.command.as_deref(),
         )?;
         let mut values = runtimes::placeholders(language, probes, &objects)?;
@@ -163,20 +163,21 @@ impl<'a> ToolJob<'a> {
                 Some(runtimes::switch_on(language, probes)?)
             }
             (Traces::Runtime(probes), Some(language), None) => {
-                if let Some(advice) = runtimes::advice(language, probes, common.pid) {
+                if let Some(advice) = runtimes::advice(language, probes, common.pid()) {
                     eprintln!("sdt: note: {advice}");
                 }
                 None
             }
             _ => None,
         };
-        let target = match (common.pid, &common.command) {
-            (Some(pid), _) => Target::Pid(pid),
-            (None, Some(command)) => Target::Command(command.clone()),
-            (None, None) => Target::Everything,
+        let target = match (common.pids.as_slice(), &common.command) {
+            ([_, ..], _) => Target::Pids(common.pids.clone()),
+            ([], Some(command)) => Target::Command(command.clone()),
+            ([], None) => Target::Everything,
         };
         let request = Request {
             target,
+            cgroup: common.cgroup.clone(),
             strlen: Some(tool.strlen()),
             // As `sdt run`: a full map is reported, never silent.
             map_entries: Some(4096),
@@ -203,10 +204,11 @@ impl<'a> ToolJob<'a> {
             started: Box::new(|_| {
                 eprintln!(
                     "Tracing {} in {}... Ctrl-C to end.",
-                    match common.pid {
-                        Some(pid) => format!("process {pid}"),
-                        None if common.command.is_some() => "the command".to_string(),
-                        None => "every process".to_string(),
+                    match common.pids.as_slice() {
+                        [pid] => format!("process {pid}"),
+                        [_, ..] => format!("processes {}", list_of(&common.pids)),
+                        [] if common.command.is_some() => "the command".to_string(),
+                        [] => "every process".to_string(),
                     },
                     runtimes::list(&objects)
                 );
@@ -220,6 +222,12 @@ impl<'a> ToolJob<'a> {
         let _ = io::stdout().flush();
         Ok(ExitCode::from(outcome.status))
     }
+}
+
+/// `1, 2, 3`.
+fn list_of(pids: &[i32]) -> String {
+    let words: Vec<String> = pids.iter().map(i32::to_string).collect();
+    words.join(", ")
 }
 
 /// The sink a tool's program writes to: its `printf`s and maps go to the

@@ -126,11 +126,13 @@ pub const TOOLS: &[&Tool] = &[
 #[derive(Clone, Debug)]
 pub struct Common {
     /// The language (`-l`): `java`, `python`, `ruby` or `php`. Found from
-    /// `pid` or `command` when not given; given, every installed copy of
-    /// that runtime is traced wherever it runs in the traced tree.
+    /// `pids` or `command` when not given; given, every installed copy of
+    /// that runtime is traced wherever it runs in the traced trees.
     pub lang: Option<String>,
-    /// Trace this process and the processes it starts only.
-    pub pid: Option<i32>,
+    /// Trace these processes and the processes they start only.
+    pub pids: Vec<i32>,
+    /// Trace only the processes of this cgroup v2 directory, and below.
+    pub cgroup: Option<std::path::PathBuf>,
     /// Run this command, trace it, and stop when it ends.
     pub command: Option<String>,
     /// How the reports are written.
@@ -141,6 +143,14 @@ pub struct Common {
     /// `--timeline`, made by the command line): what a tool pairs itself
     /// goes to them as spans, and its own stacks as stacks.
     pub pictures: Pictures,
+}
+
+impl Common {
+    /// The first `-p` process: the one whose runtime or server the tool
+    /// looks for (the others are traced alike).
+    pub fn pid(&self) -> Option<i32> {
+        self.pids.first().copied()
+    }
 }
 
 /// The sinks written beside a tool's reports; taken by the run.

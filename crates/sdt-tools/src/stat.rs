@@ -43,7 +43,7 @@ pub const TOOL: Tool = Tool {
 };
 
 pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
-    let (pid, command) = (common.pid, common.command.as_deref());
+    let (pid, command) = (common.pid(), common.command.as_deref());
     let detected: Vec<runtimes::Detected> = match &common.lang {
         Some(lang) => vec![runtimes::detect(Some(lang), pid, command)?],
         // The one runtime of the process or the command.

@@ -62,7 +62,13 @@ pub fn plan_functions(
     text: &str,
     scope: &Scope,
 ) -> Result<Vec<FunctionSite>, Error> {
-    let objects = objects(target, text, scope, &mut None, &mut HashMap::new())?;
+    let objects = objects(
+        target,
+        text,
+        scope,
+        &mut HashMap::new(),
+        &mut HashMap::new(),
+    )?;
     let mut found = Found::default();
     let explicit = crate::plan::named_explicitly(target, scope);
     let searched: Vec<PathBuf> = objects.iter().map(|o| o.path.clone()).collect();

@@ -117,6 +117,7 @@ fn stacks_indent_by_where_they_are() {
             },
         ],
         perf: false,
+        kernel: false,
     });
     assert_eq!(datum(&stack, Context::Key), "\n    main+4\n    0x2000\n");
     assert_eq!(
@@ -133,6 +134,18 @@ fn stacks_indent_by_where_they_are() {
     assert_eq!(
         datum(&perf, Context::Value),
         "\n\t1000 main+4 (/bin/x)\n\t2000 0x2000 ([unknown])\n"
+    );
+    // A kernel stack in perf mode names no object, as bpftrace prints it.
+    let kernel = Datum::Stack(Stack {
+        kernel: true,
+        ..match &perf {
+            Datum::Stack(s) => s.clone(),
+            _ => unreachable!(),
+        }
+    });
+    assert_eq!(
+        datum(&kernel, Context::Value),
+        "\n\t1000 main+4\n\t2000 0x2000\n"
     );
 }
 
