@@ -8,7 +8,10 @@
 //!   [`x86_64`] knows where registers live in `pt_regs`.
 //! * [`Map`], [`RingBuf`]: maps, read and written from userspace; the
 //!   ring buffer that carries events out of the kernel.
-//! * [`Program::load`]: loading, with the verifier's log on rejection.
+//! * [`Program::load`]: loading, with the verifier's log on rejection;
+//!   [`FaultingReads::detect`]: whether programs may fault the traced
+//!   process's pages in (sleepable uprobes, the kfunc that reads strings,
+//!   found by name in the kernel's BTF with [`kernel_func_id`]).
 //! * [`Features::detect`], [`UprobeAttach::attach`]: finding out what the
 //!   kernel supports and attaching to probe sites; the returned
 //!   [`Attachment`] detaches on drop. [`PerfEvent::attach`] attaches to a
@@ -81,7 +84,9 @@ mod btf;
 mod builder;
 pub mod disasm;
 mod error;
+mod faulting;
 mod insn;
+mod kernel_btf;
 pub mod map;
 mod mappings;
 mod perf_event;
@@ -95,9 +100,12 @@ pub mod x86_64;
 
 pub use builder::{Builder, Label};
 pub use error::{CodegenError, Error, Result, VerifierLog};
+pub use faulting::{FaultingReads, COPY_FROM_USER_STR, TASK_STORAGE_CREATE};
 pub use insn::{
-    AluOp, Helper, Insn, JmpOp, Reg, Size, PSEUDO_CALL, PSEUDO_FUNC, PSEUDO_MAP_FD, STACKID_USER,
+    AluOp, Helper, Insn, JmpOp, Reg, Size, PSEUDO_CALL, PSEUDO_FUNC, PSEUDO_KFUNC_CALL,
+    PSEUDO_MAP_FD, STACKID_USER,
 };
+pub use kernel_btf::{func_id, kernel_func_id, VMLINUX_BTF};
 pub use map::{online_cpus, possible_cpus, Map, MapSpec, MapType, PerCpuValues, F_NO_PREALLOC};
 pub use mappings::{Mapped, MappingEvents, ProcessEvent};
 pub use perf_event::{PerfEvent, PerfType, Sampling};

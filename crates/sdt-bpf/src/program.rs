@@ -85,6 +85,11 @@ pub struct LoadOptions {
     /// [`Mechanism::expected_attach_type`](crate::Mechanism::expected_attach_type).
     pub expected_attach_type: Option<AttachType>,
     pub prog_type: ProgramType,
+    /// `BPF_F_SLEEPABLE`: the program may sleep, so it may fault in the
+    /// traced process's pages ([`Helper::CopyFromUser`](crate::Helper),
+    /// the `bpf_copy_from_user_str` kfunc). Only uprobe programs can be
+    /// sleepable (see [`FaultingReads`](crate::FaultingReads)).
+    pub sleepable: bool,
 }
 
 /// A loaded program, unloaded when dropped and no attachment holds it.
@@ -123,6 +128,7 @@ impl Program {
             expected_attach_type: opts.expected_attach_type.map_or(0, AttachType::raw),
             insns,
             license: c"GPL",
+            flags: if opts.sleepable { sys::F_SLEEPABLE } else { 0 },
             name,
             func_info: functions
                 .as_ref()

@@ -12,8 +12,9 @@ use sdt_bpf::{AluOp, Helper, Insn, JmpOp, Label, Reg, Size};
 
 use super::loops::Search;
 use super::mem::{Mem, ARG_SLOT};
+use super::user::UserRead;
 use super::{ArgAccess, Gen, Ids, CTX};
-use crate::layout;
+use crate::layout::{self, ReadWhat};
 use sdt_lang::ast::{BinOp, UnOp};
 use sdt_lang::diag::{Diagnostic, Span};
 use sdt_lang::hir::{HelperValue, Output, Param, TExpr, TKind};
@@ -80,7 +81,7 @@ impl Gen<'_> {
             TKind::NsPid { thread } => Ok(self.ns_pid(*thread)),
             TKind::UserMode => Ok(self.user_mode()),
             TKind::Arg(n) => self.arg(*n),
-            TKind::SArg(n) => Ok(self.stack_arg(*n)),
+            TKind::SArg(n) => Ok(self.stack_arg(*n, e.span)),
             TKind::Retval => Ok(self.ctx_reg(RAX)),
             TKind::Reg(off) => Ok(self.ctx_reg(*off)),
             TKind::UAddr(address) => self.uaddr(*address, e.span),
@@ -176,12 +177,12 @@ impl Gen<'_> {
 
     /// `sargN`: the word `N + 1` words above the stack pointer, read from
     /// the traced program's stack.
-    fn stack_arg(&mut self, n: u8) -> Op {
+    fn stack_arg(&mut self, n: u8, span: Span) -> Op {
         let slot = self.frame.slot();
         self.b.push(Insn::ldx(Size::DW, Reg::R3, CTX, RSP));
         self.b
             .push(Insn::alu64_imm(AluOp::Add, Reg::R3, 8 * (i32::from(n) + 1)));
-        self.read_user_into(Mem::Stack(slot), 8);
+        self.read_user_into(Mem::Stack(slot), 8, span);
         Op::Slot(slot)
     }
 
@@ -449,6 +450,7 @@ impl Gen<'_> {
         }
         const EFAULT: i32 = -14;
         self.shared.stacks = true;
+        self.uses_stack_map = true;
         self.b.push(Insn::mov64_reg(Reg::R1, CTX));
         self.b.ld_map_index(Reg::R2, layout::STACK_MAP);
         self.b.push(Insn::mov64_imm(Reg::R3, 0));
@@ -623,8 +625,9 @@ impl Gen<'_> {
                         self.unit.display
                     )));
                 };
+                let reader = self.arg_reader();
                 source
-                    .emit_load(&mut self.b, CTX, ARG_SLOT, Reg::R0)
+                    .emit_load_with(&mut self.b, CTX, ARG_SLOT, Reg::R0, reader)
                     .map_err(|e| self.error(format!("internal error reading arg{n}: {e}")))?;
                 Ok(self.spill(Reg::R0))
             }
@@ -884,12 +887,12 @@ impl Gen<'_> {
                 self.b.push(Insn::mov64_imm(Reg::R2, *size as i32));
                 self.call_helper(*helper);
             }
-            TKind::StrRead { ptr, len } => self.str_read(ptr, len.as_deref(), area)?,
+            TKind::StrRead { ptr, len } => self.str_read(ptr, len.as_deref(), area, e.span)?,
             TKind::Concat(parts) => self.concat(parts, area)?,
             TKind::ArrayStr(place) => {
                 let p = self.place(place)?;
                 self.zero(dst, area.padded);
-                self.read_place_str(p, size, dst);
+                self.read_place_str(p, size, dst, e.span);
             }
             TKind::DataLoc { offset } => self.data_loc(*offset, area),
             TKind::BufRead { ptr, len } => self.buf_read(e, ptr, len, area)?,
@@ -898,7 +901,7 @@ impl Gen<'_> {
             TKind::CopyPlace(place) => {
                 let p = self.place(place)?;
                 self.zero(dst, area.padded);
-                self.read_place(p, size, dst);
+                self.read_place(p, size, dst, e.span);
             }
             TKind::Fields(parts) => self.fields_into(parts, area)?,
             // Addresses and stacks, symbolized when printed.
@@ -951,7 +954,7 @@ impl Gen<'_> {
 
     /// `str(ptr)` or `str(ptr, len)`: from the traced process at an
     /// address, or a string value cut short.
-    fn str_read(&mut self, ptr: &TExpr, len: Option<&TExpr>, area: Area) -> R<()> {
+    fn str_read(&mut self, ptr: &TExpr, len: Option<&TExpr>, area: Area, span: Span) -> R<()> {
         let Area { dst, size, padded } = area;
         let source = if ptr.ty.is_scalar() {
             Err(self.scalar(ptr)?)
@@ -985,11 +988,11 @@ impl Gen<'_> {
         match source {
             Err(address) => {
                 self.load_op(address, Reg::R3);
-                self.b.call(if ptr.ty.space() == Some(Space::Kernel) {
-                    Helper::ProbeReadKernelStr
+                if ptr.ty.space() == Some(Space::Kernel) {
+                    self.b.call(Helper::ProbeReadKernelStr);
                 } else {
-                    Helper::ProbeReadUserStr
-                });
+                    self.read_user(UserRead::Str, ReadWhat::Expr(span));
+                }
             }
             Ok(string) => {
                 string.address(&mut self.b, Reg::R3, 0);
@@ -1073,11 +1076,11 @@ impl Gen<'_> {
         dst.store(&mut self.b, Size::DW, 0, Reg::R2);
         self.load_op(p, Reg::R3);
         dst.address(&mut self.b, Reg::R1, 8);
-        self.b.call(if ptr.ty.space() == Some(Space::Kernel) {
-            Helper::ProbeReadKernel
+        if ptr.ty.space() == Some(Space::Kernel) {
+            self.b.call(Helper::ProbeReadKernel);
         } else {
-            Helper::ProbeReadUser
-        });
+            self.read_user(UserRead::Bytes, ReadWhat::Expr(e.span));
+        }
         Ok(())
     }
 
@@ -1136,6 +1139,7 @@ impl Gen<'_> {
             return;
         }
         self.shared.stacks = true;
+        self.uses_stack_map = true;
         self.b.push(Insn::mov64_reg(Reg::R1, CTX));
         self.b.ld_map_index(Reg::R2, layout::STACK_MAP);
         self.b

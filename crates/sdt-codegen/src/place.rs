@@ -24,8 +24,11 @@ use sdt_bpf::{AluOp, Helper, Insn, JmpOp, Reg, Size};
 
 use super::expr::{narrow_to, Op, R};
 use super::mem::Mem;
+use super::user::UserRead;
 use super::{Gen, CTX};
+use crate::layout::ReadWhat;
 use sdt_lang::diag::Diagnostic;
+use sdt_lang::diag::Span;
 use sdt_lang::hir::{TExpr, TKind};
 use sdt_lang::types::{Space, Ty};
 
@@ -202,11 +205,12 @@ impl Gen<'_> {
         self.b.bind(outside);
     }
 
-    /// `bpf_probe_read_user(dst, size, R3)`; the address must be in R3.
-    pub(super) fn read_user_into(&mut self, dst: Mem, size: u32) {
+    /// Reads `size` bytes of the traced process at the address in R3
+    /// into `dst`, counting a failure against the expression at `span`.
+    pub(super) fn read_user_into(&mut self, dst: Mem, size: u32, span: Span) {
         dst.address(&mut self.b, Reg::R1, 0);
         self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
-        self.b.call(Helper::ProbeReadUser);
+        self.read_user(UserRead::Bytes, ReadWhat::Expr(span));
     }
 
     /// `bpf_probe_read_kernel(dst, size, R3)`; the address must be in R3.
@@ -216,12 +220,13 @@ impl Gen<'_> {
         self.b.call(Helper::ProbeReadKernel);
     }
 
-    /// Copies `size` bytes of a place into `dst`.
-    pub(super) fn read_place(&mut self, place: Place, size: u32, dst: Mem) {
+    /// Copies `size` bytes of a place into `dst`; a read of the traced
+    /// process that fails counts against the expression at `span`.
+    pub(super) fn read_place(&mut self, place: Place, size: u32, dst: Mem, span: Span) {
         match place {
             Place::User { slot, off } => {
                 self.address_in_r3(slot, off);
-                self.read_user_into(dst, size);
+                self.read_user_into(dst, size, span);
             }
             Place::KernelPtr { slot, off } => {
                 self.address_in_r3(slot, off);
@@ -273,14 +278,14 @@ impl Gen<'_> {
 
     /// Reads a `char` array place as a string of `size` bytes (its length
     /// and a NUL) into `dst`, which is zeroed.
-    pub(super) fn read_place_str(&mut self, place: Place, size: u32, dst: Mem) {
+    pub(super) fn read_place_str(&mut self, place: Place, size: u32, dst: Mem, span: Span) {
         let len = size - 1;
         match place {
             Place::User { slot, off } => {
                 self.address_in_r3(slot, off);
                 dst.address(&mut self.b, Reg::R1, 0);
                 self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
-                self.b.call(Helper::ProbeReadUserStr);
+                self.read_user(UserRead::Str, ReadWhat::Expr(span));
             }
             Place::KernelPtr { slot, off } => {
                 self.address_in_r3(slot, off);
@@ -292,7 +297,7 @@ impl Gen<'_> {
                 // Copy the bytes out, then read them again as a string so
                 // that nothing after the NUL is kept.
                 let raw = self.frame.scratch(len);
-                self.read_place(place, len, raw);
+                self.read_place(place, len, raw, span);
                 raw.address(&mut self.b, Reg::R3, 0);
                 dst.address(&mut self.b, Reg::R1, 0);
                 self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
@@ -322,7 +327,7 @@ impl Gen<'_> {
             Place::User { .. } | Place::KernelPtr { .. } | Place::Kernel { .. } => {
                 let tmp = self.frame.slot();
                 self.b.push(Insn::st(Size::DW, Reg::R10, tmp, 0));
-                self.read_place(p, size, Mem::Stack(tmp));
+                self.read_place(p, size, Mem::Stack(tmp), place.span);
                 self.b.push(Insn::ldx(width, Reg::R0, Reg::R10, tmp));
             }
             Place::Ctx { off } => {

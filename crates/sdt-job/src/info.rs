@@ -18,6 +18,10 @@ pub fn print() {
         .as_ref()
         .is_some_and(|f| f.uprobe_pmu.is_some() || f.uprobe_multi);
     let semaphores = features.as_ref().is_some_and(|f| f.ref_ctr);
+    let faulting = match sdt_bpf::FaultingReads::detect() {
+        Ok(_) => "yes".to_string(),
+        Err(why) => format!("no, because {why}"),
+    };
     let btf = std::path::Path::new("/sys/kernel/btf/vmlinux").exists();
     let module_btf = std::fs::read_dir("/sys/kernel/btf")
         .is_ok_and(|d| d.flatten().any(|e| e.file_name() != "vmlinux"));
@@ -57,6 +61,10 @@ pub fn print() {
             vec![
                 ("probe_read_user", yes(uprobes).into()),
                 ("probe_read_user_str", yes(uprobes).into()),
+                (
+                    "copy_from_user",
+                    yes(sdt_bpf::FaultingReads::detect().is_ok()).into(),
+                ),
                 ("probe_read_kernel", "yes".into()),
                 ("get_current_cgroup_id", "yes".into()),
                 ("send_signal", "no".into()),
@@ -81,6 +89,10 @@ pub fn print() {
                 (
                     "uprobe refcount (depends on Build:bcc bpf_attach_uprobe refcount)",
                     yes(semaphores).into(),
+                ),
+                (
+                    "sleepable uprobes (reads that fault pages in, with the bpf_copy_from_user_str kfunc)",
+                    faulting,
                 ),
             ],
         ),

@@ -309,6 +309,8 @@ fn report_losses(outcome: &Outcome, request: &Request, sink: &mut dyn Sink) {
         events: summary.lost_events,
         stacks: summary.lost_stacks,
         full_maps: summary.full_maps.clone(),
+        hits: summary.lost_hits,
+        failed_reads: summary.failed_reads.clone(),
     }));
     if summary.lost_events > 0 {
         let advice = if request.suggest_buffer_size {
@@ -335,6 +337,15 @@ fn report_losses(outcome: &Outcome, request: &Request, sink: &mut dyn Sink) {
     }
     for (map, n) in &summary.full_maps {
         eprintln!("sdt: {n} updates of {map} were dropped because it was full; raise max_map_keys (BPFTRACE_MAX_MAP_KEYS)");
+    }
+    if summary.lost_hits > 0 {
+        eprintln!(
+            "sdt: {} hits were dropped because the kernel had no memory for a thread's scratch space",
+            summary.lost_hits
+        );
+    }
+    for read in &summary.failed_reads {
+        eprintln!("sdt: {}", read.sentence());
     }
 }
 

@@ -234,7 +234,11 @@ fn compile_options(
             map_entries,
             ring_size: request.ring_size,
             stamp_printf: request.stamp_printf,
-            machine: sdt_codegen::Machine::current(),
+            machine: if faulting_reads_wanted() {
+                sdt_codegen::Machine::probed()
+            } else {
+                sdt_codegen::Machine::current()
+            },
             // Set from `counted` by the compiler.
             hit_counters: 0,
         },
@@ -249,6 +253,16 @@ fn counted_probes() -> Vec<(String, String)> {
         .into_iter()
         .map(|(provider, name)| (provider.to_string(), name.to_string()))
         .collect()
+}
+
+/// The environment variable that, set to `0`, keeps every program from
+/// faulting the traced process's pages in: strings on pages it has not
+/// touched then fail to read (and are counted), as in bpftrace, but the
+/// traced threads never wait for a page on sdt's account.
+pub const FAULTING_READS_VARIABLE: &str = "SDT_FAULTING_READS";
+
+fn faulting_reads_wanted() -> bool {
+    std::env::var_os(FAULTING_READS_VARIABLE).is_none_or(|v| v != "0")
 }
 
 /// `max_strlen`, kept within what sdt can hold, with a warning when it

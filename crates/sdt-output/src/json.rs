@@ -81,6 +81,32 @@ impl Json<'_> {
             );
             self.out.write(line.as_bytes());
         }
+        if losses.hits > 0 {
+            let line = format!(
+                "{{\"type\": \"lost_hits\", \"count\": {n}, \"data\": {{\"hits\": {n}}}}}\n",
+                n = losses.hits
+            );
+            self.out.write(line.as_bytes());
+        }
+        if !losses.failed_reads.is_empty() {
+            let mut line = String::from("{\"type\": \"failed_reads\", \"data\": [");
+            for (n, read) in losses.failed_reads.iter().enumerate() {
+                if n > 0 {
+                    line.push_str(", ");
+                }
+                let _ = write!(
+                    line,
+                    "{{\"read\": {}, \"at\": {}, \"probe\": {}, \"count\": {}, \"error\": {}}}",
+                    string(read.what.as_bytes()),
+                    string(read.at.as_bytes()),
+                    string(read.probe.as_bytes()),
+                    read.count,
+                    read.error
+                );
+            }
+            line.push_str("]}\n");
+            self.out.write(line.as_bytes());
+        }
     }
 
     fn hit(&mut self, hit: &Hit<'_>) {

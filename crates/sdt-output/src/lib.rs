@@ -48,9 +48,9 @@ pub mod timeline;
 use std::io::{self, Write};
 
 pub use model::{
-    Align, Arg, Bucket, Cell, Column, Datum, Frame, Hint, Histogram, Hit, Layout, Losses, MapKind,
-    MapPrint, MapRow, MapValue, Note, Printed, Span, Stack, Stamp, Stream, Table, TextKind, Thread,
-    TraceSummary,
+    Align, Arg, Bucket, Cell, Column, Datum, FailedRead, Frame, Hint, Histogram, Hit, Layout,
+    Losses, MapKind, MapPrint, MapRow, MapValue, Note, Printed, Span, Stack, Stamp, Stream, Table,
+    TextKind, Thread, TraceSummary,
 };
 
 /// Receives what a run produces, in the order it happens: one

@@ -210,11 +210,64 @@ pub struct Losses {
     pub stacks: u64,
     /// `(map name, updates refused because the map was full)`.
     pub full_maps: Vec<(String, u64)>,
+    /// Hits dropped because the kernel had no memory for the thread's
+    /// scratch space.
+    pub hits: u64,
+    /// Reads of the traced process's memory that failed, by place.
+    pub failed_reads: Vec<FailedRead>,
 }
 
 impl Losses {
     pub fn any(&self) -> bool {
-        self.events > 0 || self.stacks > 0 || !self.full_maps.is_empty()
+        self.events > 0
+            || self.stacks > 0
+            || !self.full_maps.is_empty()
+            || self.hits > 0
+            || !self.failed_reads.is_empty()
+    }
+}
+
+/// Reads of the traced process's memory at one place that failed, as the
+/// kernel counted them: what they read showed as zeros (an empty string).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FailedRead {
+    /// What was read: the script's text there (`str(arg1)`), or for `sdt
+    /// trace` which argument (`arg1 as a string`).
+    pub what: String,
+    /// Where in the script (`script.bt:3:14`); empty where the program
+    /// is sdt's own.
+    pub at: String,
+    /// The probe, as the script names it.
+    pub probe: String,
+    /// Reads that failed.
+    pub count: u64,
+    /// The last failure's error, negative (-14 is EFAULT).
+    pub error: i64,
+}
+
+impl FailedRead {
+    /// `str(arg1) at script.bt:3:14 in usdt:./app:p:n failed 12 times,
+    /// error -14 (EFAULT)`.
+    pub fn sentence(&self) -> String {
+        let at = if self.at.is_empty() {
+            String::new()
+        } else {
+            format!(" at {}", self.at)
+        };
+        let name = match self.error {
+            -14 => " (EFAULT: a bad address, or a page not in memory that could not be faulted in)",
+            -22 => " (EINVAL)",
+            -7 => " (E2BIG)",
+            _ => "",
+        };
+        format!(
+            "{}{at} in {} failed {} time{}, error {}{name}",
+            self.what,
+            self.probe,
+            self.count,
+            if self.count == 1 { "" } else { "s" },
+            self.error
+        )
     }
 }
 

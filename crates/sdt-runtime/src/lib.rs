@@ -20,6 +20,7 @@
 pub mod event;
 mod later;
 mod maps;
+pub mod reads;
 pub mod run;
 pub mod scrape;
 mod symbols;

@@ -52,6 +52,11 @@ pub struct Summary {
     pub lost_stacks: u64,
     /// `(map name, updates refused because the map was full)`.
     pub full_maps: Vec<(String, u64)>,
+    /// Hits dropped because the kernel had no memory for a thread's
+    /// scratch space.
+    pub lost_hits: u64,
+    /// Reads of the traced process's memory that failed, by place.
+    pub failed_reads: Vec<sdt_output::FailedRead>,
     /// The code `exit(N)` gave, if any.
     pub exit_code: Option<i64>,
     /// Whether the program called `exit()`.
@@ -431,10 +436,16 @@ impl<'c> Runner<'c> {
             .as_ref()
             .map(|later| later.unattached(self.compilation))
             .unwrap_or_default();
+        let failed_reads = crate::reads::ReadSites::new(self.compilation).failed(|index| {
+            self.session
+                .per_cpu_values(layout::LOST_MAP as usize, index)
+        });
         let summary = Summary {
             lost_events: lost(layout::LOST_EVENTS),
             lost_stacks: lost(layout::LOST_STACKS),
             full_maps,
+            lost_hits: lost(layout::LOST_HITS),
+            failed_reads,
             exit_code,
             exited,
             counted,

@@ -126,6 +126,7 @@ fn program_specs(programs: &[sdt_codegen::CompiledProgram], attach: &[Attach]) -
             prog_type: p.prog_type,
             insns: p.insns.clone(),
             attach: attach.clone(),
+            sleepable: p.sleepable,
         })
         .collect()
 }
@@ -250,11 +251,13 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         cookies: lowering.cookies,
     };
     let probe_count = bound.iter().flatten().map(Bound::probe_count).sum();
+    let faulting = faulting_notes(&script, &program, &compiled, &options.codegen);
     let warnings = bound
         .iter()
         .flatten()
         .flat_map(|b| b.warnings.clone())
         .chain(lowering.warnings)
+        .chain(faulting)
         .collect();
     Ok(Compilation {
         script,
@@ -273,6 +276,46 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         later,
         counted: options.counted.clone(),
     })
+}
+
+/// What to say about reads of the traced process's memory that cannot
+/// fault pages in: once, why the kernel cannot, if it cannot and a
+/// program reads that memory; else, for each probe whose programs read
+/// without faulting although the kernel could, why.
+fn faulting_notes(
+    script: &Script,
+    program: &Program,
+    compiled: &Compiled,
+    codegen: &sdt_codegen::Options,
+) -> Vec<String> {
+    if compiled.read_sites.is_empty() {
+        return Vec::new();
+    }
+    match codegen.machine.faulting {
+        sdt_codegen::Faulting::NotAsked => return Vec::new(),
+        sdt_codegen::Faulting::No => {
+            // Asked before, so the answer is known: this asks nothing.
+            let why = sdt_bpf::FaultingReads::detect().err().unwrap_or_default();
+            return vec![format!(
+                "strings and other memory of the traced process are read only from pages it has in memory, because {why}; a read of a page it has not touched yet (a string literal it never read itself) fails, and is counted"
+            )];
+        }
+        sdt_codegen::Faulting::Yes(_) => {}
+    }
+    compiled
+        .nonfaulting
+        .iter()
+        .map(|(instance, why)| {
+            let probe = program
+                .probes
+                .get(*instance)
+                .and_then(|p| script.probes.get(p.block)?.attach_points.get(p.attach_point))
+                .map_or("a probe", |a| a.text.as_str());
+            format!(
+                "{probe} reads the traced process's memory only from pages it has in memory ({why}); reads that fail are counted"
+            )
+        })
+        .collect()
 }
 
 /// Compiles as if every attach point matched something: each USDT probe

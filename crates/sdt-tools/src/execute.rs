@@ -295,6 +295,13 @@ impl<R: Report> Adapter<'_, R> {
                 "{n} updates of {map} were dropped because it was full"
             ));
         }
+        if losses.hits > 0 {
+            lines.push(format!(
+                "{} hits were dropped because the kernel had no memory for a thread's scratch space",
+                losses.hits
+            ));
+        }
+        lines.extend(losses.failed_reads.iter().map(|read| read.sentence()));
         if !lines.is_empty() {
             let value =
                 sdt_output::Cell::List(lines.iter().cloned().map(sdt_output::Cell::Text).collect());
@@ -405,8 +412,8 @@ mod tests {
         assert!(reports.ended());
         adapter.event(Event::Lost(&Losses {
             events: 3,
-            stacks: 0,
             full_maps: vec![("@x".into(), 2)],
+            ..Losses::default()
         }));
         drop(adapter);
         assert_eq!(maps.get(), 2, "the third is past COUNT");

@@ -37,6 +37,9 @@ pub struct ProgramSpec {
     /// Map references hold indices into the session's map specs.
     pub insns: Vec<Insn>,
     pub attach: Attach,
+    /// Loaded with `BPF_F_SLEEPABLE`: it reads the traced process's
+    /// memory through calls that may fault pages in (uprobes only).
+    pub sleepable: bool,
 }
 
 /// Where a program is attached.
@@ -346,8 +349,14 @@ impl Session {
 
     /// The sum over CPUs of `u64` counter `key` of per-CPU array `map`.
     pub fn per_cpu_sum(&self, map: usize, key: u32) -> u64 {
+        self.per_cpu_values(map, key).iter().sum()
+    }
+
+    /// Each CPU's `u64` counter `key` of per-CPU array `map` (none if it
+    /// cannot be read).
+    pub fn per_cpu_values(&self, map: usize, key: u32) -> Vec<u64> {
         let Some(map) = self.map(map) else {
-            return 0;
+            return Vec::new();
         };
         match map.lookup_per_cpu(&key.to_ne_bytes()) {
             Ok(Some(values)) => values
@@ -358,8 +367,8 @@ impl Session {
                         .map(u64::from_ne_bytes)
                         .unwrap_or(0)
                 })
-                .sum(),
-            _ => 0,
+                .collect(),
+            _ => Vec::new(),
         }
     }
 }
@@ -416,6 +425,7 @@ fn load_program(
         name: spec.name.clone(),
         expected_attach_type,
         prog_type: spec.prog_type,
+        sleepable: spec.sleepable,
     };
     Program::load(&insns, &opts).map_err(|source| Error::Load {
         program: spec.name.clone(),
