@@ -380,6 +380,63 @@ fn the_attach_notification() {
     assert!(!text(&out.stdout).contains(NOTIFY), "only when asked");
 }
 
+/// Wrappers of both eras find their line: bpftrace up to 0.23 prints
+/// `Attaching N probes...` on the output before it attaches, 0.24 and
+/// later `Attached N probes` on standard error once it has attached.
+/// sdt prints both (JSON has its one record; `-q` neither).
+#[test]
+fn the_attach_lines_of_both_eras() {
+    let Some(case) = Case::root("attach_lines") else {
+        return;
+    };
+    let program = "BEGIN { printf(\"begin\\n\"); } interval:ms:50 { exit(); }";
+    // Both streams into one file, as a wrapper that merges them reads it.
+    let merged = case.dir.join("merged.txt");
+    let file = std::fs::File::create(&merged).unwrap();
+    let status = case
+        .command("bpftrace")
+        .args(["-e", program])
+        .env(NOTIFY, "1")
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let both = std::fs::read_to_string(&merged).unwrap();
+    let got: Vec<&str> = both.lines().take(4).collect();
+    assert_eq!(
+        got,
+        ["Attaching 2 probes...", "Attached 2 probes", NOTIFY, "begin"],
+        "{both}"
+    );
+
+    let out = case.run(&["-e", program]);
+    assert_eq!(lines(&out.stdout)[0], "Attaching 2 probes...");
+    assert_eq!(lines(&out.stderr), ["Attached 2 probes"]);
+    let one = "BEGIN { exit(); }";
+    let out = case.run(&["-e", one]);
+    assert_eq!(lines(&out.stdout)[0], "Attaching 1 probe...");
+    assert_eq!(lines(&out.stderr), ["Attached 1 probe"]);
+
+    // With -o, 0.23's line goes to the file, 0.24's to standard error.
+    let out = case.run(&["-o", "out.txt", "-e", program]);
+    assert_eq!(lines(&out.stderr), ["Attached 2 probes"]);
+    let file = std::fs::read_to_string(case.dir.join("out.txt")).unwrap();
+    assert!(file.starts_with("Attaching 2 probes...\nbegin\n"), "{file}");
+
+    let out = case.run(&["-q", "-e", program]);
+    assert_eq!(lines(&out.stdout)[0], "begin");
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+
+    // JSON: one record, with the count both eras give it; nothing else.
+    let out = case.run(&["-f", "json", "-e", program]);
+    assert_eq!(
+        lines(&out.stdout)[0],
+        r#"{"type": "attached_probes", "count": 2, "data": {"probes": 2}}"#
+    );
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+}
+
 /// `getopt()` is the named parameter's value, or its default, with the
 /// default's type; positional parameters keep their numbers around them;
 /// options may follow the program file; of several `-e`, the last counts.

@@ -191,10 +191,43 @@ fn variables_belong_to_their_block_and_blocks_give_values() {
     };
     assert_eq!(out, ["0", "44", "21", "big", "5"]);
     fails_with(
-        "BEGIN { if (1) { $b = 2; } print($b); }",
+        "BEGIN { if (1) { let $b = 2; } print($b); }",
         "$b is not seen here",
     );
     fails_with("BEGIN { let $a = 1; let $a = 2; }", "already declared");
+}
+
+/// A script written for bpftrace before 0.22 assigns a variable inside a
+/// block and reads it after: it runs as then, one variable for the whole
+/// probe (0 where no assignment ran), with one warning for each variable.
+#[test]
+fn variables_read_after_their_block_run_as_before_bpftrace_0_22() {
+    let Some((stdout, stderr)) = run(r#"BEGIN {
+            $n = 7;
+            if ($n > 5) { $size = "big"; $half = $n / 2; } else { $size = "small"; $half = 0; }
+            printf("%s %d\n", $size, $half);
+            if ($n > 100) { $huge = 1; }
+            printf("%d %s %d\n", $huge, $size, $half + $huge);
+            $i = 0;
+            while ($i < 3) { $last = $i * 10; $i++; }
+            print($last);
+            exit();
+        }"#)
+    else {
+        return;
+    };
+    let out: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(out, ["big 3", "0 big 3", "20"]);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.starts_with("warning:")).collect();
+    let names: Vec<&str> = warnings
+        .iter()
+        .map(|w| w.split(' ').nth(1).unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["$size", "$half", "$huge", "$last"], "{stderr}");
+    assert!(
+        warnings.iter().all(|w| w.contains("bpftrace 0.22 and later")),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -268,10 +301,7 @@ fn map_functions_and_declared_maps() {
             "60000000000 100000000"
         ]
     );
-    assert!(
-        stderr.contains("@unused is declared but no probe uses it"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("warning: Unused map: @unused"), "{stderr}");
     assert!(
         stderr.contains("updates of @small were dropped"),
         "{stderr}"

@@ -97,6 +97,10 @@ impl Checker<'_> {
                 span,
             });
         }
+        if self.read_after_block(name, span, scope) && !self.final_pass {
+            // Read again once the variable is one for the whole probe.
+            return Err(Stop);
+        }
         if scope.ended(name) {
             return Err(self.error(
                 Diagnostic::error(span, format!("${name} is not seen here"))

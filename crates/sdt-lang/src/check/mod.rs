@@ -7,6 +7,14 @@
 //! run reports errors. Variables belong to one probe block and take their
 //! type from their first assignment, in text order, as in bpftrace.
 //!
+//! A variable belongs to the block that first assigns it (bpftrace 0.22
+//! and later). Scripts written for older bpftrace assign a variable in
+//! both arms of an `if` and read it after; such a read, which 0.22 and
+//! later refuse, is taken as before 0.22: that variable is one for the
+//! whole probe, zero until assigned, and a warning says so. The run that
+//! finds such a read notes the variable and runs again, so that its first
+//! assignment already defines it at the probe's level.
+//!
 //! Each probe block is checked once per attach point, and once per
 //! tracepoint of a tracepoint glob, because `args` differs between
 //! tracepoints.
@@ -170,7 +178,8 @@ pub fn check(
     checker.final_pass = true;
     checker.errors.clear();
     let probes = checker.run(script, attach);
-    let warnings = checker.apply_declarations(&script.map_declarations);
+    let mut warnings = std::mem::take(&mut checker.warnings);
+    warnings.extend(checker.apply_declarations(&script.map_declarations));
     if !checker.errors.is_empty() {
         return Err(Diagnostics(checker.errors));
     }
@@ -288,6 +297,12 @@ pub(crate) struct Checker<'o> {
     /// it (`$t = ("a", 1); print($t); $t = ("longer", 2);`) sees the
     /// layout the variable really has.
     var_types: HashMap<VarKey, Ty>,
+    /// Variables that a probe block reads after the block that assigned
+    /// them has ended, by probe block and name, with where the first such
+    /// read is: bpftrace before 0.22 had one variable for the whole probe.
+    probe_wide: HashMap<(usize, String), Span>,
+    /// Warnings of the last run, each once.
+    warnings: Vec<Diagnostic>,
 }
 
 /// A variable: its probe instance, its name, and where it is first
@@ -310,6 +325,13 @@ pub(crate) struct Scope {
     /// The tracepoint's record and its `__data_loc` fields.
     pub tracepoint: Option<(RecordId, HashMap<String, u32>)>,
     pub loops: u32,
+    /// Names given to a block on purpose, with `let` or as a loop's
+    /// variable: a read after that block is an error, never taken as
+    /// before bpftrace 0.22.
+    pub block_scoped: std::collections::HashSet<String>,
+    /// Variables defined for the whole probe as bpftrace before 0.22
+    /// did, which the probe's code first sets to zero.
+    pub probe_wide: Vec<VarId>,
 }
 
 impl<'o> Checker<'o> {
@@ -362,6 +384,8 @@ impl<'o> Checker<'o> {
             current_instance: (0, 0, 0),
             var_definitions: Vec::new(),
             var_types: HashMap::new(),
+            probe_wide: HashMap::new(),
+            warnings: Vec::new(),
         };
         Ok(checker)
     }
@@ -405,10 +429,11 @@ impl<'o> Checker<'o> {
                 }
             };
             let Some(&id) = self.map_index.get(&d.name) else {
-                warnings.push(Diagnostic::warning(
-                    d.span,
-                    format!("unused map: @{} is declared but no probe uses it", d.name),
-                ));
+                // bpftrace's words, which wrappers may look for.
+                warnings.push(
+                    Diagnostic::warning(d.span, format!("Unused map: @{}", d.name))
+                        .hint("it is declared, but no probe uses it"),
+                );
                 continue;
             };
             let decl = &self.maps[id];
@@ -513,6 +538,8 @@ impl<'o> Checker<'o> {
             declared: HashMap::new(),
             tracepoint,
             loops: 0,
+            block_scoped: Default::default(),
+            probe_wide: Vec::new(),
         };
         let predicate = match &probe.predicate {
             Some(p) => {
@@ -521,7 +548,9 @@ impl<'o> Checker<'o> {
             }
             None => None,
         };
-        let body = self.block(&probe.body, &mut scope);
+        let mut body = self.block(&probe.body, &mut scope);
+        // Zero where the block that assigns them does not run.
+        body.splice(0..0, scope.probe_wide.iter().map(|&v| TStmt::ZeroVar(v)));
         Some(ProbeInstance {
             block,
             attach_point,
@@ -782,6 +811,7 @@ impl<'o> Checker<'o> {
                     .hint("a variable is declared once in a block and the blocks inside it; assign it without `let`"),
             ));
         }
+        scope.block_scoped.insert(name.to_string());
         let declared = match ty {
             Some(t) => Some(self.resolve_type(t)?),
             None => None,
@@ -870,6 +900,7 @@ impl<'o> Checker<'o> {
         };
         self.loops = true;
         scope.blocks.push(Vec::new());
+        scope.block_scoped.insert(var.to_string());
         let id = self.define_var(scope, var, var_ty, var_span)?;
         scope.loops += 1;
         let body = self.statements(body, scope);
@@ -1191,10 +1222,61 @@ impl<'o> Checker<'o> {
         scope.vars.push((name.to_string(), ty.clone()));
         self.var_definitions.push(span);
         self.remember_var_type(id, name, &ty);
-        if let Some(blocks) = scope.blocks.last_mut() {
-            blocks.push((name.to_string(), id));
+        let probe_wide = self.probe_wide_read(name, span, scope);
+        let block = if probe_wide {
+            scope.probe_wide.push(id);
+            scope.blocks.first_mut()
+        } else {
+            scope.blocks.last_mut()
+        };
+        if let Some(block) = block {
+            block.push((name.to_string(), id));
         }
         Ok(id)
+    }
+
+    /// Whether the variable `name`, first assigned at `assigned`, is read
+    /// after its block has ended, and so is one for the whole probe as
+    /// before bpftrace 0.22; says so once.
+    fn probe_wide_read(&mut self, name: &str, assigned: Span, scope: &Scope) -> bool {
+        if scope.block_scoped.contains(name) {
+            return false;
+        }
+        let key = (self.current_instance.0, name.to_string());
+        let Some(&read) = self.probe_wide.get(&key) else {
+            return false;
+        };
+        let said = self.warnings.iter().any(|w| w.span == read);
+        if self.final_pass && !said {
+            self.warnings.push(
+                Diagnostic::warning(
+                    read,
+                    format!(
+                        "${name} is read after the block that assigns it: bpftrace 0.22 and later scope a variable to its block and refuse this; sdt takes it as earlier bpftrace did, as one variable for the whole probe, 0 until assigned"
+                    ),
+                )
+                .related(assigned, "first assigned here, inside a block")
+                .hint(format!(
+                    "declare it before the block with `let ${name};` to write it for bpftrace 0.22 and later"
+                )),
+            );
+        }
+        true
+    }
+
+    /// A read of `name` that no open block has, where an ended block
+    /// assigned it: the variable is one for the whole probe, as before
+    /// bpftrace 0.22, from the next run on. Whether that is so.
+    pub(crate) fn read_after_block(&mut self, name: &str, span: Span, scope: &Scope) -> bool {
+        if scope.block_scoped.contains(name) || !scope.ended(name) {
+            return false;
+        }
+        let key = (self.current_instance.0, name.to_string());
+        if let std::collections::hash_map::Entry::Vacant(entry) = self.probe_wide.entry(key) {
+            entry.insert(span);
+            self.learned = true;
+        }
+        true
     }
 
     fn var_key(&self, name: &str, definition: Span) -> VarKey {

@@ -264,14 +264,57 @@ fn enums_and_defines() {
 #[test]
 fn variables_belong_to_their_block() {
     ok("BEGIN { $a = 1; if ($a) { $b = 2; $a = $b; } let $c; if ($a) { $c = 3; } print($c); }");
-    let e = err("BEGIN { if (1) { $b = 2; } print($b); }");
+    // A name given to a block on purpose stays there.
+    let e = err("BEGIN { if (1) { let $b = 2; } print($b); }");
     assert!(e.contains("$b is not seen here"), "{e}");
+    let e = err("BEGIN { for ($i : 0..3) { } print($i); }");
+    assert!(e.contains("$i is not seen here"), "{e}");
     assert!(err("BEGIN { let $a = 1; let $a = 2; }").contains("already declared"));
     ok("BEGIN { for ($i : 0..3) { $x = $i; } for ($i : 1..2) { $x = \"s\"; } }");
     ok("BEGIN { let $u: uint8 = 200; $u = 5; $v = { let $w = 2; $w * 2 }; }");
     assert!(err("BEGIN { let $u: uint8 = 300; }").contains("does not fit"));
     assert!(err("BEGIN { let $u: uint16 = -1; }").contains("does not fit"));
     assert!(err("BEGIN { $v = { 1; }; }").contains("gives no value"));
+}
+
+/// `$x` assigned in a block and read after it, as scripts for bpftrace
+/// before 0.22 do: one variable for the whole probe, with one warning.
+#[test]
+fn a_variable_read_after_its_block_is_one_for_the_probe() {
+    let src =
+        "BEGIN { if (1) { $pct = 5; } else { $pct = 0; } print($pct); printf(\"%d\\n\", $pct); }";
+    let p = ok(src);
+    let body = &p.probes[0].body;
+    // One variable, zeroed first, assigned in both arms.
+    assert!(matches!(body[0], TStmt::ZeroVar(0)), "{body:?}");
+    let TStmt::If {
+        then, otherwise, ..
+    } = &body[1]
+    else {
+        panic!("{body:?}")
+    };
+    assert!(matches!(then[0], TStmt::AssignVar { var: 0, .. }));
+    assert!(matches!(otherwise[0], TStmt::AssignVar { var: 0, .. }));
+    assert_eq!(p.probes[0].vars.len(), 1);
+    // Warned once, at the first read after the block.
+    assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+    let w = &p.warnings[0];
+    assert!(w
+        .message
+        .contains("$pct is read after the block that assigns it"));
+    assert!(w.message.contains("0.22"));
+    assert_eq!(&src[w.span.start as usize..w.span.end as usize], "$pct");
+    assert_eq!(w.span.start as usize, src.find("print($pct)").unwrap() + 6);
+    // Where only bpftrace 0.22 and later accept a script (one name, two
+    // types, in two blocks), their rule holds, without a word.
+    let p = ok("BEGIN { if (1) { $x = 1; print($x); } else { $x = \"one\"; print($x); } }");
+    assert!(p.warnings.is_empty());
+    assert_eq!(p.probes[0].vars.len(), 2);
+    // Each probe block is its own.
+    let p = ok("BEGIN { if (1) { $a = 1; } print($a); } END { if (1) { $a = 2; } print($a); }");
+    assert_eq!(p.warnings.len(), 2);
+    // Assigned in a loop, read after it.
+    ok("BEGIN { $i = 0; while ($i < 3) { $last = $i; $i++; } print($last); }");
 }
 
 #[test]
