@@ -406,7 +406,12 @@ fn the_attach_lines_of_both_eras() {
     let got: Vec<&str> = both.lines().take(4).collect();
     assert_eq!(
         got,
-        ["Attaching 2 probes...", "Attached 2 probes", NOTIFY, "begin"],
+        [
+            "Attaching 2 probes...",
+            "Attached 2 probes",
+            NOTIFY,
+            "begin"
+        ],
         "{both}"
     );
 

@@ -218,14 +218,19 @@ fn variables_read_after_their_block_run_as_before_bpftrace_0_22() {
     };
     let out: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
     assert_eq!(out, ["big 3", "0 big 3", "20"]);
-    let warnings: Vec<&str> = stderr.lines().filter(|l| l.starts_with("warning:")).collect();
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
     let names: Vec<&str> = warnings
         .iter()
         .map(|w| w.split(' ').nth(1).unwrap_or_default())
         .collect();
     assert_eq!(names, ["$size", "$half", "$huge", "$last"], "{stderr}");
     assert!(
-        warnings.iter().all(|w| w.contains("bpftrace 0.22 and later")),
+        warnings
+            .iter()
+            .all(|w| w.contains("bpftrace 0.22 and later")),
         "{stderr}"
     );
 }
@@ -512,4 +517,39 @@ fn records_are_named_tuples_read_by_name_and_printed_as_structs() {
         ]
     );
     fails_with("BEGIN { $r = (a=1, a=2); }", "names `a` twice");
+}
+
+/// Several keys are one tuple (bpftrace 0.22 and later): a key that is a
+/// tuple, written out or in a variable, is the same as its items, and a
+/// map of them prints its keys without the tuple's parentheses; a tuple
+/// inside the keys keeps them.
+#[test]
+fn a_tuple_key_is_the_same_as_several_keys() {
+    let Some(lines) = lines(
+        r#"BEGIN {
+            @m[(1, "one")] = 1;
+            @m[2, "two"] = 2;
+            $t = (3, "three");
+            @m[$t] = 3;
+            @m[(1, "one")] += 10;
+            print(has_key(@m, (2, "two")));
+            delete(@m, $t);
+            @n[(7, (8, "x"))] = (9, 10);
+            @k[0, 0] = 1; @k[0, 1] = 2; @k[1, 1] = 3;
+            for ($kv : @k) { if ($kv.0.1 == 1) { delete(@k, $kv.0); } }
+            exit();
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        lines,
+        [
+            "true",
+            "@k[0, 0]: 1",
+            "@m[2, two]: 2",
+            "@m[1, one]: 11",
+            "@n[7, (8, x)]: (9, 10)",
+        ]
+    );
 }

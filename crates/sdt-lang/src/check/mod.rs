@@ -1069,7 +1069,7 @@ impl<'o> Checker<'o> {
             }
             keys.push(key);
         }
-        Ok(keys)
+        Ok(spread_tuple_key(keys))
     }
 
     /// Records that `map` holds `value` under `keys`, unifying with what
@@ -1339,6 +1339,36 @@ impl Scope {
     /// why it is not seen.
     pub(crate) fn ended(&self, name: &str) -> bool {
         self.vars.iter().any(|(n, _)| n == name)
+    }
+}
+
+/// Keys as bpftrace 0.22 and later take them: several keys are one tuple,
+/// so a key that is a tuple (`@m[(1, "a")]`, `@m[$t]`) is the same as its
+/// items (`@m[1, "a"]`), and the map is written and printed as one with
+/// several keys. A tuple that is not written out is read item by item.
+fn spread_tuple_key(keys: Vec<TExpr>) -> Vec<TExpr> {
+    let items = match keys.as_slice() {
+        [TExpr {
+            ty: Ty::Tuple(items),
+            ..
+        }] if items.len() > 1 => items.clone(),
+        _ => return keys,
+    };
+    let Some(key) = keys.into_iter().next() else {
+        return Vec::new();
+    };
+    match key.kind {
+        TKind::Tuple(parts) => parts,
+        _ => (items.iter().enumerate())
+            .map(|(index, ty)| TExpr {
+                kind: TKind::TupleIndex {
+                    tuple: Box::new(key.clone()),
+                    index,
+                },
+                ty: ty.clone(),
+                span: key.span,
+            })
+            .collect(),
     }
 }
 

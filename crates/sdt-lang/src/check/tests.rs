@@ -318,6 +318,21 @@ fn a_variable_read_after_its_block_is_one_for_the_probe() {
 }
 
 #[test]
+fn a_tuple_key_is_its_items() {
+    let p = ok("BEGIN { $t = (3, \"c\"); @m[(1, \"a\")] = 1; @m[2, \"bb\"] = 2; @m[$t] = 3; }");
+    let m = map(&p, "m");
+    assert_eq!(m.keys, [crate::types::INT64, Ty::Str { size: 3 }]);
+    // The variable is read item by item.
+    let TStmt::AssignMap { keys, .. } = &p.probes[0].body[3] else {
+        panic!()
+    };
+    assert!(matches!(keys[1].kind, TKind::TupleIndex { index: 1, .. }));
+    // A tuple inside the keys stays one.
+    let p = ok("BEGIN { @o[(1, (2, 3))] = 1; }");
+    assert_eq!(map(&p, "o").keys.len(), 2);
+}
+
+#[test]
 fn for_loops_walk_ranges_and_maps() {
     ok("BEGIN { @m[1, \"a\"] = 2; for ($kv : @m) { print(($kv.0.0, $kv.0.1, $kv.1)); } }");
     ok("BEGIN { @c[comm] = count(); for ($kv : @c) { if ($kv.1 > 1) { break; } } }");
