@@ -940,14 +940,14 @@ impl Gen<'_> {
                 self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
             }
             Some(Op::Imm(v)) => {
-                let n = v.saturating_add(1).clamp(0, i64::from(size));
+                let n = v.clamp(0, i64::from(size));
                 self.b.push(Insn::mov64_imm(Reg::R2, n as i32));
             }
             Some(n) => {
-                // Read min(len + 1, size) bytes, NUL included.
+                // Read min(len, size) bytes, NUL included (a negative
+                // length, unsigned, is more than the size).
                 let ok = self.b.label();
                 self.load_op(n, Reg::R2);
-                self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R2, 1));
                 self.b.jump_imm(JmpOp::Le, Reg::R2, size as i32, ok);
                 self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
                 self.b.bind(ok);

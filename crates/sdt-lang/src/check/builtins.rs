@@ -586,10 +586,9 @@ fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
 
 fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let args = use_.args;
-    // A length is how many bytes to keep, the NUL not counted: `str(p, 5)`
-    // keeps at most 5, as bpftrace 0.17 does and as the `sdt` crate's
-    // `str(argN, argN+1)` for a `&str` expects. (Newer bpftrace, 0.26
-    // among them, counts the NUL in it and keeps 4.)
+    // A length counts the NUL, as in bpftrace 0.23 and later: `str(p, 5)`
+    // keeps at most 4 bytes. (bpftrace up to 0.22 kept 5.) A `&str` of
+    // the `sdt` crate is read whole with `str(argN, argN+1 + 1)`.
     let len = match args.get(1) {
         Some(e) => {
             let v = c.expr(e, scope)?;
@@ -604,9 +603,23 @@ fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
         }
         None => None,
     };
-    let size = match len.as_ref().map(|l| &l.kind) {
-        Some(TKind::Int(n)) => n.saturating_add(1).clamp(1, i64::from(c.options.strlen)) as u32,
-        _ => c.options.strlen,
+    let strlen = c.options.strlen;
+    let size = match len.as_ref().map(|l| (&l.kind, l.span)) {
+        Some((&TKind::Int(n), span)) if n < 0 => {
+            return Err(c.error(Diagnostic::error(
+                span,
+                format!("str() cannot use a negative length ({n})"),
+            )))
+        }
+        Some((&TKind::Int(n), span)) if n > i64::from(strlen) => {
+            c.warn(Diagnostic::warning(
+                span,
+                format!("length param ({n}) is too long and will be shortened to {strlen} bytes (see BPFTRACE_MAX_STRLEN)"),
+            ));
+            strlen
+        }
+        Some((&TKind::Int(n), _)) => n.max(1) as u32,
+        _ => strlen,
     };
     // `str($1)` is the parameter's text, also when it is a number
     // (`str($1)` of 42 is "42", not a read at address 42), and

@@ -483,6 +483,14 @@ impl<'o> Checker<'o> {
         self.error(d)
     }
 
+    /// A warning, said once however many instances check the place.
+    pub(crate) fn warn(&mut self, d: Diagnostic) {
+        let said = (self.warnings.iter()).any(|w| w.span == d.span && w.message == d.message);
+        if self.final_pass && !said {
+            self.warnings.push(d);
+        }
+    }
+
     pub(crate) fn error(&mut self, d: Diagnostic) -> Stop {
         if self.final_pass {
             self.errors.push(d);
@@ -1246,21 +1254,18 @@ impl<'o> Checker<'o> {
         let Some(&read) = self.probe_wide.get(&key) else {
             return false;
         };
-        let said = self.warnings.iter().any(|w| w.span == read);
-        if self.final_pass && !said {
-            self.warnings.push(
-                Diagnostic::warning(
-                    read,
-                    format!(
-                        "${name} is read after the block that assigns it: bpftrace 0.22 and later scope a variable to its block and refuse this; sdt takes it as earlier bpftrace did, as one variable for the whole probe, 0 until assigned"
-                    ),
-                )
-                .related(assigned, "first assigned here, inside a block")
-                .hint(format!(
-                    "declare it before the block with `let ${name};` to write it for bpftrace 0.22 and later"
-                )),
-            );
-        }
+        self.warn(
+            Diagnostic::warning(
+                read,
+                format!(
+                    "${name} is read after the block that assigns it: bpftrace 0.22 and later scope a variable to its block and refuse this; sdt takes it as earlier bpftrace did, as one variable for the whole probe, 0 until assigned"
+                ),
+            )
+            .related(assigned, "first assigned here, inside a block")
+            .hint(format!(
+                "declare it before the block with `let ${name};` to write it for bpftrace 0.22 and later"
+            )),
+        );
         true
     }
 
