@@ -397,6 +397,9 @@ fn string_functions_search_measure_and_name() {
             $s = "hello world";
             printf("%d %d %d %d\n", strstr($s, "world"), strstr($s, "xyz"), strstr("abcabc", "cab"), strstr($s, "h"));
             printf("%d %d %d %d\n", strlen($s), strlen(""), strlen(str($1)), strlen(comm));
+            // Both strings end at their first NUL, as C strings.
+            $nul = "hello\0world";
+            print((strcontains($nul, "world"), strcontains($s, "wo\0rld"), strcontains($nul, "wo\0rld"), strstr($nul, "lo"), strstr($nul, "wor")));
             print(signal_name(2));
             print(signal_name(0));
             print(signal_name(36));
@@ -411,6 +414,7 @@ fn string_functions_search_measure_and_name() {
         [
             "6 -1 2 0",
             "11 0 0 3",
+            "(false, true, false, 3, -1)",
             "Interrupt",
             "Unknown signal 0",
             "Real-time signal 2",
