@@ -179,6 +179,7 @@ fn variables_belong_to_their_block_and_blocks_give_values() {
             print($v);
             $w = 1;
             print(if ($v > 20) { "big" } else { "small" });
+            print({ if $v > 20 { if $v > 30 { 3 } else { 2 } } else if $v > 10 { 1 } else { 0 } });
             if $w == 1 { let $inner = 5; $w = $inner; }
             print($w);
             @seen[1] = 1;
@@ -189,7 +190,7 @@ fn variables_belong_to_their_block_and_blocks_give_values() {
     ) else {
         return;
     };
-    assert_eq!(out, ["0", "44", "21", "big", "5"]);
+    assert_eq!(out, ["0", "44", "21", "big", "2", "5"]);
     fails_with(
         "BEGIN { if (1) { let $b = 2; } print($b); }",
         "$b is not seen here",
