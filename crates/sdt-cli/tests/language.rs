@@ -272,7 +272,7 @@ fn macros_bind_variables_maps_and_expressions() {
 
 #[test]
 fn map_functions_and_declared_maps() {
-    let Some((stdout, stderr)) = run(r#"
+    let script = r#"
         let @lru = lruhash(2);
         let @small = hash(1);
         let @per = percpulruhash(1);
@@ -292,8 +292,8 @@ fn map_functions_and_declared_maps() {
             printf("%lld %d\n", 1m, 100ms);
             exit();
         }
-        END { clear(@c); clear(@s); clear(@m); clear(@lru); clear(@small); clear(@per); }"#)
-    else {
+        END { clear(@c); clear(@s); clear(@m); clear(@lru); clear(@small); clear(@per); }"#;
+    let Some((stdout, stderr)) = run(script) else {
         return;
     };
     let out: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
@@ -311,6 +311,26 @@ fn map_functions_and_declared_maps() {
     assert!(
         stderr.contains("updates of @small were dropped"),
         "{stderr}"
+    );
+    // Where it happens, once (per CPU), in bpftrace's words.
+    let full: Vec<&str> = stderr.lines().filter(|l| l.contains("Map full")).collect();
+    assert_eq!(full.len(), 1, "{stderr}");
+    assert!(
+        full[0].ends_with(": WARNING: Map full; can't update element. Try increasing max_map_keys config or manually setting the max entries in a map declaration e.g. `let @a = hash(5000)`"),
+        "{stderr}"
+    );
+    let at = full[0].split(": WARNING").next().unwrap();
+    let (line, columns) = at.strip_prefix("stdin:").unwrap().split_once(':').unwrap();
+    let (start, end) = columns.split_once('-').unwrap();
+    let (start, end): (usize, usize) = (start.parse().unwrap(), end.parse().unwrap());
+    let source_line = script
+        .lines()
+        .nth(line.parse::<usize>().unwrap() - 1)
+        .unwrap();
+    assert_eq!(
+        &source_line[start - 1..end - 1],
+        "@small[2] = 2",
+        "{full:?}"
     );
     fails_with(
         "let @a = hash(8); BEGIN { @a = count(); }",

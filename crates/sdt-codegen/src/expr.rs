@@ -393,7 +393,7 @@ impl Gen<'_> {
         self.b
             .push(Insn::alu64_imm(AluOp::Add, Reg::R1, delta as i32));
         self.b.push(Insn::stx(Size::DW, Reg::R10, new, Reg::R1));
-        self.update(map, key, Mem::Stack(new), 0);
+        self.update(map, key, Mem::Stack(new), 0)?;
         Ok(Op::Slot(if prefix { new } else { old }))
     }
 }

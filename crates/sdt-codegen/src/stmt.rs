@@ -47,7 +47,9 @@ impl Gen<'_> {
                 let ty = self.instance.vars[*var].clone();
                 self.write_value(value, home, &ty)?;
             }
-            TStmt::AssignMap { map, keys, value } => {
+            TStmt::AssignMap {
+                map, keys, value, ..
+            } => {
                 let decl = &self.program.maps[*map];
                 let ty = decl.value.clone();
                 let size = decl.value_size(&self.program.registry);
@@ -58,7 +60,7 @@ impl Gen<'_> {
                     self.frame.scratch(size)
                 };
                 self.write_value(value, buffer, &ty)?;
-                self.update(*map, key, buffer, 0);
+                self.update(*map, key, buffer, 0)?;
             }
             TStmt::Aggregate {
                 map,
@@ -171,7 +173,7 @@ impl Gen<'_> {
     }
 
     /// Updates user map `map` and counts a refusal (a full map).
-    pub(super) fn update(&mut self, map: MapId, key: Mem, value: Mem, flags: i32) {
+    pub(super) fn update(&mut self, map: MapId, key: Mem, value: Mem, flags: i32) -> R<()> {
         self.b.ld_map_index(Reg::R1, layout::user_map(map));
         key.address(&mut self.b, Reg::R2, 0);
         value.address(&mut self.b, Reg::R3, 0);
@@ -180,8 +182,38 @@ impl Gen<'_> {
         let ok = self.b.label();
         self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, ok);
         self.b.jump_imm(JmpOp::Eq, Reg::R0, EEXIST, ok);
-        self.count_lost(layout::LOST_MAP_UPDATES + map as u32);
+        self.count_full_update(map)?;
         self.b.bind(ok);
+        Ok(())
+    }
+
+    /// An update a full map refused: counted (the end of the run says how
+    /// many), and, the first time on this CPU, a warning placed at the
+    /// statement, in bpftrace's words. (bpftrace warns at every one.)
+    fn count_full_update(&mut self, map: MapId) -> R<()> {
+        let done = self.b.label();
+        let index = layout::LOST_MAP_UPDATES + map as u32;
+        self.b
+            .push(Insn::st(Size::W, Reg::R10, KEY_SLOT, index as i32));
+        self.b.ld_map_index(Reg::R1, layout::LOST_MAP);
+        self.b.push(Insn::mov64_reg(Reg::R2, Reg::R10));
+        self.b
+            .push(Insn::alu64_imm(AluOp::Add, Reg::R2, i32::from(KEY_SLOT)));
+        self.b.call(Helper::MapLookupElem);
+        self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, done);
+        // This CPU's counter: no other program runs on it meanwhile.
+        self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R0, 0));
+        self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R1, 1));
+        self.b.push(Insn::stx(Size::DW, Reg::R0, 0, Reg::R1));
+        self.b.jump_imm(JmpOp::Ne, Reg::R1, 1, done);
+        self.output(&Output::Message {
+            format: self.program.map_full,
+            args: Vec::new(),
+            error: false,
+            span: self.span,
+        })?;
+        self.b.bind(done);
+        Ok(())
     }
 
     /// Adds one to counter `index` of the lost map.
@@ -225,7 +257,7 @@ impl Gen<'_> {
         self.b.jump_imm(JmpOp::Ne, Reg::R0, 0, have);
         let zero = self.frame.stack(16);
         self.zero(zero, 16);
-        self.update(map, key, zero, sdt_bpf::map::UPDATE_NOEXIST as i32);
+        self.update(map, key, zero, sdt_bpf::map::UPDATE_NOEXIST as i32)?;
         self.lookup(map_index, key);
         self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, done);
         self.b.bind(have);
@@ -635,7 +667,7 @@ fn stmt_span(stmt: &TStmt) -> Option<sdt_lang::diag::Span> {
     match stmt {
         TStmt::Expr(e) => Some(e.span),
         TStmt::AssignVar { value, .. } => Some(value.span),
-        TStmt::AssignMap { value, .. } => Some(value.span),
+        TStmt::AssignMap { span, .. } => Some(*span),
         TStmt::Aggregate { span, .. }
         | TStmt::While { span, .. }
         | TStmt::ForRange { span, .. }

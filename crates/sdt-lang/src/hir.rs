@@ -40,6 +40,9 @@ pub struct Program {
     /// where it happens, at run time (its result is then 1, as in
     /// bpftrace 0.25 and later).
     pub zero_division: u32,
+    /// The format of the warning an update of a full map prints where it
+    /// is, at run time, the first time on each CPU (bpftrace's words).
+    pub map_full: u32,
 }
 
 /// A map, with the types every use of it agreed on.
@@ -189,6 +192,8 @@ pub enum TStmt {
         map: MapId,
         keys: Vec<TExpr>,
         value: TExpr,
+        /// The whole assignment, `@m[k] = v`.
+        span: Span,
     },
     /// `@m[keys] = count()` and the other aggregations; `args` are the
     /// aggregated value (none for `count`).

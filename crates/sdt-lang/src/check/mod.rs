@@ -151,6 +151,10 @@ pub struct TracepointFormat {
 const ZERO_DIVISION: &str =
     "Divide or modulo by 0 detected. This can lead to unexpected results. 1 is being used as the result.";
 
+/// What an update of a full map prints, in bpftrace's words (0.24 and
+/// later); the update is dropped.
+const MAP_FULL: &str = "Map full; can't update element. Try increasing max_map_keys config or manually setting the max entries in a map declaration e.g. `let @a = hash(5000)`";
+
 pub fn check(
     script: &Script,
     attach: &[Vec<AttachInfo>],
@@ -188,9 +192,15 @@ pub fn check(
         crate::format::Format::parse(ZERO_DIVISION.as_bytes())
             .expect("the zero-division warning is a valid format"),
     );
+    let map_full = checker.formats.len() as u32;
+    checker.formats.push(
+        crate::format::Format::parse(MAP_FULL.as_bytes())
+            .expect("the full-map warning is a valid format"),
+    );
     Ok(Program {
         warnings,
         zero_division,
+        map_full,
         registry: checker.registry,
         maps: checker.maps,
         probes,
@@ -642,8 +652,17 @@ impl<'o> Checker<'o> {
 
     fn statements(&mut self, stmts: &[Stmt], scope: &mut Scope) -> Vec<TStmt> {
         let mut out = Vec::new();
-        for stmt in stmts {
+        for (i, stmt) in stmts.iter().enumerate() {
             if let Ok(s) = self.stmt(stmt, scope) {
+                if let (Some(s), Some(next)) = (&s, stmts.get(i + 1)) {
+                    if leaves(s) {
+                        // bpftrace's words (0.25 and later).
+                        self.warn(
+                            Diagnostic::warning(next.span, "Unreachable statement.")
+                                .label("the statement before never lets the code come here"),
+                        );
+                    }
+                }
                 out.extend(s);
             }
         }
@@ -700,17 +719,25 @@ impl<'o> Checker<'o> {
             }
             StmtKind::Unroll { count, body } => {
                 let n = self.expr(count, scope)?;
+                // bpftrace's words, which its users and tests know.
                 let TKind::Int(n_value) = n.kind else {
                     return Err(self.error(
-                        Diagnostic::error(count.span, "the unroll count must be a constant")
+                        Diagnostic::error(count.span, "invalid unroll value")
+                            .label("the count must be a constant")
                             .hint("write unroll (5) { ... }"),
                     ));
                 };
                 if !(1..=100).contains(&n_value) {
-                    return Err(self.error(Diagnostic::error(
-                        count.span,
-                        format!("unroll count {n_value} is not between 1 and 100"),
-                    )));
+                    let limit = if n_value < 1 {
+                        "unroll minimum value is 1"
+                    } else {
+                        "unroll maximum value is 100"
+                    };
+                    return Err(self.error(
+                        Diagnostic::error(count.span, limit)
+                            .label(format!("{n_value} times"))
+                            .hint("for more repetitions, use while or for ($i : 0..N)"),
+                    ));
                 }
                 let body = self.block(body, scope);
                 TStmt::Unroll {
@@ -1059,6 +1086,7 @@ impl<'o> Checker<'o> {
             map: id,
             keys,
             value,
+            span,
         })
     }
 
@@ -1344,6 +1372,22 @@ impl Scope {
     /// why it is not seen.
     pub(crate) fn ended(&self, name: &str) -> bool {
         self.vars.iter().any(|(n, _)| n == name)
+    }
+}
+
+/// Whether a statement never lets control go on to the next one:
+/// `return`, `break`, `continue`, `exit()`, or an `if` both of whose arms
+/// are such.
+fn leaves(stmt: &TStmt) -> bool {
+    let ends = |stmts: &[TStmt]| stmts.iter().any(leaves);
+    match stmt {
+        TStmt::Return | TStmt::Break | TStmt::Continue => true,
+        TStmt::Output(crate::hir::Output::Exit(_)) => true,
+        TStmt::If {
+            then, otherwise, ..
+        } => ends(then) && ends(otherwise),
+        TStmt::Block(body) => ends(body),
+        _ => false,
     }
 }
 

@@ -68,9 +68,11 @@ fn aggregations() {
 #[test]
 fn printf_formats_are_checked() {
     let p = ok("BEGIN { printf(\"%s %d %-5x %c\\n\", comm, pid, 255, 65); }");
-    // The printf's, and the zero-division warning every program has.
-    assert_eq!(p.formats.len(), 2);
+    // The printf's, and the zero-division and full-map warnings every
+    // program has.
+    assert_eq!(p.formats.len(), 3);
     assert_eq!(p.zero_division, 1);
+    assert_eq!(p.map_full, 2);
     assert!(
         matches!(&p.probes[0].body[0], TStmt::Output(Output::Printf { args, .. }) if args.len() == 4)
     );
@@ -330,6 +332,25 @@ fn a_tuple_key_is_its_items() {
     // A tuple inside the keys stays one.
     let p = ok("BEGIN { @o[(1, (2, 3))] = 1; }");
     assert_eq!(map(&p, "o").keys.len(), 2);
+}
+
+/// What wrappers and bpftrace's users look for, in bpftrace's words.
+#[test]
+fn unreachable_code_and_unroll_limits_in_bpftrace_s_words() {
+    let src = "BEGIN { @a = 1; exit(); @a = 2; @a = 3; } \
+               END { $i = 0; while ($i < 3) { $i++; if ($i > 1) { break; } else { continue; } @b = 1; } }";
+    let p = ok(src);
+    let at: Vec<&str> = (p.warnings.iter())
+        .filter(|w| w.message == "Unreachable statement.")
+        .map(|w| &src[w.span.start as usize..w.span.end as usize])
+        .collect();
+    assert_eq!(at, ["@a = 2", "@b = 1"]);
+    assert!(ok("BEGIN { if (1) { exit(); } @a = 1; }")
+        .warnings
+        .is_empty());
+    assert!(err("BEGIN { unroll (101) { } }").contains("unroll maximum value is 100"));
+    assert!(err("BEGIN { unroll (0) { } }").contains("unroll minimum value is 1"));
+    assert!(err("BEGIN { unroll (pid) { } }").contains("invalid unroll value"));
 }
 
 #[test]
