@@ -79,7 +79,7 @@ impl Gen<'_> {
             TKind::Helper(h) => self.helper_value(*h),
             TKind::NsPid { thread } => Ok(self.ns_pid(*thread)),
             TKind::UserMode => Ok(self.user_mode()),
-            TKind::Arg(n) => self.arg(*n),
+            TKind::Arg(n) => self.arg(*n, e.span),
             TKind::SArg(n) => Ok(self.stack_arg(*n)),
             TKind::Retval => Ok(self.ctx_reg(RAX)),
             TKind::Reg(off) => Ok(self.ctx_reg(*off)),
@@ -574,18 +574,21 @@ impl Gen<'_> {
         self.spill(Reg::R0)
     }
 
-    fn arg(&mut self, n: u8) -> R<Op> {
+    /// `argN`, written at `span`.
+    fn arg(&mut self, n: u8, span: Span) -> R<Op> {
         match &self.unit.args {
             ArgAccess::Usdt(sources) => {
                 let Some(source) = sources.get(usize::from(n)).copied() else {
-                    return Err(self
-                        .error(format!(
+                    return Err(Diagnostic::error(
+                        span,
+                        format!(
                             "{} has {} argument{}; arg{n} does not exist",
                             self.unit.display,
                             sources.len(),
                             if sources.len() == 1 { "" } else { "s" }
-                        ))
-                        .hint("`sdt list -v` shows each probe's arguments"));
+                        ),
+                    )
+                    .hint("`sdt list -v` shows each probe's arguments"));
                 };
                 // Lowering leaves out the sites where a read argument
                 // cannot be read.

@@ -520,6 +520,44 @@ impl TypeRegistry {
         }
     }
 
+    /// The size bpftrace gives a value of `ty` (`sizeof`): C's for C
+    /// types; a tuple is laid out as a C struct of its items, each aligned
+    /// as bpftrace aligns it in a tuple (see [`TypeRegistry::tuple_align`]),
+    /// the whole to its largest alignment. (sdt keeps each item in 8 bytes
+    /// of its own; this is the size a script asks about.)
+    pub fn bpftrace_size(&self, ty: &Ty) -> u64 {
+        match ty {
+            Ty::Tuple(items) => {
+                let mut end = 0u64;
+                for item in items {
+                    end = end.next_multiple_of(self.tuple_align(item));
+                    end += self.bpftrace_size(item);
+                }
+                end.next_multiple_of(self.tuple_align(ty))
+            }
+            other => self.c_size(other),
+        }
+    }
+
+    /// The alignment of `ty` inside a tuple, as bpftrace 0.19 and later
+    /// give it: 1 for strings and the other values kept as bytes, a
+    /// tuple's or C type's own, an array's element's, else the size up to
+    /// 2, 4 up to 4 bytes, and 8.
+    pub fn tuple_align(&self, ty: &Ty) -> u64 {
+        match ty {
+            Ty::Str { .. } | Ty::Buf { .. } => 1,
+            Ty::Shown(Shown::Inet { .. } | Shown::Timestamp { .. }) => 1,
+            Ty::Tuple(items) => items.iter().map(|t| self.tuple_align(t)).max().unwrap_or(1),
+            Ty::Record(id) => self.record(*id).align.max(1),
+            Ty::Array { elem, .. } => self.tuple_align(elem),
+            other => match self.c_size(other) {
+                0..=2 => self.c_size(other).max(1),
+                3..=4 => 4,
+                _ => 8,
+            },
+        }
+    }
+
     pub fn c_align(&self, ty: &Ty) -> u64 {
         match ty {
             Ty::Int { bytes, .. } | Ty::Enum { bytes, .. } => u64::from(*bytes).max(1),
@@ -618,5 +656,50 @@ mod tests {
         let items = [INT64, Ty::Str { size: 13 }, UINT32];
         assert_eq!(Ty::tuple_offsets(&items, &reg), [0, 8, 24]);
         assert_eq!(Ty::Tuple(items.to_vec()).value_size(&reg), 32);
+    }
+
+    /// What `sizeof` says of a tuple: bpftrace's layout, not sdt's.
+    #[test]
+    fn tuples_have_bpftrace_s_sizes() {
+        let mut reg = TypeRegistry::default();
+        let int = |bytes, signed| Ty::Int { bytes, signed };
+        let size = |reg: &TypeRegistry, items: &[Ty]| reg.bpftrace_size(&Ty::Tuple(items.to_vec()));
+        assert_eq!(size(&reg, &[int(1, true), int(2, true), int(4, true)]), 8);
+        assert_eq!(size(&reg, &[int(4, true), int(2, true), int(1, true)]), 8);
+        assert_eq!(size(&reg, &[int(1, true), INT64, int(1, true), INT64]), 32);
+        // Strings align to 1; the literal 3 is 64 bits, as before 0.25.
+        let mixed = [
+            int(1, true),
+            int(1, true),
+            Ty::Str { size: 7 },
+            INT64,
+            int(4, true),
+            INT64,
+            int(1, true),
+            int(2, true),
+            Ty::Str { size: 4 },
+        ];
+        assert_eq!(size(&reg, &mixed), 48);
+        let pair = reg.add_record(Record {
+            name: "Foo".into(),
+            is_union: false,
+            size: 8,
+            align: 4,
+            fields: Vec::new(),
+            incomplete: false,
+        });
+        assert_eq!(size(&reg, &[int(4, true), Ty::Record(pair)]), 12);
+        let array = Ty::Array {
+            elem: Box::new(int(4, true)),
+            len: 4,
+        };
+        assert_eq!(size(&reg, &[int(4, true), array]), 20);
+        assert_eq!(
+            size(
+                &reg,
+                &[int(1, true), Ty::Tuple(vec![int(2, true), int(1, true)])]
+            ),
+            6
+        );
     }
 }

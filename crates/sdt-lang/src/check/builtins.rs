@@ -876,7 +876,7 @@ fn sizeof_value(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Che
     let v = c.expr(&use_.args[0], scope)?;
     let v = c.value(v)?;
     c.not_void(&v)?;
-    let size = c.registry.c_size(&v.ty);
+    let size = c.registry.bpftrace_size(&v.ty);
     value(use_, TKind::Int(size as i64), UINT64)
 }
 

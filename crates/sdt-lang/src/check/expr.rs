@@ -267,7 +267,8 @@ impl Checker<'_> {
             self.not_void(&v)?;
             values.push(v);
         }
-        let ty = Ty::Tuple(values.iter().map(|v| super::widen(&v.ty)).collect());
+        // Items keep their types (`(int8)1` is one byte to `sizeof`).
+        let ty = Ty::Tuple(values.iter().map(|v| v.ty.clone()).collect());
         Ok(TExpr {
             kind: TKind::Tuple(values),
             ty,

@@ -1422,14 +1422,15 @@ fn spread_tuple_key(keys: Vec<TExpr>) -> Vec<TExpr> {
 }
 
 /// The type a value has once stored in a variable or a map: integers of
-/// any width become 64-bit, as in registers.
+/// any width become 64-bit, as in registers. A tuple keeps its items'
+/// types, which its layout in bpftrace (`sizeof`) depends on; each item
+/// takes 8 bytes anyway (see [`Ty::value_size`]).
 pub(crate) fn widen(ty: &Ty) -> Ty {
     match ty {
         Ty::Int { signed, .. } => Ty::Int {
             bytes: 8,
             signed: *signed,
         },
-        Ty::Tuple(items) => Ty::Tuple(items.iter().map(widen).collect()),
         other => other.clone(),
     }
 }
