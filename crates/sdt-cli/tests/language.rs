@@ -578,3 +578,48 @@ fn a_tuple_key_is_the_same_as_several_keys() {
         ]
     );
 }
+
+/// Casts between integers and arrays (bpftrace 0.19 and later), of a
+/// string to its bytes (0.24.2) and to booleans (0.24): an integer's bytes
+/// lowest first; `[]` takes the length from the value; an array's bytes
+/// read back as one integer. Arrays print as lists, `int8` ones too.
+#[test]
+fn casts_between_integers_strings_and_arrays() {
+    let Some(lines) = lines(
+        r#"BEGIN {
+            printf("%x %x\n", ((int8[8])12345)[0], ((int8[])12345)[1]);
+            print((int8[])"hello");
+            print((bool[2])(uint16)1);
+            $x = (uint8[4])0x01020304;
+            print($x);
+            printf("%x %d\n", (uint32)$x, sizeof((int16[])12345));
+            @bytes = (uint8[2])(uint16)0xabcd;
+            exit();
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        lines,
+        [
+            "39 30",
+            "[104,101,108,108,111,0]",
+            "[true,false]",
+            "[4,3,2,1]",
+            "1020304 8",
+            "@bytes: [205,171]",
+        ]
+    );
+    fails_with(
+        "BEGIN { $a = (int16[])\"abc\"; }",
+        "cannot cast string[4] to int16[2]",
+    );
+    fails_with(
+        "BEGIN { $a = (int32[])(int8)1; }",
+        "Cannot determine array size",
+    );
+    fails_with(
+        "BEGIN { $a = (uint8[16])1; }",
+        "cannot cast int64 to uint8[16]",
+    );
+}

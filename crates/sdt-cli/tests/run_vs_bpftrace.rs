@@ -1586,6 +1586,10 @@ usdt:./shapes:shapes:drawn {
   $pair = ("hi", $s.id); print($pair); $pair = ("a longer string", 2); print($pair);
   $name = $s.id > 5 ? $s.name : "a longer name";
   printf("name %s\n", $name);
+  // An array's bytes as an integer, and an integer's as an array.
+  printf("raw %d %d %d\n", (uint32)$s.raw.bytes == $s.raw.word,
+         (uint32)((struct shape *)arg0)->raw.bytes == $s.raw.word,
+         ((uint8[4])$s.raw.word)[1] == $s.raw.bytes[1]);
 }
 uprobe:./shapes:compare { printf("compare %d\n", buf(arg0, 74) == buf(arg1, 74)); }
 "#
@@ -1604,6 +1608,7 @@ uprobe:./shapes:compare { printf("compare %d\n", buf(arg0, 74) == buf(arg1, 74))
             "(hi, 7)",
             "(a longer string, 2)",
             "name square",
+            "raw 1 1 1",
             "compare 1",
             "compare 0",
         ]

@@ -325,7 +325,15 @@ pub struct TypeName {
     /// `uint8`, `int`, `struct foo`, `union u`, `enum e`, or a typedef name.
     pub name: String,
     pub pointers: u8,
-    /// `[N]` after the name.
-    pub array: Option<u64>,
+    /// `[N]` or `[]` after the name.
+    pub array: Option<ArrayLen>,
     pub span: Span,
+}
+
+/// The length in `type[N]`, or `[]`, where a cast takes it from the value
+/// (`(int8[])x` is as many bytes as `x` has).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArrayLen {
+    Known(u64),
+    FromValue,
 }

@@ -913,7 +913,7 @@ impl<'s> Parser<'s> {
     }
 
     /// A type: `[struct|union|enum] name`, C's multi-word integer names,
-    /// then `*`s and an optional `[N]`.
+    /// then `*`s and an optional `[N]` (or `[]`, in a cast).
     fn type_name(&mut self, start: Span) -> Result<TypeName, Diagnostic> {
         let mut words = Vec::new();
         loop {
@@ -967,11 +967,14 @@ impl<'s> Parser<'s> {
         }
         let array = if self.eat("[")?.is_some() {
             let token = self.next()?;
-            let Tok::Int(n) = token.tok else {
-                return Err(unexpected(&token, "an array length"));
-            };
-            self.expect("]", "after the array length")?;
-            Some(n)
+            match token.tok {
+                Tok::Int(n) => {
+                    self.expect("]", "after the array length")?;
+                    Some(crate::ast::ArrayLen::Known(n))
+                }
+                Tok::Punct("]") => Some(crate::ast::ArrayLen::FromValue),
+                _ => return Err(unexpected(&token, "an array length or `]`")),
+            }
         } else {
             None
         };

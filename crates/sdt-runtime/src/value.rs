@@ -120,9 +120,26 @@ pub fn decode<'a>(ty: &Ty, bytes: &'a [u8], registry: &TypeRegistry) -> Value<'a
             let size = (shown.value_size() as usize).min(bytes.len());
             Value::Shown(*shown, &bytes[..size])
         }
-        Ty::Record(_) | Ty::Array { .. } => decode_c(ty, None, bytes, registry),
+        // An array value of its own (`(int8[])"hi"`) is a list of numbers,
+        // as in bpftrace, also of `int8`; a `char` array inside a struct
+        // is a string.
+        Ty::Array { elem, len } => elements(elem, *len, bytes, registry),
+        Ty::Record(_) => decode_c(ty, None, bytes, registry),
         Ty::Void | Ty::Agg(_) => Value::Bytes(bytes),
     }
+}
+
+/// The `len` elements of an array laid out as in C.
+fn elements<'a>(elem: &Ty, len: u64, bytes: &'a [u8], registry: &TypeRegistry) -> Value<'a> {
+    let size = registry.c_size(elem) as usize;
+    Value::Array(
+        (0..len as usize)
+            .map(|i| {
+                let from = (i * size).min(bytes.len());
+                decode_c(elem, None, &bytes[from..], registry)
+            })
+            .collect(),
+    )
 }
 
 /// Decodes a value laid out as in the traced program's memory (a struct
@@ -191,14 +208,7 @@ fn decode_c<'a>(
                 let b = &bytes[..total];
                 return Value::Str(&b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]);
             }
-            Value::Array(
-                (0..*len as usize)
-                    .map(|i| {
-                        let from = (i * size).min(bytes.len());
-                        decode_c(elem, None, &bytes[from..], registry)
-                    })
-                    .collect(),
-            )
+            elements(elem, *len, bytes, registry)
         }
         Ty::Record(id) => {
             let mut fields = Vec::new();
