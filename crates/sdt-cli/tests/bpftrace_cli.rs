@@ -617,6 +617,114 @@ fn uprobe_places_that_cannot_be_checked() {
     );
 }
 
+/// bpftrace's stack modes: `raw` (addresses alone), `build_id` (the
+/// object's build id and the file offset, as `readelf` and `nm` give them),
+/// `perf`; bare `ustack` takes `stack_mode` from the config block, and
+/// `BPFTRACE_STACK_MODE` in the environment wins over it.
+#[test]
+fn stack_modes_from_the_call_the_config_and_the_environment() {
+    let Some(case) = Case::root("stack_modes") else {
+        return;
+    };
+    let program = "uprobe:./ticker:work { printf(\"[%s][%s][%s]\\n\", ustack(raw, 1), ustack(build_id, 1), ustack(perf, 1)); @[ustack(raw, 1)] = count(); }";
+    let out = case.run(&["-c", "./ticker 1", "-e", program]);
+    assert_status(&out, 0, "modes");
+    let stdout = text(&out.stdout);
+    // `work`'s build id and file offset, from binutils.
+    let readelf = std::process::Command::new("readelf")
+        .args(["-nlW", "ticker"])
+        .current_dir(&case.dir)
+        .output()
+        .unwrap();
+    let readelf = text(&readelf.stdout);
+    let build_id = readelf
+        .lines()
+        .find_map(|l| l.split("Build ID: ").nth(1))
+        .expect("a build id")
+        .trim()
+        .to_string();
+    let nm = std::process::Command::new("nm")
+        .arg("ticker")
+        .current_dir(&case.dir)
+        .output()
+        .unwrap();
+    let work = text(&nm.stdout)
+        .lines()
+        .find_map(|l| {
+            l.strip_suffix(" T work")
+                .map(|a| u64::from_str_radix(a, 16).unwrap())
+        })
+        .expect("work in nm");
+    let file_offset = readelf
+        .lines()
+        .filter(|l| l.trim_start().starts_with("LOAD"))
+        .find_map(|l| {
+            let f: Vec<u64> = l
+                .split_whitespace()
+                .skip(1)
+                .take(4)
+                .map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16).unwrap())
+                .collect();
+            let (offset, vaddr, size) = (f[0], f[1], f[3]);
+            (vaddr..vaddr + size)
+                .contains(&work)
+                .then(|| work - vaddr + offset)
+        })
+        .expect("work in a LOAD segment");
+    // Each stack is a line of its own between `\n`s: `[\nA\n][\nB\n][\nC\n]`.
+    let start = stdout.find("[\n").unwrap_or_else(|| panic!("{stdout}"));
+    let end = stdout[start..]
+        .find("\n]\n")
+        .unwrap_or_else(|| panic!("{stdout}"))
+        + start;
+    let parts: Vec<&str> = stdout[start + 2..end].split("\n][\n").collect();
+    let raw = u64::from_str_radix(parts[0], 16).unwrap_or_else(|_| panic!("{stdout}"));
+    assert_eq!(
+        parts[1],
+        format!("{build_id} {file_offset:#04x}"),
+        "{stdout}"
+    );
+    assert_eq!(
+        parts[2],
+        format!("\t{raw:x} work+0 ({})", case.dir.join("ticker").display())
+    );
+    assert!(
+        stdout.contains(&format!("\n@[\n{raw:x}\n]: 1\n")),
+        "{stdout}"
+    );
+
+    let bare = "config = { stack_mode = perf } uprobe:./ticker:work { printf(\"%s\", ustack(1)); }";
+    // (The address changes from run to run: the fixture is a PIE.)
+    let hex = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit());
+    let out = case.run(&["-c", "./ticker 1", "-e", bare]);
+    let perf = lines(&out.stdout);
+    assert!(
+        perf.iter().any(|l| l
+            .strip_prefix('\t')
+            .and_then(|l| l.split_once(" work+0 ("))
+            .is_some_and(|(a, _)| hex(a))),
+        "{perf:?}"
+    );
+    let out = case.run_env(
+        &["-c", "./ticker 1", "-e", bare],
+        &[("BPFTRACE_STACK_MODE", "raw")],
+    );
+    let raw_lines = lines(&out.stdout);
+    assert!(raw_lines.iter().any(|l| hex(l)), "{raw_lines:?}");
+    let out = case.run_env(
+        &["-e", "BEGIN { exit(); }"],
+        &[("BPFTRACE_STACK_MODE", "fast")],
+    );
+    assert_status(&out, 1, "a bad mode");
+    assert!(
+        text(&out.stderr).contains(
+            "Invalid value for stack_mode: valid values are bpftrace, raw, perf, and build_id."
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// Probes are counted as bpftrace 0.24 and later count them (a USDT probe
 /// once per file, whatever its sites), and a glob in the file part
 /// attaches to every matching file, named as it matched.

@@ -206,6 +206,7 @@ fn compile_options(
             allow_unsafe: request.allow_unsafe,
             named_params: request.named.clone(),
             internal: request.internal,
+            stack_mode: config.stack_mode,
         },
         scope: sdt_trace::Scope {
             debug_dirs: request.debug_dirs.clone(),

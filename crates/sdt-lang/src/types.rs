@@ -129,7 +129,7 @@ pub enum Shown {
     /// address, then the process id.
     USym,
     /// A user stack (`ustack`): a stack id, then the process id.
-    UStack { perf_mode: bool, depth: u32 },
+    UStack { mode: StackMode, depth: u32 },
     /// A probe's full name (`probe`), by its id.
     Probe,
     /// The traced function's name (`func`), by its id.
@@ -147,6 +147,35 @@ pub enum Shown {
     /// A timestamp to print with a time format (`strftime`), by the
     /// format's id.
     Timestamp { format: u32 },
+}
+
+/// How a stack prints: bpftrace's modes (`ustack(perf)`, the
+/// `stack_mode` configuration).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum StackMode {
+    /// `symbol+offset`, indented.
+    #[default]
+    Bpftrace,
+    /// As `perf script`: the address, `symbol+offset` and the object.
+    Perf,
+    /// The address alone (bpftrace 0.18 and later).
+    Raw,
+    /// The object's build id and the file offset, for symbolizing
+    /// elsewhere (bpftrace 0.25 and later).
+    BuildId,
+}
+
+impl StackMode {
+    /// The mode a name (as bpftrace takes it) stands for.
+    pub fn named(name: &str) -> Option<StackMode> {
+        Some(match name {
+            "bpftrace" => StackMode::Bpftrace,
+            "perf" => StackMode::Perf,
+            "raw" => StackMode::Raw,
+            "build_id" => StackMode::BuildId,
+            _ => return None,
+        })
+    }
 }
 
 impl Shown {

@@ -145,13 +145,14 @@ pub(crate) fn frame(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Frame, MapKind, MapRow, MapValue};
+    use crate::model::{Frame, MapKind, MapRow, MapValue, StackStyle};
 
     fn frame_at(addr: u64, name: Option<&str>, module: Option<&str>) -> Frame {
         Frame {
             addr,
             symbol: name.map(|n| (n.to_string(), 4)),
             module: module.map(str::to_string),
+            build_id: None,
         }
     }
 
@@ -164,7 +165,7 @@ mod tests {
                 frame_at(0x10, Some("main"), Some("/bin/x")),
                 frame_at(0x8, None, None),
             ],
-            perf: false,
+            style: StackStyle::Bpftrace,
         });
         let map = MapPrint {
             name: "@".into(),

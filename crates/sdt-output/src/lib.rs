@@ -48,7 +48,8 @@ use std::io::{self, Write};
 
 pub use model::{
     Align, Arg, Bucket, Cell, Column, Datum, Frame, Hit, Losses, MapKind, MapPrint, MapRow,
-    MapValue, Note, Printed, Span, Stack, Stamp, Stream, Table, TextKind, Thread, TraceSummary,
+    MapValue, Note, Printed, Span, Stack, StackStyle, Stamp, Stream, Table, TextKind, Thread,
+    TraceSummary,
 };
 
 /// Receives what a run produces, in the order it happens: one

@@ -75,18 +75,35 @@ impl Datum {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stack {
     pub frames: Vec<Frame>,
-    /// `ustack(perf)`: each frame as `perf script` prints it.
-    pub perf: bool,
+    pub style: StackStyle,
+}
+
+/// How a stack's frames print, as bpftrace's stack modes say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StackStyle {
+    /// `symbol+offset`, indented.
+    #[default]
+    Bpftrace,
+    /// As `perf script`: the address, `symbol+offset` and the object.
+    Perf,
+    /// The address in hex, alone.
+    Raw,
+    /// The object's build id and the address's offset in the file; the
+    /// address where that is not known.
+    BuildId,
 }
 
 /// One frame of a stack.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Frame {
     pub addr: u64,
     /// The function (demangled) and the offset into it, when known.
     pub symbol: Option<(String, u64)>,
     /// The object the address is in, when known.
     pub module: Option<String>,
+    /// The build id of that object and the address's offset in its file,
+    /// when known (for `StackStyle::BuildId`).
+    pub build_id: Option<(Vec<u8>, u64)>,
 }
 
 /// The kind of a map's values, which decides how it prints.

@@ -20,8 +20,8 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::model::{
-    Align, Arg, Bucket, Cell, Column, Datum, Hit, MapKind, MapPrint, MapValue, Printed, Stream,
-    Table, TextKind,
+    Align, Arg, Bucket, Cell, Column, Datum, Hit, MapKind, MapPrint, MapValue, Printed, StackStyle,
+    Stream, Table, TextKind,
 };
 use crate::{Event, Out, Sink};
 
@@ -265,15 +265,24 @@ pub fn datum(value: &Datum, context: Context) -> String {
                     Some((name, offset)) => format!("{name}+{offset}"),
                     None => format!("{:#x}", frame.addr),
                 };
-                if stack.perf {
-                    let module = match (&frame.symbol, &frame.module) {
-                        (Some(_), Some(module)) => module.as_str(),
-                        _ => "[unknown]",
-                    };
-                    let _ = writeln!(out, "\t{:x} {name} ({module})", frame.addr);
-                } else {
-                    let _ = writeln!(out, "{indent}{name}");
-                }
+                let _ = match stack.style {
+                    StackStyle::Bpftrace => writeln!(out, "{indent}{name}"),
+                    StackStyle::Perf => {
+                        let module = match (&frame.symbol, &frame.module) {
+                            (Some(_), Some(module)) => module.as_str(),
+                            _ => "[unknown]",
+                        };
+                        writeln!(out, "\t{:x} {name} ({module})", frame.addr)
+                    }
+                    StackStyle::Raw => writeln!(out, "{:x}", frame.addr),
+                    StackStyle::BuildId => match &frame.build_id {
+                        Some((id, offset)) => {
+                            let id: String = id.iter().map(|b| format!("{b:02x}")).collect();
+                            writeln!(out, "{id} {offset:#04x}")
+                        }
+                        None => writeln!(out, "{:x}", frame.addr),
+                    },
+                };
             }
             out
         }

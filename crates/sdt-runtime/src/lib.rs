@@ -627,6 +627,10 @@ impl Env for RuntimeEnv<'_> {
         self.symbols.module(pid, addr)
     }
 
+    fn build_id(&mut self, pid: u32, addr: u64) -> Option<(Vec<u8>, u64)> {
+        self.symbols.build_id(pid, addr)
+    }
+
     fn stack(&mut self, id: u32) -> Vec<u64> {
         self.maps.stack(id)
     }

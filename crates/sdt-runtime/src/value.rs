@@ -12,8 +12,8 @@
 //! so a new kind does not compile until it says how it shows. What else a
 //! new kind takes is in [`Shown`]'s documentation.
 
-use sdt_lang::types::{Shown, Ty, TypeRegistry};
-use sdt_output::{Datum, Frame, Stack};
+use sdt_lang::types::{Shown, StackMode, Ty, TypeRegistry};
+use sdt_output::{Datum, Frame, Stack, StackStyle};
 
 /// What rendering needs from the rest of the runtime.
 pub trait Env {
@@ -27,6 +27,12 @@ pub trait Env {
     /// The path of the object mapped at `addr` in `pid`, for an address
     /// without a symbol.
     fn module(&mut self, pid: u32, addr: u64) -> Option<String> {
+        let _ = (pid, addr);
+        None
+    }
+    /// The build id of the object mapped at `addr` in `pid`, and the
+    /// address's offset in its file.
+    fn build_id(&mut self, pid: u32, addr: u64) -> Option<(Vec<u8>, u64)> {
         let _ = (pid, addr);
         None
     }
@@ -287,8 +293,8 @@ pub fn render_shown(shown: Shown, bytes: &[u8], env: &mut dyn Env) -> Datum {
             Some(sym) => sym.name,
             None => format!("{word:#x}"),
         }),
-        Shown::UStack { perf_mode, depth } => {
-            Datum::Stack(user_stack(word as i64, pid, perf_mode, depth, env))
+        Shown::UStack { mode, depth } => {
+            Datum::Stack(user_stack(word as i64, pid, mode, depth, env))
         }
         Shown::Probe => Datum::Text(env.probe_name(word)),
         Shown::Func => Datum::Text(env.func_name(word)),
@@ -329,7 +335,7 @@ pub fn shown_number(shown: Shown, bytes: &[u8]) -> Option<(u64, bool)> {
 
 /// The frames of stack `id` (none if negative) of process `pid`,
 /// symbolized, at most `depth` of them.
-fn user_stack(id: i64, pid: u32, perf: bool, depth: u32, env: &mut dyn Env) -> Stack {
+fn user_stack(id: i64, pid: u32, mode: StackMode, depth: u32, env: &mut dyn Env) -> Stack {
     let addrs = if id < 0 {
         Vec::new()
     } else {
@@ -347,10 +353,20 @@ fn user_stack(id: i64, pid: u32, perf: bool, depth: u32, env: &mut dyn Env) -> S
                     None => env.module(pid, addr),
                 },
                 symbol: sym.map(|s| (s.name, s.offset)),
+                build_id: match mode {
+                    StackMode::BuildId => env.build_id(pid, addr),
+                    _ => None,
+                },
             }
         })
         .collect();
-    Stack { frames, perf }
+    let style = match mode {
+        StackMode::Bpftrace => StackStyle::Bpftrace,
+        StackMode::Perf => StackStyle::Perf,
+        StackMode::Raw => StackStyle::Raw,
+        StackMode::BuildId => StackStyle::BuildId,
+    };
+    Stack { frames, style }
 }
 
 /// The message of an errno value, as `strerror(3)` words it.

@@ -20,7 +20,7 @@ use super::{Checker, Scope, Stop, R};
 use crate::ast::{Expr, ExprKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{HelperValue, Output, Param, ProbeKind, TExpr, TKind, TStmt};
-use crate::types::{Agg, Shown, Ty, INT64, UINT32, UINT64};
+use crate::types::{Agg, Shown, StackMode, Ty, INT64, UINT32, UINT64};
 
 /// The kernel's ids (`enum bpf_func_id`) of the helpers builtins lower to.
 /// The front end calls nothing; these are data for the code generator.
@@ -558,13 +558,27 @@ fn kernel_only(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked>
     )))
 }
 
+/// `ustack`, `ustack(N)`, `ustack(MODE)`, `ustack(MODE, N)`: without a
+/// mode, the configuration's `stack_mode`.
 fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
-    let mut perf_mode = false;
+    let mut mode = c.options.stack_mode;
     let mut depth = 127u32;
-    for a in use_.args {
+    for (i, a) in use_.args.iter().enumerate() {
         match &a.kind {
-            ExprKind::Ident(mode) if mode == "perf" => perf_mode = true,
-            ExprKind::Ident(mode) if mode == "bpftrace" => perf_mode = false,
+            ExprKind::Ident(name) if i == 0 => {
+                mode = StackMode::named(name).ok_or_else(|| {
+                    c.error(
+                        Diagnostic::error(a.span, format!("Error parsing stack mode: {name}"))
+                            .hint("the modes are bpftrace, perf, raw and build_id"),
+                    )
+                })?;
+            }
+            _ if i == 1 && !matches!(use_.args[0].kind, ExprKind::Ident(_)) => {
+                return Err(c.error(Diagnostic::error(
+                    use_.args[0].span,
+                    "Expected stack mode as first argument",
+                )));
+            }
             _ => {
                 let n = c.literal_int(a, scope, "ustack()'s depth")?;
                 if !(1..=127).contains(&n) {
@@ -580,7 +594,7 @@ fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
     value(
         use_,
         TKind::UStack,
-        Ty::Shown(Shown::UStack { perf_mode, depth }),
+        Ty::Shown(Shown::UStack { mode, depth }),
     )
 }
 

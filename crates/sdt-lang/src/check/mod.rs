@@ -52,6 +52,8 @@ pub struct CheckOptions {
     /// Whether `__sdt_event(...)`, the statement behind `sdt trace`, may
     /// be used. Scripts from users never have it.
     pub internal: bool,
+    /// How `ustack` prints when the call gives no mode (`stack_mode`).
+    pub stack_mode: crate::types::StackMode,
 }
 
 impl Default for CheckOptions {
@@ -62,6 +64,7 @@ impl Default for CheckOptions {
             allow_unsafe: false,
             named_params: HashMap::new(),
             internal: false,
+            stack_mode: crate::types::StackMode::Bpftrace,
         }
     }
 }

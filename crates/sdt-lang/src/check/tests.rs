@@ -354,6 +354,47 @@ fn unreachable_code_and_unroll_limits_in_bpftrace_s_words() {
 }
 
 #[test]
+fn stack_modes_come_from_the_call_or_the_configuration() {
+    use crate::types::{Shown, StackMode};
+    let mode = |p: &Program| match &p.probes[0].body[0] {
+        TStmt::AssignVar { value, .. } => value.ty.clone(),
+        other => panic!("{other:?}"),
+    };
+    let stack = |mode, depth| Ty::Shown(Shown::UStack { mode, depth });
+    assert_eq!(
+        mode(&ok("uprobe:/bin/x:f { $s = ustack; }")),
+        stack(StackMode::Bpftrace, 127)
+    );
+    assert_eq!(
+        mode(&ok("uprobe:/bin/x:f { $s = ustack(raw); }")),
+        stack(StackMode::Raw, 127)
+    );
+    assert_eq!(
+        mode(&ok("uprobe:/bin/x:f { $s = ustack(build_id, 3); }")),
+        stack(StackMode::BuildId, 3)
+    );
+    assert_eq!(
+        mode(&ok("uprobe:/bin/x:f { $s = ustack(perf); }")),
+        stack(StackMode::Perf, 127)
+    );
+    assert!(
+        err("uprobe:/bin/x:f { $s = ustack(fast); }").contains("Error parsing stack mode: fast")
+    );
+    assert!(err("uprobe:/bin/x:f { $s = ustack(3, raw); }")
+        .contains("Expected stack mode as first argument"));
+    // `stack_mode` of the configuration, for a bare `ustack`.
+    let src = "uprobe:/bin/x:f { $s = ustack(2); $t = ustack(perf); }";
+    let script = crate::parser::parse(src).unwrap();
+    let attach = offline_attach(&script, &[]).unwrap();
+    let options = CheckOptions {
+        stack_mode: StackMode::Raw,
+        ..CheckOptions::default()
+    };
+    let p = check(&script, &attach, &options, &mut NoObjects).unwrap();
+    assert_eq!(mode(&p), stack(StackMode::Raw, 2));
+}
+
+#[test]
 fn for_loops_walk_ranges_and_maps() {
     ok("BEGIN { @m[1, \"a\"] = 2; for ($kv : @m) { print(($kv.0.0, $kv.0.1, $kv.1)); } }");
     ok("BEGIN { @c[comm] = count(); for ($kv : @c) { if ($kv.1 > 1) { break; } } }");
@@ -481,9 +522,15 @@ fn arrays_in_traced_memory_decay_to_pointers_in_casts() {
         matches!(place.kind, TKind::Field { offset: 32, .. }),
         "{place:?}"
     );
-    // An array cast to anything but a pointer is still refused.
-    let e = err("struct s { int a[2]; };\nusdt:/bin/x:p:a { $v = (uint64)((struct s *)arg0)->a; }");
-    assert!(e.contains("cannot cast int32[2] to uint64"), "{e}");
+    // Cast to an integer of its size, an array is its bytes (bpftrace
+    // 0.19 and later); to another size, it is refused.
+    let p = ok("struct s { int a[2]; };\nusdt:/bin/x:p:a { $v = (uint64)((struct s *)arg0)->a; }");
+    let TStmt::AssignVar { value, .. } = &p.probes[0].body[0] else {
+        panic!("{:?}", p.probes[0].body[0])
+    };
+    assert!(matches!(value.kind, TKind::Load { .. }), "{value:?}");
+    let e = err("struct s { int a[2]; };\nusdt:/bin/x:p:a { $v = (uint32)((struct s *)arg0)->a; }");
+    assert!(e.contains("cannot cast int32[2] to uint32"), "{e}");
 }
 
 #[test]

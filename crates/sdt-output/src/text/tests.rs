@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::{Frame, MapRow, Note, Stack};
+use crate::model::{Frame, MapRow, Note, Stack, StackStyle};
 use crate::Sink;
 
 fn escaped(bytes: &[u8]) -> String {
@@ -109,31 +109,40 @@ fn stacks_indent_by_where_they_are() {
                 addr: 0x1000,
                 symbol: Some(("main".into(), 4)),
                 module: Some("/bin/x".into()),
+                build_id: Some((vec![0xab, 0x01], 0x234)),
             },
             Frame {
                 addr: 0x2000,
-                symbol: None,
-                module: None,
+                ..Frame::default()
             },
         ],
-        perf: false,
+        style: StackStyle::Bpftrace,
     });
     assert_eq!(datum(&stack, Context::Key), "\n    main+4\n    0x2000\n");
     assert_eq!(
         datum(&stack, Context::Value),
         "\n        main+4\n        0x2000\n"
     );
-    let perf = Datum::Stack(Stack {
-        perf: true,
-        ..match stack {
-            Datum::Stack(s) => s,
-            _ => unreachable!(),
-        }
-    });
+    let styled = |style| {
+        let Datum::Stack(s) = &stack else {
+            unreachable!()
+        };
+        Datum::Stack(Stack { style, ..s.clone() })
+    };
+    let perf = styled(StackStyle::Perf);
     assert_eq!(
         datum(&perf, Context::Value),
         "\n\t1000 main+4 (/bin/x)\n\t2000 0x2000 ([unknown])\n"
     );
+    // `raw` and `build_id` (bpftrace 0.18, 0.25), in keys and values
+    // alike: an address alone, or a build id and the file offset.
+    for context in [Context::Key, Context::Value] {
+        assert_eq!(datum(&styled(StackStyle::Raw), context), "\n1000\n2000\n");
+        assert_eq!(
+            datum(&styled(StackStyle::BuildId), context),
+            "\nab01 0x234\n2000\n"
+        );
+    }
 }
 
 #[test]
