@@ -270,6 +270,33 @@ fn macros_bind_variables_maps_and_expressions() {
     fails_with("macro m() { @x = 1; } BEGIN { m(); }", "not passed to it");
 }
 
+/// A macro of the script takes the place of a builtin of the same name
+/// and number of arguments (bpftrace 0.26), also as `printf`'s format; one
+/// of another number leaves the builtin in place. `typeof(EXPR)` (0.25)
+/// types a variable after a macro's argument, and the macro's own
+/// variable stays its own.
+#[test]
+fn macros_override_builtins_and_take_types_of_arguments() {
+    let Some(out) = lines(
+        r#"
+        macro cpu() { "hi %d\n" }
+        macro strlen(a, b) { a + b }
+        macro add(x) { let $y: typeof(x); if (true) { $y = 1 } x + $y }
+        BEGIN {
+            printf(cpu(), 5);
+            print((strlen("four"), strlen(2, 3)));
+            $y = 40;
+            print((add(1), add((uint8)250), $y));
+            $s = "abc";
+            print((sizeof(typeof($s)), sizeof(typeof((1, (int8)2)))));
+            exit();
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(out, ["hi 5", "(4, 5)", "(2, 251, 40)", "(4, 16)"]);
+}
+
 #[test]
 fn map_functions_and_declared_maps() {
     let script = r#"

@@ -319,14 +319,17 @@ impl BinOp {
 }
 
 /// A type as written in a cast or `sizeof`: `uint8`, `struct foo *`,
-/// `int32[4]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `int32[4]`, `typeof($x)`.
+#[derive(Clone, Debug, PartialEq)]
 pub struct TypeName {
     /// `uint8`, `int`, `struct foo`, `union u`, `enum e`, or a typedef name.
     pub name: String,
     pub pointers: u8,
     /// `[N]` or `[]` after the name.
     pub array: Option<ArrayLen>,
+    /// `typeof(EXPR)` (bpftrace 0.25): the type of an expression, which
+    /// is never run. `name` is then `typeof`.
+    pub of: Option<Box<Expr>>,
     pub span: Span,
 }
 

@@ -891,7 +891,7 @@ impl<'s> Parser<'s> {
             .collect();
         let is_type = matches!(
             word.as_str(),
-            "struct" | "union" | "enum" | "unsigned" | "signed"
+            "struct" | "union" | "enum" | "unsigned" | "signed" | "typeof"
         ) || INT_TYPE_NAMES.contains(&word.as_str())
             || self.typedefs.contains(&word)
             || (!word.is_empty() && {
@@ -916,7 +916,15 @@ impl<'s> Parser<'s> {
     /// then `*`s and an optional `[N]` (or `[]`, in a cast).
     fn type_name(&mut self, start: Span) -> Result<TypeName, Diagnostic> {
         let mut words = Vec::new();
-        loop {
+        let mut of = None;
+        if self.at_ident("typeof")? {
+            self.next()?;
+            self.expect("(", "after `typeof`")?;
+            of = Some(Box::new(self.expr()?));
+            self.expect(")", "to end `typeof(...)`")?;
+            words.push("typeof".to_string());
+        }
+        while of.is_none() {
             let token = self.peek()?.clone();
             match token.tok {
                 Tok::Ident(w) => {
@@ -983,6 +991,7 @@ impl<'s> Parser<'s> {
             name: words.join(" "),
             pointers,
             array,
+            of,
             span: start.to(end),
         })
     }
@@ -1202,7 +1211,7 @@ impl<'s> Parser<'s> {
                     .collect();
                 matches!(
                     word.as_str(),
-                    "struct" | "union" | "enum" | "unsigned" | "signed"
+                    "struct" | "union" | "enum" | "unsigned" | "signed" | "typeof"
                 ) || INT_TYPE_NAMES.contains(&word.as_str())
                     || self.typedefs.contains(&word)
             };

@@ -56,7 +56,7 @@ impl Checker<'_> {
                     let target = self.array_to_fit(ty, &value)?;
                     return self.cast(value, target, span);
                 }
-                let target = self.resolve_type(ty)?;
+                let target = self.type_in_scope(ty, scope)?;
                 let value = self.expr(expr, scope)?;
                 self.cast(value, target, span)
             }
@@ -83,8 +83,12 @@ impl Checker<'_> {
                 self.block_value(stmts, value.as_deref(), span, scope)
             }
             ExprKind::SizeofType(ty) => {
-                let t = self.resolve_type(ty)?;
-                Ok(TExpr::int(self.registry.c_size(&t) as i64, UINT64, span))
+                let t = self.type_in_scope(ty, scope)?;
+                Ok(TExpr::int(
+                    self.registry.bpftrace_size(&t) as i64,
+                    UINT64,
+                    span,
+                ))
             }
             ExprKind::Offsetof { ty, field } => self.offsetof(ty, field, span),
         }
@@ -1062,6 +1066,28 @@ impl Checker<'_> {
             elem: Box::new(elem),
             len: bytes / elem_size,
         })
+    }
+
+    /// A type written where variables are seen: `typeof(EXPR)` is the
+    /// type of the expression, which is checked but never run.
+    pub(crate) fn type_in_scope(&mut self, ty: &TypeName, scope: &mut Scope) -> R<Ty> {
+        let Some(of) = &ty.of else {
+            return self.resolve_type(ty);
+        };
+        let value = self.expr(of, scope)?;
+        let value = self.value(value)?;
+        self.not_void(&value)?;
+        let mut t = value.ty;
+        for _ in 0..ty.pointers {
+            t = Ty::Ptr(Box::new(t));
+        }
+        if let Some(ArrayLen::Known(len)) = ty.array {
+            t = Ty::Array {
+                elem: Box::new(t),
+                len,
+            };
+        }
+        Ok(t)
     }
 
     pub(crate) fn resolve_type(&mut self, ty: &crate::ast::TypeName) -> R<Ty> {

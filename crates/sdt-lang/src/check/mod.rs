@@ -851,7 +851,7 @@ impl<'o> Checker<'o> {
         }
         scope.block_scoped.insert(name.to_string());
         let declared = match ty {
-            Some(t) => Some(self.resolve_type(t)?),
+            Some(t) => Some(self.type_in_scope(t, scope)?),
             None => None,
         };
         let var = scope.vars.len();

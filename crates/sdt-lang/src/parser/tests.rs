@@ -234,6 +234,29 @@ fn loops_declarations_and_blocks_of_bpftrace_0_24() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(&body[1].kind, StmtKind::If { then, .. } if then.len() == 1));
+    // `typeof(EXPR)` where a type is written (bpftrace 0.25).
+    let script =
+        parse("BEGIN { let $a: typeof($b + 1); $c = (typeof($d) *)0; $e = sizeof(typeof($f)); }")
+            .unwrap();
+    let body = &script.probes[0].body;
+    match &body[0].kind {
+        StmtKind::Let { ty: Some(t), .. } => {
+            assert_eq!(t.name, "typeof");
+            assert_eq!(sexp(t.of.as_deref().unwrap()), "(+ $b 1)");
+        }
+        other => panic!("{other:?}"),
+    }
+    match &body[1].kind {
+        StmtKind::AssignVar { value, .. } => match &value.kind {
+            ExprKind::Cast { ty, .. } => assert!(ty.of.is_some() && ty.pointers == 1),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        &body[2].kind,
+        StmtKind::AssignVar { value: Expr { kind: ExprKind::SizeofType(t), .. }, .. } if t.of.is_some()
+    ));
     // An arm without a value leaves the `if` a statement of the block.
     let script = parse("BEGIN { $v = { if $a { 1 } else { 2; } }; }").unwrap();
     match &script.probes[0].body[0].kind {
