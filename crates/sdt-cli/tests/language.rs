@@ -571,6 +571,24 @@ fn records_are_named_tuples_read_by_name_and_printed_as_structs() {
     fails_with("BEGIN { $r = (a=1, a=2); }", "names `a` twice");
 }
 
+/// A variable keeps the field order of the first record it holds: a
+/// record of the same names in another order is laid out in it, its
+/// values evaluated in the order written (bpftrace 0.25).
+#[test]
+fn records_of_another_order_keep_the_variables_and_run_as_written() {
+    let Some(lines) = lines(
+        r#"begin {
+            $a = (foo={ printf("1"); 1 }, bar={ printf("2"); 2 });
+            $a = (bar={ printf("3"); 3 }, foo={ printf("4\n"); 4 });
+            print($a);
+            printf("%d %d\n", $a.foo, $a.bar);
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(lines, ["1234", "{ .foo = 4, .bar = 3 }", "4 3"]);
+}
+
 /// Several keys are one tuple (bpftrace 0.22 and later): a key that is a
 /// tuple, written out or in a variable, is the same as its items, and a
 /// map of them prints its keys without the tuple's parentheses; a tuple

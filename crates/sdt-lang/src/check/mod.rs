@@ -802,6 +802,9 @@ impl<'o> Checker<'o> {
             ));
         }
         if let Some(var) = scope.lookup(name) {
+            if let Ty::Record(holds) = scope.vars[var].1 {
+                value = self.record_in_order(value, holds, scope)?;
+            }
             if let Some(declared) = scope.declared.get(&var).cloned() {
                 if declared.is_integer() && value.ty.is_integer() {
                     let span = value.span;
@@ -825,6 +828,78 @@ impl<'o> Checker<'o> {
         }
         let var = self.define_var(scope, name, value.ty.clone(), name_span)?;
         Ok(TStmt::AssignVar { var, value })
+    }
+
+    /// A record literal for a variable that holds records of the same
+    /// names in another order (`$a = (x=1, y=2); $a = (y=3, x=4)`): laid
+    /// out in the variable's order, its values evaluated in the order
+    /// written, as bpftrace 0.25 does. Anything else is left as it is.
+    fn record_in_order(&mut self, value: TExpr, holds: RecordId, scope: &mut Scope) -> R<TExpr> {
+        let Ty::Record(made) = value.ty else {
+            return Ok(value);
+        };
+        let TKind::Retype(tuple) = &value.kind else {
+            return Ok(value);
+        };
+        let TKind::Tuple(items) = &tuple.kind else {
+            return Ok(value);
+        };
+        if made == holds {
+            return Ok(value);
+        }
+        let names = |id: RecordId, registry: &TypeRegistry| -> Vec<(String, Ty)> {
+            (registry.record(id).fields.iter())
+                .map(|f| (f.name.clone(), f.ty.clone()))
+                .collect()
+        };
+        let (wanted, written) = (names(holds, &self.registry), names(made, &self.registry));
+        let mut sorted = (wanted.clone(), written.clone());
+        sorted.0.sort_by(|a, b| a.0.cmp(&b.0));
+        sorted.1.sort_by(|a, b| a.0.cmp(&b.0));
+        if sorted.0 != sorted.1 {
+            return Ok(value);
+        }
+        // Each value into a variable of its own, in the order written,
+        // then the record from those, in the variable's order.
+        let span = value.span;
+        let mut stmts = Vec::new();
+        let mut temps = HashMap::new();
+        for ((name, _), item) in written.iter().zip(items) {
+            let temp = format!("\0record{}.{name}", span.start);
+            let var = self.define_var(scope, &temp, item.ty.clone(), span)?;
+            stmts.push(TStmt::AssignVar {
+                var,
+                value: item.clone(),
+            });
+            temps.insert(name.clone(), (var, item.ty.clone()));
+        }
+        let parts = (wanted.iter())
+            .map(|(name, _)| {
+                let (var, ty) = temps[name].clone();
+                TExpr {
+                    kind: TKind::Var(var),
+                    ty: widen(&ty),
+                    span,
+                }
+            })
+            .collect::<Vec<_>>();
+        let tuple = TExpr {
+            ty: Ty::Tuple(parts.iter().map(|p| p.ty.clone()).collect()),
+            kind: TKind::Tuple(parts),
+            span,
+        };
+        Ok(TExpr {
+            kind: TKind::Block {
+                stmts,
+                value: Box::new(TExpr {
+                    kind: TKind::Retype(Box::new(tuple)),
+                    ty: Ty::Record(holds),
+                    span,
+                }),
+            },
+            ty: Ty::Record(holds),
+            span,
+        })
     }
 
     /// `let $name [: type] [= value];`: a new variable of this block.
