@@ -12,6 +12,7 @@
 //! CAP_SYS_ADMIN); the others run anywhere. With `CI=true` a missing
 //! privilege or tool fails the test; elsewhere it prints a loud SKIP.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -631,46 +632,16 @@ fn stack_modes_from_the_call_the_config_and_the_environment() {
     assert_status(&out, 0, "modes");
     let stdout = text(&out.stdout);
     // `work`'s build id and file offset, from binutils.
-    let readelf = std::process::Command::new("readelf")
-        .args(["-nlW", "ticker"])
+    let readelf = Command::new("readelf")
+        .args(["-nW", "ticker"])
         .current_dir(&case.dir)
         .output()
         .unwrap();
-    let readelf = text(&readelf.stdout);
-    let build_id = readelf
+    let build_id = text(&readelf.stdout)
         .lines()
-        .find_map(|l| l.split("Build ID: ").nth(1))
-        .expect("a build id")
-        .trim()
-        .to_string();
-    let nm = std::process::Command::new("nm")
-        .arg("ticker")
-        .current_dir(&case.dir)
-        .output()
-        .unwrap();
-    let work = text(&nm.stdout)
-        .lines()
-        .find_map(|l| {
-            l.strip_suffix(" T work")
-                .map(|a| u64::from_str_radix(a, 16).unwrap())
-        })
-        .expect("work in nm");
-    let file_offset = readelf
-        .lines()
-        .filter(|l| l.trim_start().starts_with("LOAD"))
-        .find_map(|l| {
-            let f: Vec<u64> = l
-                .split_whitespace()
-                .skip(1)
-                .take(4)
-                .map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16).unwrap())
-                .collect();
-            let (offset, vaddr, size) = (f[0], f[1], f[3]);
-            (vaddr..vaddr + size)
-                .contains(&work)
-                .then(|| work - vaddr + offset)
-        })
-        .expect("work in a LOAD segment");
+        .find_map(|l| l.split("Build ID: ").nth(1).map(|id| id.trim().to_string()))
+        .expect("a build id");
+    let file_offset = file_offset_of(&case.dir.join("ticker"), "work");
     // Each stack is a line of its own between `\n`s: `[\nA\n][\nB\n][\nC\n]`.
     let start = stdout.find("[\n").unwrap_or_else(|| panic!("{stdout}"));
     let end = stdout[start..]
@@ -723,6 +694,139 @@ fn stack_modes_from_the_call_the_config_and_the_environment() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// Code that is not in a program file of its own (bpftrace 0.26): a
+/// library stored in a ZIP archive, `uprobe:"archive.zip!/lib.so":fn`, at
+/// the member's offset in the archive plus the function's in the member;
+/// and, with `--unsafe`, raw code, where the address is the file offset,
+/// with bpftrace's warning. `jump` runs each the way a loader would.
+#[test]
+fn uprobes_in_zip_archives_and_flat_code() {
+    let Some(case) = Case::root("archives") else {
+        return;
+    };
+    if !require(have("zip"), "zip") || !require(have("python3"), "python3") {
+        return;
+    }
+    let jump = C::new("tests/fixtures/cli/jump.c").dir(&case.dir).build();
+    let library = C::new("tests/fixtures/cli/answer.c")
+        .flags(&["-O2", "-fPIC", "-shared", "-nostdlib"])
+        .output("libanswer.so")
+        .dir(&case.dir)
+        .build();
+    let shell = |command: &str| {
+        let out = Command::new("sh")
+            .args(["-c", command])
+            .current_dir(&case.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    shell("rm -f app.zip && zip -q -0 app.zip libanswer.so");
+    // Where the member's bytes start in the archive, as Python reads it.
+    let member: u64 = shell(
+        "python3 -c \"import struct, zipfile; i = zipfile.ZipFile('app.zip').getinfo('libanswer.so'); \
+         d = open('app.zip', 'rb').read(); h = i.header_offset; n, e = struct.unpack('<HH', d[h + 26:h + 30]); \
+         print(h + 30 + n + e)\"",
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    let answer = file_offset_of(&library, "answer");
+    let traced = |args: &[&str], file: &str, offset: u64| {
+        let mut tracer = case
+            .command("bpftrace")
+            .args(args)
+            .env(NOTIFY, "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(tracer.stdout.take().unwrap());
+        let mut line = String::new();
+        while line.trim_end() != NOTIFY {
+            line.clear();
+            assert!(stdout.read_line(&mut line).unwrap() > 0, "no notification");
+        }
+        let ran = shell(&format!("{} {file} {offset}", jump.display()));
+        assert_eq!(ran, "42\n");
+        let out = tracer.wait_with_output().unwrap();
+        let mut printed = String::new();
+        stdout.read_to_string(&mut printed).unwrap();
+        (printed, text(&out.stderr))
+    };
+    let (printed, stderr) = traced(
+        &[
+            "-e",
+            "uprobe:\"./app.zip!/libanswer.so\":answer { printf(\"%s\\n\", probe); exit(); }",
+        ],
+        "app.zip",
+        member + answer,
+    );
+    assert_eq!(
+        printed.trim(),
+        "uprobe:./app.zip!/libanswer.so:answer",
+        "{stderr}"
+    );
+    let out = case.run(&["-e", "uprobe:\"./app.zip!/libnope.so\":answer { }"]);
+    assert_status(&out, 1, "no such member");
+    assert!(
+        text(&out.stderr).contains("the archive has no member libnope.so"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Raw code: the text of answer.o alone, which no ELF header describes.
+    let object = C::new("tests/fixtures/cli/answer.c")
+        .flags(&["-O2", "-c"])
+        .output("answer.o")
+        .dir(&case.dir)
+        .build();
+    shell(&format!(
+        "objcopy -O binary --only-section=.text {} answer.bin",
+        object.display()
+    ));
+    let flat = "uprobe:./answer.bin:0x0 { printf(\"flat\\n\"); exit(); }";
+    let (printed, stderr) = traced(&["--unsafe", "-e", flat], "answer.bin", 0);
+    assert_eq!(printed.trim(), "flat", "{stderr}");
+    assert!(
+        stderr.contains("WARNING: Could not determine instruction boundary for uprobe:./answer.bin:0x0 (binary appears stripped). Misaligned probes can lead to tracee crashes!"),
+        "{stderr}"
+    );
+    // Without --unsafe, a file that is not ELF is refused.
+    let out = case.run(&["-e", flat]);
+    assert_status(&out, 1, "flat code without --unsafe");
+}
+
+/// The offset in the file `path` of the code of function `symbol`, as
+/// binutils give it (`nm`, and `readelf -l`'s segments).
+fn file_offset_of(path: &Path, symbol: &str) -> u64 {
+    let run = |program: &str, args: &[&str]| {
+        let out = Command::new(program).args(args).arg(path).output().unwrap();
+        text(&out.stdout)
+    };
+    let address = run("nm", &[])
+        .lines()
+        .find_map(|l| {
+            l.strip_suffix(&format!(" T {symbol}"))
+                .map(|a| u64::from_str_radix(a, 16).unwrap())
+        })
+        .unwrap_or_else(|| panic!("{symbol} in nm {}", path.display()));
+    run("readelf", &["-lW"])
+        .lines()
+        .filter(|l| l.trim_start().starts_with("LOAD"))
+        .find_map(|l| {
+            let f: Vec<u64> = (l.split_whitespace().skip(1).take(4))
+                .map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16).unwrap())
+                .collect();
+            let (offset, vaddr, size) = (f[0], f[1], f[3]);
+            (vaddr..vaddr + size)
+                .contains(&address)
+                .then(|| address - vaddr + offset)
+        })
+        .unwrap_or_else(|| panic!("{symbol} in no LOAD segment of {}", path.display()))
 }
 
 /// Probes are counted as bpftrace 0.24 and later count them (a USDT probe
