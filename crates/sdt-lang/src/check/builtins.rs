@@ -1319,8 +1319,12 @@ fn map_entry_args(
     }
     let decl = c.maps[id].clone();
     for (i, (key, ty)) in keys.iter().zip(&decl.keys).enumerate() {
+        // The key fits where it is laid out as the map's keys are (an
+        // integer in a tuple takes 8 bytes whatever its width).
         let fits = match super::unify(ty, &super::widen(&key.ty)) {
-            Some(unified) => &unified == ty || matches!(ty, Ty::Int { .. }),
+            Some(unified) => {
+                super::stored(&unified) == super::stored(ty) || matches!(ty, Ty::Int { .. })
+            }
             None => false,
         };
         if !fits {

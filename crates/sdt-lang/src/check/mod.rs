@@ -1513,6 +1513,15 @@ pub(crate) fn widen(ty: &Ty) -> Ty {
     }
 }
 
+/// `ty` as it is laid out in memory: integers 64 bits wide, also inside
+/// tuples, whose items keep their widths for `sizeof` only.
+pub(crate) fn stored(ty: &Ty) -> Ty {
+    match ty {
+        Ty::Tuple(items) => Ty::Tuple(items.iter().map(stored).collect()),
+        other => widen(other),
+    }
+}
+
 /// The type that holds values of both `a` and `b`, if there is one.
 pub(crate) fn unify(a: &Ty, b: &Ty) -> Option<Ty> {
     Some(match (a, b) {

@@ -329,9 +329,11 @@ fn a_tuple_key_is_its_items() {
         panic!()
     };
     assert!(matches!(keys[1].kind, TKind::TupleIndex { index: 1, .. }));
-    // A tuple inside the keys stays one.
+    // A tuple inside the keys stays one; its integers, of any width, are
+    // laid out alike.
     let p = ok("BEGIN { @o[(1, (2, 3))] = 1; }");
     assert_eq!(map(&p, "o").keys.len(), 2);
+    ok("BEGIN { @a[1, (\"hello\", (int8)5)] = 0; $h = has_key(@a, (1, (\"hello\", 5))); }");
 }
 
 /// What wrappers and bpftrace's users look for, in bpftrace's words.
