@@ -668,3 +668,76 @@ fn casts_between_integers_strings_and_arrays() {
         "cannot cast int64 to uint8[16]",
     );
 }
+
+/// `tseries()` (bpftrace 0.24): within one interval (an hour here, so
+/// that the test cannot straddle two), the last value, or the sum,
+/// average, least or greatest of the values; printed as bpftrace draws
+/// it, and in JSON by the interval's start, which is where the wall
+/// clock's hour starts.
+#[test]
+fn time_series_keep_a_value_per_interval() {
+    let script = r#"BEGIN {
+            @l = tseries(3, 1h, 2); @l = tseries(7, 1h, 2);
+            @s["x"] = tseries(3, 1h, 2, "sum"); @s["x"] = tseries(7, 1h, 2, "sum");
+            @avg = tseries(3, 1h, 2, "avg"); @avg = tseries(8, 1h, 2, "avg");
+            @mn = tseries(3, 1h, 2, "min"); @mn = tseries(-7, 1h, 2, "min");
+            @mx = tseries(3, 1h, 2, "max"); @mx = tseries(7, 1h, 2, "max");
+            exit();
+        }"#;
+    let Some((stdout, _)) = run(script) else {
+        return;
+    };
+    let values: Vec<(&str, &str)> = stdout
+        .lines()
+        .filter(|l| l.starts_with('@') || l.contains(" | ") || l.ends_with('|'))
+        .filter_map(|l| l.rsplit_once(" | "))
+        .collect();
+    let last: Vec<&str> = values.iter().map(|(_, v)| *v).collect();
+    assert_eq!(last, ["5", "7", "-7", "7", "10"], "{stdout}");
+    // `@l`, drawn: 7 alone, so the scale runs from 6 to 8.
+    let l = stdout.split("@l:\n").nth(1).unwrap();
+    let lines: Vec<&str> = l.lines().take(6).collect();
+    assert_eq!(lines[0], format!("{:19}{:<21}{:>32}", "", 6, 8));
+    assert_eq!(lines[1], format!("hh:mm:ss.ns        |{}|", "_".repeat(51)));
+    assert!(lines[2].ends_with(&format!(" |{}*{}| 7", " ".repeat(25), " ".repeat(25))));
+    assert!(
+        lines[2].starts_with(|c: char| c.is_ascii_digit())
+            && lines[2][..18].ends_with(":00:00.000000000")
+    );
+    assert_eq!(lines[3], format!("{:18} v{}v", "", "_".repeat(51)));
+    assert_eq!(lines[4], lines[0]);
+
+    let out = sdt()
+        .args(["run", "-q", "-f", "json", "-e", script])
+        .output()
+        .unwrap();
+    let json = String::from_utf8_lossy(&out.stdout);
+    let line = json
+        .lines()
+        .find(|l| l.contains("\"@s\""))
+        .unwrap_or_else(|| panic!("{json}"));
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["type"], "tseries");
+    let point = &v["data"]["@s"]["x"][0];
+    assert_eq!(point["value"], 10);
+    let start = point["interval_start"].as_str().unwrap();
+    let hour = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 3600
+        * 3600;
+    let (date, time) = start.split_once(' ').unwrap();
+    // (The hour may have turned since the run.)
+    let hours = [hour, hour - 3600].map(|h| format!("{:02}:00:00.000000000", h / 3600 % 24));
+    assert!(hours.contains(&time.to_string()), "{start}");
+    assert_eq!(date.len(), 10, "{start}");
+    fails_with(
+        "BEGIN { @a = tseries(1, 1s, 2); @a = tseries(1, 2s, 2); }",
+        "Different tseries bounds in a single map unsupported",
+    );
+    fails_with(
+        "BEGIN { @a = tseries(1, 1s, 2, \"mean\"); }",
+        "tseries() expects one of the following aggregation functions: avg, max, min, sum (\"mean\" provided)",
+    );
+}

@@ -10,7 +10,7 @@ use super::mem::{Mem, KEY_SLOT};
 use super::{Gen, CTX};
 use crate::layout::{self, Field, OutputInfo, HEADER};
 use sdt_lang::hir::{MapId, Output, TExpr, TStmt};
-use sdt_lang::types::{Agg, Ty};
+use sdt_lang::types::{Agg, TSeriesAgg, Ty};
 
 /// `-EEXIST`: an insertion lost a race with another CPU, which is fine.
 const EEXIST: i32 = -17;
@@ -243,9 +243,22 @@ impl Gen<'_> {
             Some(e) => Some(self.scalar(e)?),
             None => None,
         };
+        // A time series' interval: its number since the epoch, and that
+        // modulo the count kept, which is the bucket.
+        let mut interval = None;
         let bucket = match (agg, v) {
             (Agg::Hist { bits }, Some(v)) => Some(self.hist_bucket(v, bits)),
             (Agg::Lhist { min, max, step }, Some(v)) => Some(self.lhist_bucket(v, min, max, step)),
+            (
+                Agg::TSeries {
+                    interval_ns, count, ..
+                },
+                Some(_),
+            ) => {
+                let (now, number, bucket) = self.tseries_interval(interval_ns, count);
+                interval = Some((now, number));
+                Some(bucket)
+            }
             _ => None,
         };
         let key = self.build_key(map, keys, bucket)?;
@@ -255,8 +268,8 @@ impl Gen<'_> {
         let done = self.b.label();
         self.lookup(map_index, key);
         self.b.jump_imm(JmpOp::Ne, Reg::R0, 0, have);
-        let zero = self.frame.stack(16);
-        self.zero(zero, 16);
+        let zero = self.frame.stack(agg.value_size());
+        self.zero(zero, agg.value_size());
         self.update(map, key, zero, sdt_bpf::map::UPDATE_NOEXIST as i32)?;
         self.lookup(map_index, key);
         self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, done);
@@ -289,9 +302,88 @@ impl Gen<'_> {
                 self.b.push(Insn::stx(Size::DW, Reg::R7, 0, Reg::R1));
                 self.b.push(Insn::st(Size::DW, Reg::R7, 8, 1));
             }
+            Agg::TSeries { how, .. } => {
+                let (now, number) = interval.expect("a time series has its interval");
+                self.tseries_update(how, v.unwrap_or(Op::Imm(0)), now, number);
+            }
         }
         self.b.bind(done);
         Ok(())
+    }
+
+    /// The wall-clock time now, the number of the `interval_ns`-long
+    /// interval it is in, and that modulo `count`: three slots.
+    fn tseries_interval(&mut self, interval_ns: u64, count: u32) -> (i16, i16, Op) {
+        self.b.call(Helper::KtimeGetNs);
+        self.b.load_imm(Reg::R1, self.options.wall_offset_ns as i64);
+        self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R0, Reg::R1));
+        let now = self.spill_slot(Reg::R0);
+        self.b.load_imm(Reg::R1, interval_ns as i64);
+        self.b.push(Insn::alu64_reg(AluOp::Div, Reg::R0, Reg::R1));
+        let number = self.spill_slot(Reg::R0);
+        self.b.load_imm(Reg::R1, i64::from(count));
+        self.b.push(Insn::alu64_reg(AluOp::Mod, Reg::R0, Reg::R1));
+        (now, number, self.spill(Reg::R0))
+    }
+
+    /// Puts `v` in this CPU's value of an interval (R7 points at it:
+    /// value, then the time it was set or the count of an average, then
+    /// the interval's number). What the value held is dropped when it is
+    /// of an earlier interval that had the same bucket.
+    fn tseries_update(&mut self, how: TSeriesAgg, v: Op, now: i16, number: i16) {
+        let (value, meta, at) = (0, 8, 16);
+        let fresh = self.b.label();
+        let merge = self.b.label();
+        let done = self.b.label();
+        self.load_op(v, Reg::R3);
+        self.b.push(Insn::ldx(Size::DW, Reg::R4, Reg::R10, number));
+        self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R7, at));
+        self.b.jump_reg(JmpOp::Ne, Reg::R2, Reg::R4, fresh);
+        self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R7, meta));
+        self.b.jump_imm(JmpOp::Eq, Reg::R2, 0, fresh);
+        self.b.jump(merge);
+        // The first value of this interval.
+        self.b.bind(fresh);
+        self.b.push(Insn::stx(Size::DW, Reg::R7, value, Reg::R3));
+        self.b.push(Insn::stx(Size::DW, Reg::R7, at, Reg::R4));
+        match how {
+            TSeriesAgg::Last => {
+                self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R10, now));
+                self.b.push(Insn::stx(Size::DW, Reg::R7, meta, Reg::R2));
+            }
+            _ => {
+                self.b.push(Insn::st(Size::DW, Reg::R7, meta, 1));
+            }
+        }
+        self.b.jump(done);
+        // Another value of the same interval.
+        self.b.bind(merge);
+        match how {
+            TSeriesAgg::Last => {
+                self.b.push(Insn::stx(Size::DW, Reg::R7, value, Reg::R3));
+                self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R10, now));
+                self.b.push(Insn::stx(Size::DW, Reg::R7, meta, Reg::R2));
+            }
+            TSeriesAgg::Sum | TSeriesAgg::Avg => {
+                self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R7, value));
+                self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R2, Reg::R3));
+                self.b.push(Insn::stx(Size::DW, Reg::R7, value, Reg::R2));
+                self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R7, meta));
+                self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R2, 1));
+                self.b.push(Insn::stx(Size::DW, Reg::R7, meta, Reg::R2));
+            }
+            TSeriesAgg::Min | TSeriesAgg::Max => {
+                self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R7, value));
+                let keep = if how == TSeriesAgg::Min {
+                    JmpOp::Sge
+                } else {
+                    JmpOp::Sle
+                };
+                self.b.jump_reg(keep, Reg::R3, Reg::R2, done);
+                self.b.push(Insn::stx(Size::DW, Reg::R7, value, Reg::R3));
+            }
+        }
+        self.b.bind(done);
     }
 
     /// `*(u64 *)(R7 + at) += v`; the value is this CPU's own.

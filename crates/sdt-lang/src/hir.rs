@@ -82,7 +82,7 @@ impl MapDecl {
             .iter()
             .map(|t| t.value_size(registry).next_multiple_of(8))
             .sum();
-        let bucket = if self.is_histogram() { 8 } else { 0 };
+        let bucket = if self.has_bucket() { 8 } else { 0 };
         (parts + bucket).max(8)
     }
 
@@ -112,6 +112,11 @@ impl MapDecl {
 
     pub fn is_histogram(&self) -> bool {
         self.aggregation().is_some_and(Agg::is_histogram)
+    }
+
+    /// Whether the kernel's key holds a bucket after the user's keys.
+    pub fn has_bucket(&self) -> bool {
+        self.aggregation().is_some_and(Agg::has_bucket)
     }
 
     /// Aggregations live in per-CPU maps, merged when printed.

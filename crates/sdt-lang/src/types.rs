@@ -58,13 +58,61 @@ pub enum Ty {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Agg {
     Count,
-    Sum { signed: bool },
-    Avg { signed: bool },
-    Min { signed: bool },
-    Max { signed: bool },
-    Stats { signed: bool },
-    Hist { bits: u8 },
-    Lhist { min: i64, max: i64, step: i64 },
+    Sum {
+        signed: bool,
+    },
+    Avg {
+        signed: bool,
+    },
+    Min {
+        signed: bool,
+    },
+    Max {
+        signed: bool,
+    },
+    Stats {
+        signed: bool,
+    },
+    Hist {
+        bits: u8,
+    },
+    Lhist {
+        min: i64,
+        max: i64,
+        step: i64,
+    },
+    /// `tseries(value, interval, count[, how])`: a value for each of the
+    /// last `count` intervals of `interval_ns`, the interval's number
+    /// modulo `count` in the key.
+    TSeries {
+        interval_ns: u64,
+        count: u32,
+        how: TSeriesAgg,
+    },
+}
+
+/// How `tseries()` keeps the values of one interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TSeriesAgg {
+    /// The last value.
+    Last,
+    Sum,
+    Avg,
+    Min,
+    Max,
+}
+
+impl TSeriesAgg {
+    /// The aggregation `tseries()`'s last argument names.
+    pub fn named(name: &str) -> Option<TSeriesAgg> {
+        Some(match name {
+            "avg" => TSeriesAgg::Avg,
+            "max" => TSeriesAgg::Max,
+            "min" => TSeriesAgg::Min,
+            "sum" => TSeriesAgg::Sum,
+            _ => return None,
+        })
+    }
 }
 
 impl Agg {
@@ -78,16 +126,21 @@ impl Agg {
             Agg::Stats { .. } => "stats",
             Agg::Hist { .. } => "hist",
             Agg::Lhist { .. } => "lhist",
+            Agg::TSeries { .. } => "tseries",
         }
     }
 
-    /// Bytes of the per-CPU value: one or two `u64`s. Histograms keep, per
-    /// bucket (the bucket is in the key), the count and the sum of the
+    /// Bytes of the per-CPU value: one to three `u64`s. Histograms keep,
+    /// per bucket (the bucket is in the key), the count and the sum of the
     /// values counted there: the sum is what a Prometheus histogram's
-    /// `_sum` reports.
+    /// `_sum` reports. A time series keeps, per interval (its number
+    /// modulo the count is in the key), the value, what decides how
+    /// another value changes it (the time it was set, or how many values
+    /// an average has), and the interval's number.
     pub fn value_size(self) -> u32 {
         match self {
             Agg::Count | Agg::Sum { .. } => 8,
+            Agg::TSeries { .. } => 24,
             _ => 16,
         }
     }
@@ -101,12 +154,18 @@ impl Agg {
             | Agg::Min { signed }
             | Agg::Max { signed }
             | Agg::Avg { signed } => Some(Ty::Int { bytes: 8, signed }),
-            Agg::Stats { .. } | Agg::Hist { .. } | Agg::Lhist { .. } => None,
+            Agg::Stats { .. } | Agg::Hist { .. } | Agg::Lhist { .. } | Agg::TSeries { .. } => None,
         }
     }
 
     pub fn is_histogram(self) -> bool {
         matches!(self, Agg::Hist { .. } | Agg::Lhist { .. })
+    }
+
+    /// Whether the key holds a bucket after the user's keys: a
+    /// histogram's, or a time series' interval.
+    pub fn has_bucket(self) -> bool {
+        self.is_histogram() || matches!(self, Agg::TSeries { .. })
     }
 }
 

@@ -119,6 +119,7 @@ pub enum MapKind {
     Stats,
     Hist,
     Lhist,
+    TSeries,
 }
 
 /// A map printed by `print(@m)` or at the end of a run.
@@ -161,6 +162,13 @@ pub enum MapValue {
     /// `hist` and `lhist`: the buckets from the first with a count to the
     /// last, empty ones between included.
     Buckets(Vec<Bucket>),
+    /// `tseries`: the intervals of `interval_ns` from this entry's first
+    /// with a value to the map's last, each by its start (nanoseconds
+    /// since the Unix epoch, UTC) with its value, if it has one.
+    Series {
+        interval_ns: u64,
+        points: Vec<(i128, Option<i64>)>,
+    },
 }
 
 impl MapValue {
@@ -173,6 +181,11 @@ impl MapValue {
             MapValue::Number(n) => *n,
             MapValue::Stats { average, .. } => *average,
             MapValue::Buckets(b) => b.iter().map(|b| i128::from(b.count)).sum(),
+            MapValue::Series { points, .. } => points
+                .iter()
+                .rev()
+                .find_map(|(_, v)| *v)
+                .map_or(0, i128::from),
         }
     }
 }

@@ -366,6 +366,10 @@ pub fn map(map: &MapPrint) -> String {
                 histogram(map.kind, buckets, div, &mut out);
                 out.push('\n');
             }
+            MapValue::Series { points, .. } => {
+                let _ = writeln!(out, "{name}{key}:");
+                series::series(points, &mut out);
+            }
             MapValue::Number(v) => {
                 let _ = writeln!(out, "{name}{key}: {}", v / i128::from(div));
             }
@@ -525,6 +529,9 @@ fn monotonic_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
+
+mod series;
+pub(crate) use series::utc;
 
 #[cfg(test)]
 mod tests;

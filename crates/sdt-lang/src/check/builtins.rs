@@ -20,7 +20,7 @@ use super::{Checker, Scope, Stop, R};
 use crate::ast::{Expr, ExprKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{HelperValue, Output, Param, ProbeKind, TExpr, TKind, TStmt};
-use crate::types::{Agg, Shown, StackMode, Ty, INT64, UINT32, UINT64};
+use crate::types::{Agg, Shown, StackMode, TSeriesAgg, Ty, INT64, UINT32, UINT64};
 
 /// The kernel's ids (`enum bpf_func_id`) of the helpers builtins lower to.
 /// The front end calls nothing; these are data for the code generator.
@@ -225,6 +225,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     aggregation("stats", 1, 1, sum_like),
     aggregation("hist", 1, 2, hist),
     aggregation("lhist", 4, 4, lhist),
+    aggregation("tseries", 3, 4, tseries),
 ];
 
 /// `getopt(name[, default[, description]])`: a named program parameter,
@@ -1490,6 +1491,65 @@ fn lhist(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
         ));
     }
     Ok(Checked::Aggregation(Agg::Lhist { min, max, step }, Some(v)))
+}
+
+/// `tseries(value, interval, count[, how])` (bpftrace 0.24): the interval
+/// a non-negative literal number of nanoseconds (`100ms`), the count of
+/// intervals kept a literal below a million, `how` one of `"avg"`,
+/// `"max"`, `"min"` and `"sum"` (else the last value of an interval).
+fn tseries(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let args = use_.args;
+    let v = c.integer_arg(use_.name, &args[0], scope)?;
+    let mut literal = |c: &mut Checker<'_>, e: &Expr, what: &str| -> R<u64> {
+        let value = c.expr(e, scope)?;
+        match value.kind {
+            TKind::Int(n) if n >= 0 => Ok(n as u64),
+            _ => Err(c.error(Diagnostic::error(
+                e.span,
+                format!("tseries: invalid {what} value (must be non-negative literal)"),
+            ))),
+        }
+    };
+    let interval_ns = literal(c, &args[1], "interval_ns")?;
+    let count = literal(c, &args[2], "num_intervals")?;
+    for (n, what, span) in [
+        (interval_ns, "interval_ns", args[1].span),
+        (count, "num_intervals", args[2].span),
+    ] {
+        if n < 1 {
+            return Err(c.error(Diagnostic::error(
+                span,
+                format!("tseries() {what} must be >= 1 ({n} provided)"),
+            )));
+        }
+    }
+    if count >= 1_000_000 {
+        return Err(c.error(Diagnostic::error(
+            args[2].span,
+            format!("tseries() num_intervals must be < 1000000 ({count} provided)"),
+        )));
+    }
+    let how = match args.get(3) {
+        None => TSeriesAgg::Last,
+        Some(e) => {
+            let name = c.literal_string(e, "tseries()'s aggregation")?;
+            let name = String::from_utf8_lossy(&name).into_owned();
+            TSeriesAgg::named(&name).ok_or_else(|| {
+                c.error(Diagnostic::error(
+                    e.span,
+                    format!("tseries() expects one of the following aggregation functions: avg, max, min, sum (\"{name}\" provided)"),
+                ))
+            })?
+        }
+    };
+    Ok(Checked::Aggregation(
+        Agg::TSeries {
+            interval_ns,
+            count: count as u32,
+            how,
+        },
+        Some(v),
+    ))
 }
 
 #[cfg(test)]

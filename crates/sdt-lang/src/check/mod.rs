@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use crate::ast::{self, BinOp, Expr, ExprKind, Script, Stmt, StmtKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Diagnostics, Span};
 use crate::hir::{MapDecl, MapId, ProbeInstance, ProbeKind, Program, TExpr, TKind, TStmt, VarId};
-use crate::types::{Field, Record, RecordId, Ty, TypeRegistry};
+use crate::types::{Agg, Field, Record, RecordId, Ty, TypeRegistry};
 
 pub use self::objects::{
     FunctionArgs, FunctionParam, NoObjects, Objects, ParamPlace, Refusal, UsdtArg,
@@ -1247,6 +1247,15 @@ impl<'o> Checker<'o> {
             }
         }
         let Some(new_value) = unify(&decl.value, &value) else {
+            if let (Ty::Agg(Agg::TSeries { .. }), Ty::Agg(Agg::TSeries { .. })) =
+                (&decl.value, &value)
+            {
+                return Err(self.error(
+                    Diagnostic::error(span, "Different tseries bounds in a single map unsupported")
+                        .related(decl.span, "first assigned here")
+                        .hint("give each interval and count a map of its own"),
+                ));
+            }
             return Err(self.error(
                 Diagnostic::error(
                     span,

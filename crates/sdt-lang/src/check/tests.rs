@@ -397,6 +397,51 @@ fn stack_modes_come_from_the_call_or_the_configuration() {
 }
 
 #[test]
+fn time_series_take_literal_bounds_and_an_aggregation() {
+    let p = ok("BEGIN { @a[1] = tseries(pid, 100ms, 5, \"avg\"); @b = tseries(2, 1s, 1); }");
+    assert_eq!(
+        map(&p, "a").value,
+        Ty::Agg(Agg::TSeries {
+            interval_ns: 100_000_000,
+            count: 5,
+            how: crate::types::TSeriesAgg::Avg
+        })
+    );
+    assert!(map(&p, "a").has_bucket() && !map(&p, "a").is_histogram());
+    for (src, wanted) in [
+        (
+            "tseries(1, 0, 2)",
+            "tseries() interval_ns must be >= 1 (0 provided)",
+        ),
+        (
+            "tseries(1, 1s, 0)",
+            "tseries() num_intervals must be >= 1 (0 provided)",
+        ),
+        (
+            "tseries(1, 1s, 1000000)",
+            "tseries() num_intervals must be < 1000000 (1000000 provided)",
+        ),
+        (
+            "tseries(1, pid, 2)",
+            "tseries: invalid interval_ns value (must be non-negative literal)",
+        ),
+        (
+            "tseries(1, 1s, pid)",
+            "tseries: invalid num_intervals value (must be non-negative literal)",
+        ),
+        (
+            "tseries(1, 1s, 2, \"x\")",
+            "aggregation functions: avg, max, min, sum (\"x\" provided)",
+        ),
+        ("tseries(\"s\", 1s, 2)", "integer"),
+    ] {
+        let e = err(&format!("BEGIN {{ @t = {src}; }}"));
+        assert!(e.contains(wanted), "{src}: {e}");
+    }
+    assert!(err("BEGIN { $x = tseries(1, 1s, 2); }").contains("assigned to a map"));
+}
+
+#[test]
 fn for_loops_walk_ranges_and_maps() {
     ok("BEGIN { @m[1, \"a\"] = 2; for ($kv : @m) { print(($kv.0.0, $kv.0.1, $kv.1)); } }");
     ok("BEGIN { @c[comm] = count(); for ($kv : @c) { if ($kv.1 > 1) { break; } } }");

@@ -268,3 +268,58 @@ fn a_table_shows_the_sentences_of_its_notes_under_its_rows() {
          \n"
     );
 }
+
+/// A time series drawn as bpftrace draws it: the least and greatest
+/// values above and below, a `*` scaled between them, `.` at 0 when the
+/// values straddle it, `-` for an interval without a value, and times
+/// with as many digits of a second as the interval needs (here 100 ms).
+#[test]
+fn time_series_are_drawn_between_their_least_and_greatest_values() {
+    let ms = 1_000_000i128;
+    let points = vec![
+        (500 * ms, Some(-5)),
+        (600 * ms, Some(0)),
+        (700 * ms, None),
+        (800 * ms, Some(5)),
+    ];
+    let map = MapPrint {
+        name: "@a".into(),
+        kind: MapKind::TSeries,
+        keyed: false,
+        rows: vec![MapRow {
+            key: Vec::new(),
+            value: MapValue::Series {
+                interval_ns: 100 * ms as u64,
+                points,
+            },
+        }],
+        div: 1,
+    };
+    let text = super::map(&map);
+    let lines: Vec<&str> = text.lines().collect();
+    let bounds = format!("{:13}{:<21}{:>32}", "", -5, 5);
+    let rule = "_".repeat(51);
+    assert_eq!(lines[0], "@a:");
+    assert_eq!(lines[1], bounds);
+    assert_eq!(lines[2], format!("hh:mm:ss.ms  |{rule}|"));
+    // The time of day, then the strip.
+    let strips: Vec<&str> = lines[3..7].iter().map(|l| &l[12..]).collect();
+    assert!(lines[3][..12].ends_with(":00.500"), "{}", lines[3]);
+    assert_eq!(
+        strips,
+        [
+            format!(" *{}.{}| -5", " ".repeat(25), " ".repeat(25)),
+            format!(" |{}*{}| 0", " ".repeat(25), " ".repeat(25)),
+            format!(" |{}.{}| -", " ".repeat(25), " ".repeat(25)),
+            format!(" |{}.{}* 5", " ".repeat(25), " ".repeat(25)),
+        ]
+    );
+    assert_eq!(lines[7], format!("{:12} v{rule}v", ""));
+    assert_eq!(lines[8], bounds);
+    assert_eq!(lines[9], "");
+    // JSON: each interval that has a value, by its start in UTC.
+    assert_eq!(
+        crate::json::map(&map).unwrap(),
+        r#"{"type": "tseries", "data": {"@a": [{"interval_start": "1970-01-01 00:00:00.500000000", "value": -5}, {"interval_start": "1970-01-01 00:00:00.600000000", "value": 0}, {"interval_start": "1970-01-01 00:00:00.800000000", "value": 5}]}}"#
+    );
+}
