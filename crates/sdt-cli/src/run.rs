@@ -99,16 +99,25 @@ pub struct RunArgs {
     #[arg(value_name = "FILE|ARG")]
     args: Vec<String>,
 
-    /// Trace this process (and the processes it starts, unless
-    /// --no-follow); stop when it ends. Tracepoints see only these
-    /// processes too.
+    /// Trace these processes (PID or PID,PID,...; and the processes they
+    /// start, unless --no-follow); stop when they have all ended.
+    /// Tracepoints see only these processes too.
     #[arg(
         short = 'p',
         long = "pid",
-        value_name = "PID",
+        value_name = "PID[,PID]",
         conflicts_with = "command"
     )]
     pid: Option<String>,
+
+    /// Trace only the processes in this cgroup v2 directory and below it
+    /// (a pod, a container, a systemd service), including those that
+    /// start there later: a directory of the cgroup2 mount
+    /// (/sys/fs/cgroup/system.slice/x.service) or a path as
+    /// /proc/PID/cgroup shows it (/system.slice/x.service). Metrics
+    /// served with --serve carry it as the label `cgroup`.
+    #[arg(long, value_name = "PATH")]
+    cgroup: Option<PathBuf>,
 
     /// Run CMD (split like a shell would), trace it and the processes it
     /// starts, and exit with its exit status when it ends.
@@ -320,7 +329,12 @@ pub fn run(args: RunArgs, voice: Voice) -> anyhow::Result<ExitCode> {
         sdt_job::info::print();
         return Ok(ExitCode::SUCCESS);
     }
-    let pid = args.pid.as_deref().map(parse_pid).transpose()?;
+    let pids = args
+        .pid
+        .as_deref()
+        .map(parse_pids)
+        .transpose()?
+        .unwrap_or_default();
     let format = Format::named(&args.format).ok_or_else(|| {
         let names: Vec<String> = Format::names().map(|name| format!("'{name}'")).collect();
         anyhow::anyhow!(
@@ -331,10 +345,10 @@ pub fn run(args: RunArgs, voice: Voice) -> anyhow::Result<ExitCode> {
     })?;
     let (positional, named) = split_parameters(&args.args);
     if args.list {
-        return list(&args, voice, pid, &positional);
+        return list(&args, voice, pids.first().copied(), &positional);
     }
     let (source, params) = script_source(&args, &positional)?;
-    let request = args.request(source, params, named, pid, voice)?;
+    let request = args.request(source, params, named, pids, voice)?;
     let prepared = match Job::prepare(request) {
         Ok(prepared) => prepared,
         Err(failure) => return failure.report(voice),
@@ -365,7 +379,7 @@ pub fn run(args: RunArgs, voice: Voice) -> anyhow::Result<ExitCode> {
             if let Some(fleet) = &fleet {
                 let up = started
                     .map_reader()
-                    .map(|reader| fleet.up(reader, started.probes()));
+                    .map(|reader| fleet.up(reader, started.probes(), started.labels()));
                 if let Err(e) = up {
                     eprintln!("sdt: cannot read the maps for metrics: {e:#}");
                 }
@@ -425,7 +439,7 @@ impl RunArgs {
         source: Source,
         params: Vec<String>,
         named: sdt_job::Named,
-        pid: Option<i32>,
+        pids: Vec<i32>,
         voice: Voice,
     ) -> anyhow::Result<Request> {
         if let Some(filter) = &self.probe_filter {
@@ -439,10 +453,10 @@ impl RunArgs {
             }
             _ => None,
         };
-        let target = match (pid, &self.command) {
-            (Some(pid), _) => Target::Pid(pid),
-            (None, Some(command)) => Target::Command(command.clone()),
-            (None, None) => Target::Everything,
+        let target = match (pids.is_empty(), &self.command) {
+            (false, _) => Target::Pids(pids),
+            (true, Some(command)) => Target::Command(command.clone()),
+            (true, None) => Target::Everything,
         };
         Ok(Request {
             params,
@@ -451,6 +465,7 @@ impl RunArgs {
             include_dirs: self.include_dirs.clone(),
             probe_filter: self.probe_filter.clone(),
             target,
+            cgroup: self.cgroup.clone(),
             follow: !self.no_follow,
             ring_size: self.buffer_size,
             suggest_buffer_size: true,
@@ -509,6 +524,11 @@ impl RunArgs {
             None => sink,
         })
     }
+}
+
+/// `-p PID[,PID...]`, each checked as bpftrace checks its one PID.
+fn parse_pids(text: &str) -> anyhow::Result<Vec<i32>> {
+    text.split(',').map(parse_pid).collect()
 }
 
 /// bpftrace's check of `-p`: a decimal number no larger than the largest
@@ -613,6 +633,8 @@ mod tests {
             "Failed to parse pid: invalid trailing bytes: 111a1"
         );
         assert_eq!(err("5000000"), "Pid out of range: 5000000");
+        assert_eq!(parse_pids("12,34").unwrap(), [12, 34]);
+        assert!(parse_pids("12,").is_err());
     }
 
     #[test]

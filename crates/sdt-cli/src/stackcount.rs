@@ -35,10 +35,14 @@ pub struct StackcountArgs {
     #[arg(required = true, value_name = "PROBE")]
     probes: Vec<String>,
 
-    /// Trace only this process (and the processes it starts), and stop
-    /// when it ends.
-    #[arg(short = 'p', value_name = "PID", conflicts_with = "command")]
-    pid: Option<i32>,
+    /// Trace only these processes (and the processes they start), and
+    /// stop when they have all ended.
+    #[arg(short = 'p', value_name = "PID[,PID]", conflicts_with = "command")]
+    pid: Option<String>,
+
+    /// Trace only the processes in this cgroup v2 directory and below it.
+    #[arg(long, value_name = "PATH")]
+    cgroup: Option<PathBuf>,
 
     /// Run CMD, trace it and the processes it starts, and stop when it ends.
     #[arg(short = 'c', value_name = "CMD", long_help = crate::COMMAND_HELP)]
@@ -46,7 +50,7 @@ pub struct StackcountArgs {
 
     /// Output format: text (each stack, leaf first, with its count), folded
     /// (`frame;frame count`, root first, for flame graph tools) or json.
-    #[arg(short = 'f', value_name = "FORMAT", default_value = "text",
+    #[arg(short = 'f', long = "format", value_name = "FORMAT", default_value = "text",
           value_parser = crate::format_parser())]
     format: sdt_output::Format,
 
@@ -76,8 +80,11 @@ pub fn run(args: StackcountArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut argv: Vec<OsString> = vec!["sdt run".into(), "-f".into(), args.format.name.into()];
-    if let Some(pid) = args.pid {
-        argv.extend(["-p".into(), pid.to_string().into()]);
+    if let Some(pids) = args.pid {
+        argv.extend(["-p".into(), pids.into()]);
+    }
+    if let Some(cgroup) = args.cgroup {
+        argv.extend(["--cgroup".into(), cgroup.into()]);
     }
     if let Some(command) = args.command {
         argv.extend(["-c".into(), command.into()]);

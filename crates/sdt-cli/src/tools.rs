@@ -34,7 +34,7 @@ pub struct Common {
 impl Common {
     /// The target, with BCC's positional PID (when given) as `-p`.
     fn with_pid(mut self, positional: PositionalPid) -> Common {
-        self.target.pid = self.target.pid.or(positional.process);
+        self.target.pids.extend(positional.process);
         self
     }
 
@@ -52,17 +52,28 @@ impl Common {
 #[derive(Args, Debug)]
 pub struct PositionalPid {
     /// The process to trace, as with -p (BCC's positional form).
-    #[arg(value_name = "PID", conflicts_with_all = ["pid", "command"])]
+    #[arg(value_name = "PID", conflicts_with_all = ["pids", "command"])]
     pub process: Option<i32>,
 }
 
 /// What every tool traces and how it prints.
 #[derive(Args, Debug)]
 pub struct Target {
-    /// Trace this process (and the processes it starts) only (default:
-    /// every process of the program, including those that start later).
-    #[arg(short = 'p', value_name = "PID", conflicts_with = "command")]
-    pub pid: Option<i32>,
+    /// Trace these processes (and the processes they start) only:
+    /// -p PID,PID (default: every process of the program, including
+    /// those that start later).
+    #[arg(
+        short = 'p',
+        value_name = "PID[,PID]",
+        value_delimiter = ',',
+        conflicts_with = "command"
+    )]
+    pub pids: Vec<i32>,
+
+    /// Trace only the processes in this cgroup v2 directory and below it
+    /// (a pod, a container, a service), also those that start there later.
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
 
     /// Run CMD, trace it, and stop when it ends; its runtime's probes are
     /// switched on through its environment.
@@ -94,7 +105,8 @@ impl Target {
     fn tools(self) -> sdt_tools::Common {
         sdt_tools::Common {
             lang: None,
-            pid: self.pid,
+            pids: self.pids,
+            cgroup: self.cgroup,
             command: self.command,
             format: self.format,
             print_program: self.print_program,

@@ -69,9 +69,21 @@ pub struct TraceArgs {
     #[arg(required = true, value_name = "PROBE")]
     probes: Vec<String>,
 
-    /// Trace only this process, and stop when it exits.
-    #[arg(short, long, value_name = "PID", conflicts_with = "command")]
-    pid: Option<i32>,
+    /// Trace only these processes (and the processes they start), and stop
+    /// when they have all exited: -p PID,PID or -p PID -p PID.
+    #[arg(
+        short,
+        long = "pid",
+        value_name = "PID[,PID]",
+        value_delimiter = ',',
+        conflicts_with = "command"
+    )]
+    pids: Vec<i32>,
+
+    /// Trace only the processes in this cgroup v2 directory and below it
+    /// (a pod, a container, a service), also those that start there later.
+    #[arg(long, value_name = "PATH")]
+    cgroup: Option<PathBuf>,
 
     /// Run this command (split like a shell would) and trace it and the
     /// processes it starts.
@@ -121,19 +133,22 @@ pub struct TraceArgs {
 }
 
 pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
-    let target = match (args.pid, &args.command) {
-        (Some(pid), _) => Target::Pid(pid),
-        (None, Some(command)) => Target::Command(command.clone()),
-        (None, None) => Target::Everything,
+    let target = match (args.pids.is_empty(), &args.command) {
+        (false, _) => Target::Pids(args.pids.clone()),
+        (true, Some(command)) => Target::Command(command.clone()),
+        (true, None) => Target::Everything,
     };
     let request = Request {
         target,
+        cgroup: args.cgroup.clone(),
         follow: !args.no_follow,
         ring_size: args.buffer_size,
         suggest_buffer_size: true,
         mechanism: args.attach_with,
         internal: true,
         print_maps: false,
+        // In the summary (`--json`), so that every other line is a hit.
+        hint_records: false,
         ..Request::new(Source::inline(sdt_tools::trace::program(
             &args.probes,
             &args.strings,
@@ -220,5 +235,6 @@ fn summary(outcome: &Outcome) -> TraceSummary {
         events: outcome.hits.delivered,
         lost: outcome.summary.lost_events + outcome.hits.undecodable,
         sites: outcome.sites,
+        hints: outcome.hints.clone(),
     }
 }

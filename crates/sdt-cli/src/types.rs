@@ -5,8 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
-use sdt_types::{DebugInfo, Layout, Lookup};
+use sdt_types::DebugInfo;
 
 const AFTER_HELP: &str = "\
 NAME is `struct foo`, `union foo`, `enum foo` or a typedef name; a bare
@@ -67,113 +66,16 @@ pub fn run(args: TypesArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let id = match &args.unit {
-        Some(unit) => find_in_unit(&info, &name, unit)?,
-        None => find(&info, &name)?,
-    };
+    let id = info.named(&name, args.unit.as_deref())?;
     if args.bpftrace {
         print!("{}", sdt_types::bpftrace_definitions(&info, id)?);
         return Ok(ExitCode::SUCCESS);
     }
     let layout = sdt_types::layout(&info, id)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json(&layout))?);
+        println!("{}", serde_json::to_string_pretty(&layout.to_json())?);
     } else {
         print!("{}", layout.to_text());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The one type `name` means, or an error that says what to do.
-fn find(info: &DebugInfo, name: &str) -> anyhow::Result<sdt_types::TypeId> {
-    let bare = !name.contains(' ');
-    let tries: Vec<String> = if bare {
-        ["", "struct ", "union ", "enum "]
-            .iter()
-            .map(|kw| format!("{kw}{name}"))
-            .collect()
-    } else {
-        vec![name.to_string()]
-    };
-    let mut suggestions = Vec::new();
-    for t in &tries {
-        match info.find(t).context("reading debug information")? {
-            Lookup::Found(id) => return Ok(id),
-            Lookup::Ambiguous(defs) => bail!(
-                "`{t}` is defined differently in two compilation units of {}: {}; pick one with --unit (for example --unit {})",
-                info.debug_file.display(),
-                defs.iter().map(|(_, unit)| unit.as_str()).collect::<Vec<_>>().join(" and "),
-                defs[0].1.rsplit('/').next().unwrap_or(&defs[0].1)
-            ),
-            Lookup::Missing(close) => suggestions.extend(close),
-        }
-    }
-    suggestions.dedup();
-    let hint = if suggestions.is_empty() {
-        String::new()
-    } else {
-        format!("; did you mean {}?", suggestions.join(", "))
-    };
-    bail!(
-        "{} defines no type `{name}`{hint}",
-        info.debug_file.display()
-    )
-}
-
-/// `name` as defined in the first unit whose name contains `unit`.
-fn find_in_unit(info: &DebugInfo, name: &str, unit: &str) -> anyhow::Result<sdt_types::TypeId> {
-    let bare = !name.contains(' ');
-    let tries: Vec<String> = if bare {
-        ["", "struct ", "union ", "enum "]
-            .iter()
-            .map(|kw| format!("{kw}{name}"))
-            .collect()
-    } else {
-        vec![name.to_string()]
-    };
-    for t in &tries {
-        if let Some(id) = info.find_in_unit(t, unit)? {
-            return Ok(id);
-        }
-    }
-    bail!(
-        "no compilation unit of {} whose name contains `{unit}` defines `{name}`",
-        info.debug_file.display()
-    )
-}
-
-fn json(layout: &Layout) -> serde_json::Value {
-    let members: Vec<serde_json::Value> = layout
-        .members
-        .iter()
-        .map(|m| {
-            let mut v = serde_json::json!({
-                "name": m.name,
-                "declaration": m.declaration,
-                "type": m.type_name,
-                "offset": m.offset,
-                "size": m.size,
-                "hole_before": m.hole_before,
-            });
-            if let Some((bit, bits)) = m.bitfield {
-                v["bit_offset"] = bit.into();
-                v["bits"] = bits.into();
-            }
-            v
-        })
-        .collect();
-    let enumerators: Vec<serde_json::Value> = layout
-        .enumerators
-        .iter()
-        .map(|(name, value)| serde_json::json!({ "name": name, "value": value }))
-        .collect();
-    serde_json::json!({
-        "kind": layout.kind,
-        "name": layout.name,
-        "size": layout.size,
-        "padding": layout.padding,
-        "target": layout.target,
-        "members": members,
-        "enumerators": enumerators,
-    })
 }

@@ -340,7 +340,7 @@ fn info_reports_what_sdt_supports() {
         "Build\n",
         "  kprobe: no\n",
         "  kprobe_multi: no\n",
-        "  btf: no\n",
+        "  perf_event: yes\n",
         "  libdw (DWARF support): yes",
         "Probe types\n",
     ] {
@@ -350,6 +350,10 @@ fn info_reports_what_sdt_supports() {
         stdout.contains("  uprobe_multi: yes\n") || stdout.contains("  uprobe_multi: no\n"),
         "{stdout}"
     );
+    // The kernel's BTF is used where the kernel has it.
+    let btf = std::path::Path::new("/sys/kernel/btf/vmlinux").exists();
+    let line = format!("  btf: {}\n", if btf { "yes" } else { "no" });
+    assert!(stdout.contains(&line), "{line:?} in:\n{stdout}");
 }
 
 // ------------------------------------------------------ with privileges

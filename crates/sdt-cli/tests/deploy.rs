@@ -622,11 +622,16 @@ struct Target {
 
 impl Target {
     fn start(program: &Path) -> Target {
-        let mut child = Command::new(program)
+        Target::spawn(&mut Command::new(program))
+    }
+
+    /// The workload as `command` starts it (through `unshare`, say).
+    fn spawn(command: &mut Command) -> Target {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("{program:?}: {e}"));
+            .unwrap_or_else(|e| panic!("{command:?}: {e}"));
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
@@ -1346,4 +1351,100 @@ fn a_configmap_update_reloads_sdt_serve_without_a_signal() {
     serve.signal(rustix::process::Signal::TERM);
     let (status, _, stderr) = serve.finish(Duration::from_secs(30));
     assert!(status.success(), "{status:?}\n{stderr}");
+}
+
+/// A pod's cgroup: a directory of the node's cgroup v2 hierarchy, made by
+/// the test and removed (once its processes have ended) when dropped.
+struct PodCgroup(PathBuf);
+
+impl PodCgroup {
+    fn create(name: &str) -> Option<PodCgroup> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mount = mountinfo.lines().find_map(|line| {
+            let (fields, rest) = line.split_once(" - ")?;
+            rest.starts_with("cgroup2 ")
+                .then(|| fields.split_whitespace().nth(4).map(PathBuf::from))?
+        })?;
+        let dir = mount.join(format!("sdt-{name}-{}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        Some(PodCgroup(dir))
+    }
+}
+
+impl Drop for PodCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// What `--cgroup` is for: a pod's processes, in their own cgroup and
+/// their own PID and mount namespaces, traced by sdt from the image's
+/// root, exactly, and none of the same program's hits outside the pod;
+/// the metrics say which cgroup they count.
+#[test]
+fn a_pod_is_traced_by_its_cgroup_and_its_metrics_say_so() {
+    let Some(venv) = image_requirements() else {
+        return;
+    };
+    let docs = documents(venv, &applied_files());
+    let capabilities = added_capabilities(one(&docs, "DaemonSet"));
+    let cgroup = PodCgroup::create("pod");
+    if !sdt_testing::require(cgroup.is_some(), "a writable cgroup v2 hierarchy") {
+        return;
+    }
+    let cgroup = cgroup.unwrap();
+    let scratch = Scratch::new("pod-cgroup");
+    let image = build_image(&scratch);
+    let pod = Pod::new(&scratch, &image);
+    let bin = scratch.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    compile("cc", "target.c", &bin.join("target"));
+    // The pod's process enters its cgroup, then its namespaces.
+    let mut inside = Target::spawn(Command::new("sh").args([
+        "-c",
+        r#"echo $$ > "$1/cgroup.procs" && exec unshare --pid --mount --fork "$2""#,
+        "sh",
+        &cgroup.0.display().to_string(),
+        &bin.join("target").display().to_string(),
+    ]));
+    let mut outside = Target::start(&bin.join("target"));
+    let script = format!(
+        "usdt:/host{}/target:deploy:tick {{ @ticks = count(); }}",
+        bin.display()
+    );
+    let host_cgroup = format!("/host{}", cgroup.0.display());
+    let mut command = pod.sdt(
+        &capabilities,
+        &[
+            "run",
+            "--cgroup",
+            &host_cgroup,
+            "--serve",
+            "127.0.0.1:0",
+            "-e",
+            &script,
+        ],
+    );
+    command.env(NOTIFY, "1");
+    let mut run = Started::spawn(&mut command);
+    let metrics = metrics_address(&run.wait_for(false, "/metrics", 1));
+    run.wait_for(true, NOTIFY, 1);
+    inside.fire(6);
+    outside.fire(4);
+    let name = format!("/{}", cgroup.0.file_name().unwrap().to_string_lossy());
+    let text = http_get(metrics, "/metrics");
+    assert_eq!(
+        sample(
+            &text,
+            &format!("sdt_ticks_total{{program=\"-e\",cgroup=\"{name}\"}}")
+        ),
+        Some(6.0),
+        "{text}"
+    );
+    run.signal(rustix::process::Signal::INT);
+    let (status, stdout, stderr) = run.finish(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}\n{stderr}");
+    assert!(stdout.contains("@ticks: 6"), "{stdout}");
+    inside.end();
+    outside.end();
 }

@@ -7,8 +7,9 @@ use sdt_bpf::{
 
 use super::expr::{Op, R};
 use super::mem::{Mem, KEY_SLOT};
+use super::user::UserRead;
 use super::{Gen, CTX};
-use crate::layout::{self, Field, OutputInfo, HEADER};
+use crate::layout::{self, Field, OutputInfo, ReadWhat, HEADER};
 use sdt_lang::hir::{MapId, Output, TExpr, TStmt};
 use sdt_lang::types::{Agg, TSeriesAgg, Ty};
 
@@ -218,10 +219,18 @@ impl Gen<'_> {
 
     /// Adds one to counter `index` of the lost map.
     pub(super) fn count_lost(&mut self, index: u32) {
+        self.count(layout::LOST_MAP, index);
+    }
+
+    /// Adds one to counter `index` of the per-CPU array `map`: a lookup
+    /// (which the kernel inlines for per-CPU arrays) and an atomic add,
+    /// since another program on this CPU may run between the two (a
+    /// sleepable or preempted one).
+    pub(super) fn count(&mut self, map: u32, index: u32) {
         let done = self.b.label();
         self.b
             .push(Insn::st(Size::W, Reg::R10, KEY_SLOT, index as i32));
-        self.b.ld_map_index(Reg::R1, layout::LOST_MAP);
+        self.b.ld_map_index(Reg::R1, map);
         self.b.push(Insn::mov64_reg(Reg::R2, Reg::R10));
         self.b
             .push(Insn::alu64_imm(AluOp::Add, Reg::R2, i32::from(KEY_SLOT)));
@@ -635,7 +644,7 @@ impl Gen<'_> {
             self.b
                 .push(Insn::alu64_imm(AluOp::Add, Reg::R3, 8 * i as i32));
             self.b.push(Insn::st(Size::DW, Reg::R10, pointer, 0));
-            self.read_user_into(Mem::Stack(pointer), 8);
+            self.read_user_into(Mem::Stack(pointer), 8, array.span);
             self.b.push(Insn::ldx(Size::DW, Reg::R3, Reg::R10, pointer));
             self.b.jump_imm(JmpOp::Eq, Reg::R3, 0, end);
             record.store_imm(&mut self.b, Size::DW, HEADER, i as i32 + 1);
@@ -645,7 +654,7 @@ impl Gen<'_> {
                 HEADER + 8 + i * strlen.next_multiple_of(8),
             );
             self.b.push(Insn::mov64_imm(Reg::R2, strlen as i32));
-            self.b.call(Helper::ProbeReadUserStr);
+            self.read_user(UserRead::Str, ReadWhat::Expr(array.span));
         }
         self.b.bind(end);
         self.send(record, size, false);
@@ -696,8 +705,9 @@ impl Gen<'_> {
             // An argument that cannot be read is recorded as 0; the
             // reader knows from the site that it is not a value.
             let source = source.unwrap_or(sdt_bpf::arg::ArgSource::Const(0));
+            let reader = self.arg_reader();
             source
-                .emit_load(&mut self.b, CTX, super::mem::ARG_SLOT, Reg::R0)
+                .emit_load_with(&mut self.b, CTX, super::mem::ARG_SLOT, Reg::R0, reader)
                 .map_err(|e| self.error(format!("internal error reading arg{n}: {e}")))?;
             record.store(&mut self.b, Size::DW, event::ARGS + 8 * n as u32, Reg::R0);
         }
@@ -716,7 +726,7 @@ impl Gen<'_> {
                     record.address(&mut self.b, Reg::R1, bytes_at);
                     self.b
                         .push(Insn::mov64_imm(Reg::R2, event::STRING_LEN as i32));
-                    self.b.call(Helper::ProbeReadUserStr);
+                    self.read_user(UserRead::Str, ReadWhat::EventArg(s.arg as u32));
                 }
                 Some(len_arg) => {
                     // min(length, STRING_LEN - 1) bytes; R8 keeps the
@@ -741,7 +751,7 @@ impl Gen<'_> {
                         event::ARGS + 8 * s.arg as u32,
                     );
                     record.address(&mut self.b, Reg::R1, bytes_at);
-                    self.b.call(Helper::ProbeReadUser);
+                    self.read_user(UserRead::Bytes, ReadWhat::EventArg(s.arg as u32));
                     self.b.jump_imm(JmpOp::Slt, Reg::R0, 0, stored);
                     self.b.push(Insn::mov64_reg(Reg::R0, Reg::R8));
                     self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R0, 1));

@@ -43,8 +43,19 @@ impl Job {
         let config = resolve_config(&script, &request)?;
         let declared = getopt::declarations(&source.text);
         getopt::bind(&declared, &request.named).map_err(Failure::Parameters)?;
-        let traced = Traced::start(request.pid(), request.command(), request.in_service)
+        let cgroup = request
+            .cgroup
+            .as_deref()
+            .map(sdt_trace::Cgroup::find)
+            .transpose()
             .map_err(Failure::other)?;
+        let traced = Traced::start(
+            request.pids(),
+            request.command(),
+            cgroup,
+            request.in_service,
+        )
+        .map_err(Failure::other)?;
         let mechanism = if request.compile_only {
             request.mechanism.unwrap_or(Mechanism::UprobeMulti)
         } else {
@@ -96,6 +107,8 @@ impl Prepared {
     /// The job of `compilation`, compiled from `text` by
     /// [`compile_text`](Self::compile_text).
     pub fn into_job(self, text: String, compilation: Compilation) -> Job {
+        let traced = self.traced.view(self.request.command());
+        let start = crate::hints::at_start(&compilation, &traced, self.request.internal);
         Job {
             request: self.request,
             text,
@@ -103,6 +116,7 @@ impl Prepared {
             traced: self.traced,
             config: self.config,
             mechanism: self.mechanism,
+            start,
         }
     }
 
@@ -222,9 +236,35 @@ fn compile_options(
             map_entries,
             ring_size: request.ring_size,
             stamp_printf: request.stamp_printf,
-            machine: sdt_codegen::Machine::current(),
+            machine: if faulting_reads_wanted() {
+                sdt_codegen::Machine::probed()
+            } else {
+                sdt_codegen::Machine::current()
+            },
+            // Set from `counted` by the compiler.
+            hit_counters: 0,
         },
+        counted: counted_probes(),
     }
+}
+
+/// The probes whose hits tell whether a runtime's switch was on, counted
+/// for the report at the end of the run (see `crate::hints`).
+fn counted_probes() -> Vec<(String, String)> {
+    sdt_languages::switch_probes()
+        .into_iter()
+        .map(|(provider, name)| (provider.to_string(), name.to_string()))
+        .collect()
+}
+
+/// The environment variable that, set to `0`, keeps every program from
+/// faulting the traced process's pages in: strings on pages it has not
+/// touched then fail to read (and are counted), as in bpftrace, but the
+/// traced threads never wait for a page on sdt's account.
+pub const FAULTING_READS_VARIABLE: &str = "SDT_FAULTING_READS";
+
+fn faulting_reads_wanted() -> bool {
+    std::env::var_os(FAULTING_READS_VARIABLE).is_none_or(|v| v != "0")
 }
 
 /// `max_strlen`, kept within what sdt can hold, with a warning when it

@@ -75,9 +75,9 @@ pub enum Target {
     /// Every process that runs the probed files, including ones started
     /// later, until the job is stopped.
     Everything,
-    /// This process (`-p`), and, when followed, the processes it starts;
-    /// the job ends when it ends.
-    Pid(i32),
+    /// These processes (`-p PID,PID`), and, when followed, the processes
+    /// they start; the job ends when they have all ended.
+    Pids(Vec<i32>),
     /// This command (`-c`), started held before its first instruction and
     /// let go once the probes are attached; the job ends when it ends.
     Command(String),
@@ -119,8 +119,15 @@ pub struct Request {
     /// expression (`--probe-filter`); BEGIN and END always run.
     pub probe_filter: Option<String>,
     pub target: Target,
+    /// Only processes in this cgroup v2 directory, or below it
+    /// (`--cgroup`): a directory of a cgroup2 mount, or a path as
+    /// `/proc/PID/cgroup` shows it.
+    pub cgroup: Option<PathBuf>,
     /// Whether the processes the target starts are traced too.
     pub follow: bool,
+    /// Tracepoints fire only for the target, also for a `-c` command
+    /// (BCC's tools); otherwise only with `-p`, as bpftrace's do.
+    pub scope_tracepoints: bool,
     /// Bytes of the ring buffer.
     pub ring_size: u32,
     /// The front end takes `--buffer-size`, which a report of records
@@ -155,6 +162,12 @@ pub struct Request {
     /// Print the maps at the end (and the configuration's
     /// `print_maps_on_exit` agrees).
     pub print_maps: bool,
+    /// In sdt's voice, what the job says of why nothing may fire also
+    /// goes to the output, a record each ([`sdt_output::Event::Hint`]);
+    /// a front end whose output has a fixed set of records (`sdt trace
+    /// --json`) takes them from [`Outcome::hints`](crate::Outcome::hints)
+    /// instead.
+    pub hint_records: bool,
     /// Compile only (`--dump`): the kernel is not asked which mechanism
     /// it has, so that nothing needs privileges.
     pub compile_only: bool,
@@ -175,7 +188,9 @@ impl Request {
             include_dirs: Vec::new(),
             probe_filter: None,
             target: Target::Everything,
+            cgroup: None,
             follow: true,
+            scope_tracepoints: false,
             ring_size: 4 << 20,
             suggest_buffer_size: false,
             map_entries: None,
@@ -190,16 +205,17 @@ impl Request {
             announce: false,
             confirm_attached: false,
             print_maps: true,
+            hint_records: true,
             compile_only: false,
             in_service: false,
         }
     }
 
-    /// The `-p` process, if one is traced.
-    pub fn pid(&self) -> Option<i32> {
-        match self.target {
-            Target::Pid(pid) => Some(pid),
-            _ => None,
+    /// The `-p` processes, if any are traced.
+    pub fn pids(&self) -> &[i32] {
+        match &self.target {
+            Target::Pids(pids) => pids,
+            _ => &[],
         }
     }
 

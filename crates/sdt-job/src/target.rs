@@ -8,12 +8,12 @@
 //! ([`sdt_proc::launch`]) gives the file that a probe without one means.
 
 use std::os::fd::AsFd;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
+use sdt_proc::launch::Launch;
 use sdt_proc::{HeldChild, Pidfd, RunningChild, Signals};
-use sdt_trace::Scope;
+use sdt_trace::{Cgroup, Scope};
 
 use sdt_runtime::run::{Runner, Summary};
 use sdt_runtime::Runtime;
@@ -32,7 +32,7 @@ pub enum Error {
 
 /// Token of the signalfd in the wait set.
 const SIGNAL: u64 = 1;
-/// Token of the traced process's pidfd.
+/// Token of the first traced process's pidfd; the others follow it.
 const PROCESS_EXIT: u64 = 2;
 
 /// How long a `-c` command that sdt asked to end (with SIGTERM) has from
@@ -40,14 +40,19 @@ const PROCESS_EXIT: u64 = 2;
 /// own output is done; half a second lets a server shut down cleanly.
 const COMMAND_GRACE: Duration = Duration::from_millis(500);
 
-/// The traced process, if there is one, and the stop signals.
+/// The traced processes, if any, and the stop signals.
 pub struct Traced {
-    pub pid: Option<i32>,
-    pidfd: Option<Pidfd>,
+    /// The `-p` processes, or the `-c` command's.
+    pub pids: Vec<i32>,
+    /// One for each of `pids` that has not ended yet.
+    pidfds: Vec<Option<Pidfd>>,
+    /// Only processes of this cgroup (and below) are traced.
+    pub cgroup: Option<Cgroup>,
     child: Option<HeldChild>,
-    /// The ELF program the `-c` command runs in the end (for a script,
-    /// its interpreter), when it could be told.
-    program: Option<PathBuf>,
+    /// What the `-c` command runs: the ELF program in the end (for a
+    /// script, its interpreter), when it could be told, and the steps on
+    /// the way.
+    pub launch: Option<Launch>,
     /// Until the run stops; then a thread of its own waits on them.
     /// None inside a service, which handles the signals itself.
     signals: Option<Signals>,
@@ -67,9 +72,9 @@ pub struct Ended<'c> {
 impl Traced {
     /// Blocks the stop signals (before any thread exists, so that every
     /// thread inherits the mask), starts the `-c` command held before it
-    /// runs, and opens the traced process's pidfd, so that a process that
-    /// exits while sdt starts up still ends the run and its PID cannot be
-    /// taken over unseen.
+    /// runs, and opens each traced process's pidfd, so that a process that
+    /// exits while sdt starts up still counts and its PID cannot be taken
+    /// over unseen. The run ends when every traced process has.
     ///
     /// The command's program is read as `execvp` and the kernel would run
     /// it ([`sdt_proc::launch`]): a script named by its path or found in
@@ -78,8 +83,9 @@ impl Traced {
     /// `in_service`: the run is one of a service's (`sdt serve`), which
     /// takes the stop signals itself and outlives the run.
     pub fn start(
-        pid: Option<i32>,
+        pids: &[i32],
         command: Option<&str>,
+        cgroup: Option<Cgroup>,
         in_service: bool,
     ) -> Result<Traced, Error> {
         let signals = if in_service {
@@ -87,20 +93,25 @@ impl Traced {
         } else {
             Some(Signals::block()?)
         };
-        let (child, program) = match command {
+        let (child, launch) = match command {
             Some(command) => {
-                let program = sdt_proc::launch::read(command)?.program;
-                (Some(HeldChild::spawn_command(command)?), program)
+                let launch = sdt_proc::launch::read(command)?;
+                (Some(HeldChild::spawn_command(command)?), Some(launch))
             }
             None => (None, None),
         };
-        let pid = pid.or(child.as_ref().map(HeldChild::pid));
-        let pidfd = pid.map(Pidfd::open).transpose()?;
+        let mut pids = pids.to_vec();
+        pids.extend(child.as_ref().map(HeldChild::pid));
+        let pidfds = pids
+            .iter()
+            .map(|&pid| Pidfd::open(pid).map(Some))
+            .collect::<Result<_, _>>()?;
         Ok(Traced {
-            pid,
-            pidfd,
+            pids,
+            pidfds,
+            cgroup,
             child,
-            program,
+            launch,
             signals,
             in_service,
         })
@@ -111,10 +122,19 @@ impl Traced {
     /// lets uprobes go where sdt cannot check the code (`--unsafe`).
     pub fn scope(&self, allow_unsafe: bool) -> Scope {
         Scope {
-            pid: self.pid,
-            default_target: self.program.clone(),
+            pids: self.pids.clone(),
+            default_target: self.launch.as_ref().and_then(|l| l.program.clone()),
             allow_unsafe,
             debug_dirs: Vec::new(),
+        }
+    }
+
+    /// What is traced, for the words of what is said about it.
+    /// `command` is the `-c` command as given.
+    pub(crate) fn view<'a>(&'a self, command: Option<&'a str>) -> crate::hints::Traced<'a> {
+        match (&self.launch, command) {
+            (Some(launch), Some(command)) => crate::hints::Traced::Command(launch, command),
+            _ => crate::hints::Traced::Processes(&self.pids),
         }
     }
 
@@ -123,13 +143,33 @@ impl Traced {
         self.child.as_ref().map_or(0, |c| c.pid() as u32)
     }
 
-    /// Fails if the `-p` process has ended: its PID may already be
-    /// another program's.
+    /// Fails if a `-p` process has ended: its PID may already be another
+    /// program's.
     fn check_alive(&self) -> Result<(), Error> {
-        if self.child.is_none() && self.pidfd.as_ref().is_some_and(Pidfd::ended) {
-            return Err(Error::EndedBeforeAttaching(self.pid.unwrap_or_default()));
+        if self.child.is_some() {
+            return Ok(());
         }
-        Ok(())
+        let ended = self
+            .pidfds
+            .iter()
+            .zip(&self.pids)
+            .find(|(fd, _)| fd.as_ref().is_some_and(Pidfd::ended));
+        match ended {
+            Some((_, &pid)) => Err(Error::EndedBeforeAttaching(pid)),
+            None => Ok(()),
+        }
+    }
+
+    /// Forgets the processes whose pidfds are ready: they have ended (and
+    /// closing the pidfd takes it out of the wait set). Returns whether
+    /// every traced process has.
+    fn ended(&mut self, ready: &[u64]) -> bool {
+        for token in ready.iter().filter(|&&t| t >= PROCESS_EXIT) {
+            if let Some(fd) = self.pidfds.get_mut((token - PROCESS_EXIT) as usize) {
+                *fd = None;
+            }
+        }
+        !self.pidfds.is_empty() && self.pidfds.iter().all(Option::is_none)
     }
 
     /// Runs BEGIN, attaches, lets the command go, then handles records
@@ -165,19 +205,25 @@ impl Traced {
         if let Some(signals) = &self.signals {
             runner.watch(signals.as_fd(), SIGNAL)?;
         }
-        if let Some(p) = &self.pidfd {
-            runner.watch(p.as_fd(), PROCESS_EXIT)?;
+        for (i, fd) in self.pidfds.iter().enumerate() {
+            if let Some(fd) = fd {
+                runner.watch(fd.as_fd(), PROCESS_EXIT + i as u64)?;
+            }
         }
         // Mappings are recorded before the command runs, so that its
         // addresses mean something after it ends; without the kernel's
         // records, /proc is read at each step instead.
-        let poll_mappings = self.pid.is_some_and(|pid| !runner.track(pid as u32));
-        if let Some(pid) = self.pid.filter(|_| !exited_in_begin) {
-            if !runner.attach_later_objects(pid as u32, self.child.is_none()) {
-                eprintln!(
-                    "sdt: warning: the kernel does not report what process {pid} maps; probes in objects it maps from now on are not attached"
-                );
+        let mut poll_mappings = Vec::new();
+        for &pid in &self.pids {
+            if !runner.track(pid as u32) {
+                poll_mappings.push(pid);
             }
+        }
+        let pids: Vec<u32> = self.pids.iter().map(|&pid| pid as u32).collect();
+        if !exited_in_begin && !runner.attach_later_objects(&pids, self.child.is_none()) {
+            eprintln!(
+                "sdt: warning: the kernel does not report what the traced processes map; probes in objects they map from now on are not attached"
+            );
         }
         started(&mut runner, (!exited_in_begin).then_some(attached));
         // What BEGIN printed comes before anything the command prints.
@@ -190,7 +236,7 @@ impl Traced {
             for notice in &step.notices {
                 eprintln!("sdt: {notice}");
             }
-            if let (true, Some(pid)) = (poll_mappings, self.pid) {
+            for &pid in &poll_mappings {
                 runner.runtime().refresh_mappings(pid as u32);
             }
             stop = step.exit || runner.runtime().error().is_some() || stop_asked();
@@ -198,7 +244,7 @@ impl Traced {
                 self.signals.as_ref().and_then(Signals::take);
                 stop = true;
             }
-            if step.ready.contains(&PROCESS_EXIT) {
+            if self.ended(&step.ready) {
                 process_ended = true;
                 stop = true;
             }

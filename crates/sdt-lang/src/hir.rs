@@ -135,6 +135,12 @@ pub enum ProbeKind {
     Uprobe,
     Uretprobe,
     Tracepoint,
+    /// `profile:hz:N`: the CPU clock, sampled on every CPU.
+    Profile,
+    /// `software:EVENT`: a perf event the kernel counts.
+    Software,
+    /// `hardware:EVENT`: a perf event the CPU counts.
+    Hardware,
 }
 
 impl ProbeKind {
@@ -147,7 +153,27 @@ impl ProbeKind {
             ProbeKind::Uprobe => "uprobe",
             ProbeKind::Uretprobe => "uretprobe",
             ProbeKind::Tracepoint => "tracepoint",
+            ProbeKind::Profile => "profile",
+            ProbeKind::Software => "software",
+            ProbeKind::Hardware => "hardware",
         }
+    }
+
+    /// Runs when a perf event overflows, on whatever CPU it counts, with
+    /// the interrupted task's registers (`struct bpf_perf_event_data`)
+    /// as context: a sample of what was running.
+    pub fn is_perf_event(self) -> bool {
+        matches!(
+            self,
+            ProbeKind::Profile | ProbeKind::Software | ProbeKind::Hardware
+        )
+    }
+
+    /// Has a task of its own to describe: the traced process at a probe
+    /// of it, the task a tracepoint fired in or a perf event sampled
+    /// (`BEGIN`, `END` and intervals run for sdt itself).
+    pub fn has_task(self) -> bool {
+        self.is_uprobe() || self.is_perf_event() || self == ProbeKind::Tracepoint
     }
 
     /// Runs in the traced program, with its registers as context.
@@ -517,6 +543,8 @@ pub enum TKind {
     USym(Box<TExpr>),
     /// `ustack`.
     UStack,
+    /// `kstack`: the id of the kernel stack in the stack map, or -1.
+    KStack,
     /// `strftime(fmt, ns)`.
     Strftime(Box<TExpr>),
     /// `bswap(x)`.

@@ -31,8 +31,8 @@ pub enum Ty {
         bytes: u8,
         signed: bool,
     },
-    /// An address in the traced process.
-    Ptr(Box<Ty>),
+    /// An address, in the traced process's memory or the kernel's.
+    Ptr(Box<Ty>, Space),
     Array {
         elem: Box<Ty>,
         len: u64,
@@ -52,6 +52,16 @@ pub enum Ty {
     Shown(Shown),
     /// An aggregation, which only a map holds.
     Agg(Agg),
+}
+
+/// Whose memory a pointer points into, which decides how it is read:
+/// `bpf_probe_read_user` or `bpf_probe_read_kernel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Space {
+    /// The traced process's (the current task's user memory).
+    User,
+    /// The kernel's: `curtask` and what kernel structs point at.
+    Kernel,
 }
 
 /// The aggregating functions, as map value types.
@@ -189,6 +199,11 @@ pub enum Shown {
     USym,
     /// A user stack (`ustack`): a stack id, then the process id.
     UStack { mode: StackMode, depth: u32 },
+        /// A kernel stack (`kstack`): a stack id, negative for none (a probe
+    /// that interrupted user code has no kernel stack).
+    KStack { mode: StackMode, depth: u32 },
+    /// A kernel address, printed as the kernel symbol it is in (`ksym`).
+    KSym,
     /// A probe's full name (`probe`), by its id.
     Probe,
     /// The traced function's name (`func`), by its id.
@@ -243,6 +258,8 @@ impl Shown {
         match self {
             Shown::USym => "usym",
             Shown::UStack { .. } => "ustack",
+            Shown::KStack { .. } => "kstack",
+            Shown::KSym => "ksym",
             Shown::Probe => "probe",
             Shown::Func => "func",
             Shown::Username => "username",
@@ -257,6 +274,8 @@ impl Shown {
     pub fn value_size(self) -> u32 {
         match self {
             Shown::Probe
+            | Shown::KStack { .. }
+            | Shown::KSym
             | Shown::Func
             | Shown::Username
             | Shown::Strerror
@@ -279,10 +298,12 @@ impl Shown {
     /// value's first word; `None` where they print its text.
     pub fn number(self) -> Option<Ty> {
         match self {
-            Shown::USym | Shown::Probe | Shown::Func | Shown::Timestamp { .. } => Some(UINT64),
+            Shown::USym | Shown::KSym | Shown::Probe | Shown::Func | Shown::Timestamp { .. } => {
+                Some(UINT64)
+            }
             Shown::Username => Some(UINT32),
             Shown::Strerror | Shown::SignalName => Some(INT64),
-            Shown::UStack { .. } | Shown::Inet { .. } => None,
+            Shown::UStack { .. } | Shown::KStack { .. } | Shown::Inet { .. } => None,
         }
     }
 }
@@ -310,6 +331,24 @@ impl Ty {
         Ty::Int { bytes, signed }
     }
 
+    /// A pointer into the traced process's memory.
+    pub fn ptr(pointee: Ty) -> Ty {
+        Ty::Ptr(Box::new(pointee), Space::User)
+    }
+
+    /// A pointer into the kernel's memory.
+    pub fn kernel_ptr(pointee: Ty) -> Ty {
+        Ty::Ptr(Box::new(pointee), Space::Kernel)
+    }
+
+    /// Whose memory a pointer points into; `None` for other types.
+    pub fn space(&self) -> Option<Space> {
+        match self {
+            Ty::Ptr(_, space) => Some(*space),
+            _ => None,
+        }
+    }
+
     /// Whether values of this type are integers in a register. Booleans
     /// are: as in bpftrace, they take part in arithmetic as 0 and 1.
     pub fn is_integer(&self) -> bool {
@@ -320,7 +359,7 @@ impl Ty {
     /// integer-backed values that print in their own way.
     pub fn is_scalar(&self) -> bool {
         match self {
-            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(_) => true,
+            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(..) => true,
             Ty::Shown(shown) => shown.is_scalar(),
             _ => false,
         }
@@ -342,7 +381,7 @@ impl Ty {
     pub fn value_size(&self, registry: &TypeRegistry) -> u32 {
         match self {
             Ty::Void => 0,
-            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(_) => 8,
+            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(..) => 8,
             Ty::Shown(shown) => shown.value_size(),
             Ty::Str { size } => *size,
             // The length read, then the bytes.
@@ -421,7 +460,7 @@ impl fmt::Display for TyDisplay<'_> {
                 write!(f, "{}int{}", if *signed { "" } else { "u" }, bytes * 8)
             }
             Ty::Enum { id, .. } => write!(f, "enum {}", r.enum_def(*id).name),
-            Ty::Ptr(inner) => write!(f, "{} *", inner.display(r)),
+            Ty::Ptr(inner, _) => write!(f, "{} *", inner.display(r)),
             // C's order: `int32[2][3]` is two arrays of three.
             Ty::Array { .. } => {
                 let mut dims = Vec::new();
@@ -526,6 +565,8 @@ pub struct TypeRegistry {
     typedefs: HashMap<String, Ty>,
     /// Enumerator names to their enum and value.
     enumerators: HashMap<String, (EnumId, i64)>,
+    /// Records that describe the kernel's memory (from its BTF).
+    kernel: std::collections::HashSet<RecordId>,
 }
 
 impl TypeRegistry {
@@ -555,6 +596,16 @@ impl TypeRegistry {
             Some(i) => RecordId(i as u32),
             None => self.add_record(record),
         }
+    }
+
+    /// Marks record `id` as one of the kernel's (from its BTF): pointers
+    /// to it point into the kernel's memory.
+    pub fn mark_kernel(&mut self, id: RecordId) {
+        self.kernel.insert(id);
+    }
+
+    pub fn is_kernel(&self, id: RecordId) -> bool {
+        self.kernel.contains(&id)
     }
 
     pub fn add_enum(&mut self, def: EnumDef) -> EnumId {
@@ -600,7 +651,7 @@ impl TypeRegistry {
         match ty {
             Ty::Int { bytes, .. } | Ty::Enum { bytes, .. } => u64::from(*bytes),
             Ty::Bool => 1,
-            Ty::Ptr(_) => 8,
+            Ty::Ptr(..) => 8,
             Ty::Array { elem, len } => self.c_size(elem).saturating_mul(*len),
             Ty::Record(id) => self.record(*id).size,
             Ty::Void => 1,
@@ -649,7 +700,7 @@ impl TypeRegistry {
     pub fn c_align(&self, ty: &Ty) -> u64 {
         match ty {
             Ty::Int { bytes, .. } | Ty::Enum { bytes, .. } => u64::from(*bytes).max(1),
-            Ty::Ptr(_) => 8,
+            Ty::Ptr(..) => 8,
             Ty::Array { elem, .. } => self.c_align(elem),
             Ty::Record(id) => self.record(*id).align.max(1),
             _ => 1,

@@ -208,6 +208,7 @@ mod tests {
                 })
                 .collect(),
             style: StackStyle::Bpftrace,
+            kernel: false,
         })
     }
 

@@ -13,6 +13,7 @@
 //! is looked at once, by device and inode, however many processes map it.
 
 use std::collections::{BTreeSet, HashSet};
+use std::path::PathBuf;
 
 use sdt_bpf::{MappingEvents, ProcessEvent};
 use sdt_elf::FileId;
@@ -21,9 +22,32 @@ use sdt_trace::Session;
 
 use crate::Runtime;
 
-/// The watch over a traced tree's new objects.
+/// Attach points that waited for objects mapped after the start and
+/// never found their probe in one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Unattached {
+    /// Each attach point.
+    pub specs: Vec<Waited>,
+    /// The programs the traced processes were seen running (by
+    /// `/proc/PID/exe`), each once, in the order seen.
+    pub programs: Vec<PathBuf>,
+}
+
+/// An attach point that waited for objects mapped later.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Waited {
+    /// As written in the script.
+    pub text: String,
+    /// The object, as written, if one was (a glob over the process's).
+    pub target: Option<String>,
+    /// Its `provider:name` pattern.
+    pub probe: String,
+}
+
+/// The watch over the traced trees' new objects.
 pub(crate) struct LaterObjects {
-    events: MappingEvents,
+    /// The mappings of each traced tree, one recorder per root.
+    events: Vec<MappingEvents>,
     growth: Growth,
     /// Objects already looked at, by the device and inode that the
     /// kernel's records and the maps name them by: a mapping of one of
@@ -34,29 +58,37 @@ pub(crate) struct LaterObjects {
     processes: BTreeSet<u32>,
     /// Processes to list at the next poll whatever the records say.
     unlisted: BTreeSet<u32>,
+    /// The programs the listed processes ran, each once, in the order
+    /// seen: what to name when an attach point never found its probe.
+    programs: Vec<PathBuf>,
 }
 
 impl LaterObjects {
-    /// Starts recording the mappings of `pid` (and, with `follow`, of the
-    /// processes it forks). The objects of the compilation's sites count
-    /// as looked at (by `fstat`, which on btrfs gives another device than
-    /// the maps: such an object is listed and read once more, never
-    /// missed). With `scan`, the objects `pid` maps now are looked
-    /// at too, at the first [`poll`](Self::poll): those mapped between
-    /// the script's planning and now.
+    /// Starts recording the mappings of `pids` (and, with `follow`, of
+    /// the processes they fork). The objects of the compilation's sites
+    /// count as looked at (by `fstat`, which on btrfs gives another device
+    /// than the maps: such an object is listed and read once more, never
+    /// missed). With `scan`, the objects `pids` map now are looked at too,
+    /// at the first [`poll`](Self::poll): those mapped between the
+    /// script's planning and now. An object is attached to once, however
+    /// many of the processes map it.
     pub fn open(
         compilation: &Compilation,
-        pid: u32,
+        pids: &[u32],
         follow: bool,
         scan: bool,
     ) -> Result<LaterObjects, sdt_bpf::Error> {
-        let events = MappingEvents::open(pid as i32, follow, true)?;
+        let events = pids
+            .iter()
+            .map(|&pid| MappingEvents::open(pid as i32, follow, true))
+            .collect::<Result<_, _>>()?;
         let mut later = LaterObjects {
             events,
             growth: Growth::new(compilation),
             seen: HashSet::new(),
-            processes: BTreeSet::from([pid]),
+            processes: pids.iter().copied().collect(),
             unlisted: BTreeSet::new(),
+            programs: Vec::new(),
         };
         for site in &compilation.sites {
             if let Ok(stat) = rustix::fs::fstat(&*site.attach_fd) {
@@ -67,7 +99,7 @@ impl LaterObjects {
             }
         }
         if scan {
-            later.unlisted.insert(pid);
+            later.unlisted.extend(pids);
         }
         Ok(later)
     }
@@ -75,12 +107,29 @@ impl LaterObjects {
     /// The descriptors that are readable when the tree has mapped
     /// something, to wake the run at once.
     pub fn fds(&self) -> impl Iterator<Item = std::os::fd::BorrowedFd<'_>> {
-        self.events.fds()
+        self.events.iter().flat_map(MappingEvents::fds)
     }
 
     /// Marks an object as looked at; whether it was new.
     fn look_at(&mut self, id: FileId) -> bool {
         self.seen.insert(id)
+    }
+
+    /// What was never attached, and the programs seen running.
+    pub fn unattached(&self, compilation: &Compilation) -> Unattached {
+        Unattached {
+            specs: self
+                .growth
+                .unattached(compilation)
+                .into_iter()
+                .map(|spec| Waited {
+                    text: spec.text.clone(),
+                    target: spec.target.clone(),
+                    probe: spec.probe.clone(),
+                })
+                .collect(),
+            programs: self.programs.clone(),
+        }
     }
 
     /// Attaches to what the tree mapped since the last call; returns
@@ -92,7 +141,8 @@ impl LaterObjects {
         runtime: &mut Runtime<'_>,
     ) -> Vec<String> {
         let mut to_list = std::mem::take(&mut self.unlisted);
-        for event in self.events.drain() {
+        let events: Vec<ProcessEvent> = self.events.iter_mut().flat_map(|e| e.drain()).collect();
+        for event in events {
             match event {
                 ProcessEvent::Map(mapped) => {
                     // Anonymous executable memory (`//anon`: JIT code) and
@@ -122,6 +172,11 @@ impl LaterObjects {
                 continue;
             };
             self.processes.insert(pid);
+            if let Ok(program) = std::fs::read_link(format!("/proc/{pid}/exe")) {
+                if !self.programs.contains(&program) {
+                    self.programs.push(program);
+                }
+            }
             for object in objects {
                 if !self.look_at(object.id) {
                     continue;

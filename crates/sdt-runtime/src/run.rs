@@ -9,6 +9,7 @@ use sdt_bpf::{Map, Mechanism};
 use sdt_trace::{Options as SessionOptions, Session};
 
 use crate::later::LaterObjects;
+pub use crate::later::{Unattached, Waited};
 use crate::{Action, Entry, Maps, Runtime};
 use sdt_codegen::layout;
 use sdt_lang::hir::MapId;
@@ -51,10 +52,30 @@ pub struct Summary {
     pub lost_stacks: u64,
     /// `(map name, updates refused because the map was full)`.
     pub full_maps: Vec<(String, u64)>,
+    /// Hits dropped because the kernel had no memory for a thread's
+    /// scratch space.
+    pub lost_hits: u64,
+    /// Reads of the traced process's memory that failed, by place.
+    pub failed_reads: Vec<sdt_output::FailedRead>,
     /// The code `exit(N)` gave, if any.
     pub exit_code: Option<i64>,
     /// Whether the program called `exit()`.
     pub exited: bool,
+    /// The hits of each counted probe ([`sdt_script::Options::counted`]).
+    pub counted: Vec<ProbeHits>,
+    /// Attach points that waited for objects mapped later, in vain.
+    pub unattached: Unattached,
+}
+
+/// How often a counted probe fired, counted by its programs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeHits {
+    pub provider: String,
+    pub name: String,
+    /// Its sites attached, at the start and later: 0 when nothing had it.
+    pub sites: usize,
+    /// Its hits while the run lasted.
+    pub hits: u64,
 }
 
 /// How a run ended.
@@ -79,12 +100,14 @@ pub struct Step {
 }
 
 /// How a compilation runs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct RunOptions {
     /// The kernel mechanism programs attach with.
     pub mechanism: Mechanism,
-    /// The traced process, if one is.
-    pub pid: Option<i32>,
+    /// The traced processes (none: every process).
+    pub pids: Vec<i32>,
+    /// Only processes of this cgroup v2 directory (and below).
+    pub cgroup: Option<sdt_trace::Cgroup>,
     /// Whether the processes it starts are traced too.
     pub follow: bool,
     /// Whether `system()` may run commands (`--unsafe`).
@@ -105,7 +128,8 @@ impl<'c> Runner<'c> {
     ) -> Result<Runner<'c>, sdt_trace::Error> {
         let RunOptions {
             mechanism,
-            pid,
+            ref pids,
+            ref cgroup,
             follow,
             allow_unsafe,
             filter_tracepoints,
@@ -122,7 +146,8 @@ impl<'c> Runner<'c> {
             compilation.program_specs(),
             mechanism,
             SessionOptions {
-                pid,
+                pids: pids.clone(),
+                cgroup: cgroup.clone(),
                 follow,
                 mechanism: Some(mechanism),
                 filter_tracepoints,
@@ -231,18 +256,18 @@ impl<'c> Runner<'c> {
 
     /// Attaches the attach points that mean objects mapped later (a
     /// library loaded with `dlopen`, a provider defined at run time) to
-    /// those that process `pid` (and, where followed, its children) maps
-    /// from now on, at each [`step`](Self::step). With `scan`, the
-    /// objects it maps now are looked at too (`-p`: those mapped since
+    /// those that processes `pids` (and, where followed, their children)
+    /// map from now on, at each [`step`](Self::step). With `scan`, the
+    /// objects they map now are looked at too (`-p`: those mapped since
     /// planning; not a `-c` command that has not called exec yet).
     /// Returns `false` if the kernel would not record the mappings; does
     /// nothing, and returns `true`, when no attach point needs it.
-    pub fn attach_later_objects(&mut self, pid: u32, scan: bool) -> bool {
+    pub fn attach_later_objects(&mut self, pids: &[u32], scan: bool) -> bool {
         if !self.compilation.attaches_later() {
             return true;
         }
         let follow = self.session.following();
-        let Ok(later) = LaterObjects::open(self.compilation, pid, follow, scan) else {
+        let Ok(later) = LaterObjects::open(self.compilation, pids, follow, scan) else {
             return false;
         };
         // Without the wake-up, a mapping is seen at the next delivery
@@ -392,12 +417,39 @@ impl<'c> Runner<'c> {
             .map(|(i, m)| (m.display_name(), lost(layout::LOST_MAP_UPDATES + i as u32)))
             .filter(|(_, n)| *n > 0)
             .collect();
+        let counted = self
+            .compilation
+            .counted
+            .iter()
+            .enumerate()
+            .map(|(i, (provider, name))| ProbeHits {
+                provider: provider.clone(),
+                name: name.clone(),
+                sites: self.runtime.sites_of(provider, name),
+                hits: self
+                    .session
+                    .per_cpu_sum(layout::HITS_MAP as usize, i as u32),
+            })
+            .collect();
+        let unattached = self
+            .later
+            .as_ref()
+            .map(|later| later.unattached(self.compilation))
+            .unwrap_or_default();
+        let failed_reads = crate::reads::ReadSites::new(self.compilation).failed(|index| {
+            self.session
+                .per_cpu_values(layout::LOST_MAP as usize, index)
+        });
         let summary = Summary {
             lost_events: lost(layout::LOST_EVENTS),
             lost_stacks: lost(layout::LOST_STACKS),
             full_maps,
+            lost_hits: lost(layout::LOST_HITS),
+            failed_reads,
             exit_code,
             exited,
+            counted,
+            unattached,
         };
         let attached = self.session.take_attachments();
         Ok(Finished {

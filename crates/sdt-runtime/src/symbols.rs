@@ -10,7 +10,8 @@
 //! `/proc/PID/maps` before the process is gone; other processes, and
 //! anything the records missed, are read from `/proc/PID/maps` when an
 //! address is not found. The symbol lookup itself, with demangling of C++
-//! and Rust names, is `blazesym`'s.
+//! and Rust names, is `blazesym`'s. Kernel addresses (`ksym`, `kstack`)
+//! are looked up in `/proc/kallsyms`, read once when the first is.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -49,6 +50,9 @@ pub struct Symbols {
     events: Option<MappingEvents>,
     /// Each open file's build id, by `dev:inode`, once read.
     build_ids: HashMap<(u64, u64), Option<Vec<u8>>>,
+    /// The kernel's symbols, read from `/proc/kallsyms` when a kernel
+    /// address is first resolved (an empty table if it cannot be read).
+    kernel: Option<sdt_kernel::KernelSymbols>,
 }
 
 impl Default for Symbols {
@@ -62,6 +66,7 @@ impl Default for Symbols {
             files: HashMap::new(),
             events: None,
             build_ids: HashMap::new(),
+            kernel: None,
         }
     }
 }
@@ -263,6 +268,20 @@ impl Symbols {
             })
             .clone()?;
         Some((id, file_offset))
+    }
+
+    /// The kernel symbol `addr` is in, with the offset into it (`ksym`,
+    /// `kstack`).
+    pub fn kernel_symbol(&mut self, addr: u64) -> Option<Symbol> {
+        let kernel = self
+            .kernel
+            .get_or_insert_with(|| sdt_kernel::KernelSymbols::load().unwrap_or_default());
+        let found = kernel.symbol(addr)?;
+        Some(Symbol {
+            name: found.name.to_string(),
+            offset: found.offset,
+            module: "[kernel.kallsyms]".to_string(),
+        })
     }
 
     /// The path of the object mapped at `addr` in `pid` (after

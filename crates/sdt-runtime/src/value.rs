@@ -38,6 +38,11 @@ pub trait Env {
     }
     /// The frames of a recorded user stack.
     fn stack(&mut self, id: u32) -> Vec<u64>;
+    /// `symbol+offset` of kernel address `addr`, or `None`.
+    fn kernel_symbol(&mut self, addr: u64) -> Option<Symbol> {
+        let _ = addr;
+        None
+    }
     /// The name of user `uid`.
     fn user_name(&self, uid: u32) -> Option<String>;
     /// A time format of `strftime`.
@@ -101,7 +106,7 @@ pub fn decode<'a>(ty: &Ty, bytes: &'a [u8], registry: &TypeRegistry) -> Value<'a
             id: *id,
             value: u64_at(bytes, 0) as i64,
         },
-        Ty::Ptr(_) => Value::Ptr(u64_at(bytes, 0)),
+        Ty::Ptr(..) => Value::Ptr(u64_at(bytes, 0)),
         Ty::Str { size } => {
             let b = &bytes[..bytes.len().min(*size as usize)];
             Value::Str(&b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())])
@@ -197,7 +202,7 @@ fn decode_c<'a>(
             id: *id,
             value: int(*width, *signed) as i64,
         },
-        Ty::Ptr(_) => Value::Ptr(int(8, false)),
+        Ty::Ptr(..) => Value::Ptr(int(8, false)),
         Ty::Bool => Value::Bool(int(1, false) != 0),
         // `char name[16]` is a string, as in bpftrace; other arrays are
         // lists of their elements.
@@ -296,6 +301,13 @@ pub fn render_shown(shown: Shown, bytes: &[u8], env: &mut dyn Env) -> Datum {
         Shown::UStack { mode, depth } => {
             Datum::Stack(user_stack(word as i64, pid, mode, depth, env))
         }
+        Shown::KStack { mode, depth } => {
+            Datum::Stack(kernel_stack(word as i64, mode, depth, env))
+        }
+        Shown::KSym => Datum::Text(match env.kernel_symbol(word) {
+            Some(sym) => sym.name,
+            None => format!("{word:#x}"),
+        }),
         Shown::Probe => Datum::Text(env.probe_name(word)),
         Shown::Func => Datum::Text(env.func_name(word)),
         Shown::Username => {
@@ -360,13 +372,47 @@ fn user_stack(id: i64, pid: u32, mode: StackMode, depth: u32, env: &mut dyn Env)
             }
         })
         .collect();
-    let style = match mode {
+    Stack {
+        frames,
+        style: stack_style(mode),
+        kernel: false,
+    }
+}
+
+/// How a stack of `mode` prints.
+fn stack_style(mode: StackMode) -> StackStyle {
+    match mode {
         StackMode::Bpftrace => StackStyle::Bpftrace,
         StackMode::Perf => StackStyle::Perf,
         StackMode::Raw => StackStyle::Raw,
         StackMode::BuildId => StackStyle::BuildId,
+    }
+}
+
+/// The frames of kernel stack `id` (none if negative), symbolized
+/// through `/proc/kallsyms`, at most `depth` of them. The kernel has no
+/// build id to give: in `build_id` mode its frames print as addresses.
+fn kernel_stack(id: i64, mode: StackMode, depth: u32, env: &mut dyn Env) -> Stack {
+    let addrs = if id < 0 {
+        Vec::new()
+    } else {
+        env.stack(id as u32)
     };
-    Stack { frames, style }
+    let frames = addrs
+        .into_iter()
+        .take(depth as usize)
+        .map(|addr| Frame {
+            addr,
+            symbol: env.kernel_symbol(addr).map(|s| (s.name, s.offset)),
+            module: None,
+            build_id: None,
+        })
+        .collect();
+    Stack {
+        frames,
+        style: stack_style(mode),
+        kernel: true,
+    }
 }
 
 /// The message of an errno value, as `strerror(3)` words it.
@@ -532,7 +578,7 @@ mod tests {
                 field("in", Ty::Record(inner), 10, None),
                 field("lo", Ty::int(4, false), 12, Some((0, 3))),
                 field("hi", Ty::int(4, false), 12, Some((3, 5))),
-                field("p", Ty::Ptr(Box::new(Ty::Void)), 16, None),
+                field("p", Ty::ptr(Ty::Void), 16, None),
             ],
             incomplete: false,
         });

@@ -22,6 +22,7 @@ fn concatenated(parts: &[&[u8]], size: u32) -> Option<Vec<u8>> {
         mechanism: sdt_trace::mechanism(None).expect("a uprobe mechanism"),
         missing_probes: sdt_lang::config::Config::default().missing_probes,
         codegen: Default::default(),
+        counted: Vec::new(),
     };
     let mut compilation =
         sdt_script::compile(r#"BEGIN { @s = "placeholder"; }"#, &options).expect("compiles");
@@ -62,10 +63,8 @@ fn concatenated(parts: &[&[u8]], size: u32) -> Option<Vec<u8>> {
         compilation.program_specs(),
         options.mechanism,
         sdt_trace::Options {
-            pid: None,
-            follow: false,
             mechanism: Some(options.mechanism),
-            filter_tracepoints: false,
+            ..Default::default()
         },
     )
     .expect("the verifier accepts the program");

@@ -14,7 +14,11 @@
 //! // sdt: help @reqs = Requests by method and status
 //! // sdt: hide @start, @method
 //! // sdt: span query = usdt:./server:query__start .. usdt:./server:query__done with text = str(arg0)
+//! // sdt: cgroup = /kubepods/besteffort/pod1234
 //! ```
+//!
+//! `cgroup` traces only the processes of that cgroup v2 directory and
+//! below it (as `--cgroup` does), and labels the program's series with it.
 //!
 //! Nothing here knows the program: [`crate::naming`] checks what the
 //! directives name against the compiled maps.
@@ -29,6 +33,8 @@ use sdt_job::program::{Diagnostic, Span};
 pub struct Config {
     /// The metric name prefix, instead of the default.
     pub prefix: Option<Located<String>>,
+    /// Only the processes of this cgroup v2 directory, and below.
+    pub cgroup: Option<Located<String>>,
     /// By map, as written (`@reqs`).
     pub maps: BTreeMap<String, MapConfig>,
     pub spans: Vec<SpanConfig>,
@@ -112,7 +118,7 @@ impl ConfigError {
 /// The pragma's marker.
 const PRAGMA: &str = "sdt:";
 
-const DIRECTIVES: &str = "prefix, name, help, labels, hide, span";
+const DIRECTIVES: &str = "prefix, name, help, labels, hide, span, cgroup";
 
 impl Config {
     /// Reads the pragmas of `script` and then the directives of its config
@@ -159,6 +165,14 @@ impl Config {
                     let value = after_equals(rest)
                         .ok_or_else(|| error(whole.span, "expected `prefix = NAME`".into(), ""))?;
                     self.prefix = Some(Located {
+                        value: value.to_string(),
+                        at: whole,
+                    });
+                }
+                "cgroup" => {
+                    let value = after_equals(rest)
+                        .ok_or_else(|| error(whole.span, "expected `cgroup = PATH`".into(), ""))?;
+                    self.cgroup = Some(Located {
                         value: value.to_string(),
                         at: whole,
                     });

@@ -7,7 +7,11 @@
 //! itself clears its map. Then sdt's own health: `sdt_up`,
 //! `sdt_probes_attached`, `sdt_program_load_seconds`,
 //! `sdt_events_lost_total`, `sdt_map_updates_dropped_total` (updates a
-//! full map refused) and `sdt_dropped_series_total`.
+//! full map refused), `sdt_dropped_series_total`, `sdt_hits_lost_total`
+//! (hits the kernel had no scratch memory for) and
+//! `sdt_failed_reads_total` (reads of the traced process's memory that
+//! failed, by probe and the script's text and place of the read: the
+//! series a label such as `arg0=""` came from).
 //!
 //! **Cardinality is bounded** per map: the first `series_limit` label
 //! sets a scrape meets are exported from then on, and any other is left
@@ -62,6 +66,9 @@ enum State {
 pub struct Running {
     pub reader: MapReader,
     pub naming: Naming,
+    /// Labels every series of the program carries besides `program`: the
+    /// cgroup it traces, if it traces one.
+    pub labels: Vec<(String, String)>,
     /// Probes attached, as `Attaching N probes...` counts them.
     pub probes: usize,
     /// From reading the program to its probes attached.
@@ -162,7 +169,7 @@ impl Source for Exporter {
         let mut maps = Vec::new();
         let mut health = Health::default();
         for (name, program) in by_name.iter_mut() {
-            let constant = vec![(PROGRAM_LABEL.to_string(), name.clone())];
+            let mut constant = vec![(PROGRAM_LABEL.to_string(), name.clone())];
             let running = match &program.state {
                 State::Down => {
                     health.up.push(series(&constant, Value::Number(0)));
@@ -170,6 +177,7 @@ impl Source for Exporter {
                 }
                 State::Up(running) => running,
             };
+            constant.extend(running.labels.iter().cloned());
             health.up.push(series(&constant, Value::Number(1)));
             let attached = i128::try_from(running.probes).unwrap_or(i128::MAX);
             health
@@ -210,6 +218,19 @@ impl Source for Exporter {
                 health
                     .full
                     .push(series(&labels, Value::Number(i128::from(*n))));
+            }
+            health
+                .hits
+                .push(series(&constant, Value::Number(i128::from(losses.hits))));
+            for read in &losses.failed_reads {
+                let mut labels = constant.clone();
+                labels.extend([
+                    ("probe".to_string(), read.probe.clone()),
+                    ("read".to_string(), read.what.clone()),
+                    ("at".to_string(), read.at.clone()),
+                ]);
+                let count = Value::Number(i128::from(read.count));
+                health.failed_reads.push(series(&labels, count));
             }
             for (map, limiter) in &program.limits {
                 let labels = with_map(&constant, map);
@@ -252,6 +273,8 @@ struct Health {
     lost: Vec<Series>,
     full: Vec<Series>,
     dropped: Vec<Series>,
+    hits: Vec<Series>,
+    failed_reads: Vec<Series>,
 }
 
 impl Health {
@@ -292,6 +315,18 @@ impl Health {
                 "Keys of a map left out of the metrics because the map had more series than the limit",
                 Kind::Counter,
                 self.dropped,
+            ),
+            Family::new(
+                "sdt_hits_lost",
+                "Hits dropped because the kernel had no memory for the thread's scratch space",
+                Kind::Counter,
+                self.hits,
+            ),
+            Family::new(
+                "sdt_failed_reads",
+                "Reads of the traced process's memory that failed, by probe and by the script's read (what they read showed as zeros or an empty string)",
+                Kind::Counter,
+                self.failed_reads,
             ),
         ]
     }

@@ -136,12 +136,13 @@ impl Fleet {
     }
 
     /// The probes are attached: the maps, read through `reader`, are
-    /// metrics from now on.
-    pub fn up(&self, reader: sdt_job::MapReader, probes: usize) {
+    /// metrics from now on, each series with `labels` too.
+    pub fn up(&self, reader: sdt_job::MapReader, probes: usize, labels: Vec<(String, String)>) {
         self.exporter.up(
             &self.files.name,
             Running {
                 reader,
+                labels,
                 naming: self.naming.clone(),
                 probes,
                 load: self.started.elapsed(),

@@ -272,6 +272,7 @@ fn run(
                         name,
                         Running {
                             reader,
+                            labels: run.labels(),
                             naming,
                             probes,
                             load,
@@ -312,7 +313,9 @@ fn compile(
 ) -> Result<(Job, Naming, Vec<SpanRule>), String> {
     let mut config = files.config().map_err(|e| e.one_line())?;
     let (script_name, source) = (&files.script.0, &files.script.1);
+    let cgroup = config.cgroup.as_ref().map(|c| PathBuf::from(&c.value));
     let request = Request {
+        cgroup,
         ring_size: options.ring_size,
         mechanism: Some(options.mechanism),
         // Served programs never run commands.

@@ -78,7 +78,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         common,
         program,
         language: None,
-        objects: vec![server],
+        shown: server.display().to_string(),
         reports: None,
     };
     let spans = options.spans.clone().map(|sender| QuerySpans {
@@ -210,7 +210,7 @@ fn server(common: &Common, options: &Options) -> anyhow::Result<PathBuf> {
     if let Some(exe) = &options.exe {
         return Ok(exe.clone());
     }
-    if let Some(pid) = common.pid {
+    if let Some(pid) = common.pid() {
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
             .with_context(|| format!("cannot read the program of process {pid}"))?;
         return Ok(Path::new(&format!("/proc/{pid}/root"))

@@ -3,8 +3,9 @@
 //!
 //! Each tool is a [`Tool`]: its program (the `.bt` files in `programs/`,
 //! shipped inside the binary and shown by `--print-program`) with
-//! placeholders for probe names, which come from one table of runtimes
-//! ([`runtimes`]); which of a runtime's probes it uses, and so what must
+//! placeholders for probe names, which come from the one table of
+//! runtimes (`sdt_languages`, read through [`runtimes`]); which of a
+//! runtime's probes it uses, and so what must
 //! be switched on for them to fire; and the columns of its report. The
 //! program runs as `sdt run` runs it; its output comes back as data
 //! through [`sdt_output::Sink`], to the tool's logic (pairing entries with
@@ -33,6 +34,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bcc;
 pub mod calls;
 pub mod dbslower;
 mod execute;
@@ -126,11 +128,13 @@ pub const TOOLS: &[&Tool] = &[
 #[derive(Clone, Debug)]
 pub struct Common {
     /// The language (`-l`): `java`, `python`, `ruby` or `php`. Found from
-    /// `pid` or `command` when not given; given, every installed copy of
-    /// that runtime is traced wherever it runs in the traced tree.
+    /// `pids` or `command` when not given; given, every installed copy of
+    /// that runtime is traced wherever it runs in the traced trees.
     pub lang: Option<String>,
-    /// Trace this process and the processes it starts only.
-    pub pid: Option<i32>,
+    /// Trace these processes and the processes they start only.
+    pub pids: Vec<i32>,
+    /// Trace only the processes of this cgroup v2 directory, and below.
+    pub cgroup: Option<std::path::PathBuf>,
     /// Run this command, trace it, and stop when it ends.
     pub command: Option<String>,
     /// How the reports are written.
@@ -141,6 +145,14 @@ pub struct Common {
     /// `--timeline`, made by the command line): what a tool pairs itself
     /// goes to them as spans, and its own stacks as stacks.
     pub pictures: Pictures,
+}
+
+impl Common {
+    /// The first `-p` process: the one whose runtime or server the tool
+    /// looks for (the others are traced alike).
+    pub fn pid(&self) -> Option<i32> {
+        self.pids.first().copied()
+    }
 }
 
 /// The sinks written beside a tool's reports; taken by the run.

@@ -59,18 +59,18 @@ const TGID_SLOT: i16 = -8;
 const TASK_SLOT: i16 = -16;
 const ONE_SLOT: i16 = -24;
 
-/// The maps and programs that keep the traced tree.
+/// The maps and programs that keep the traced trees.
 pub(crate) struct Follow {
     maps: TreeMaps,
     fork: Program,
-    /// The process the tree grows from.
-    root: i32,
+    /// The processes the trees grow from.
+    roots: Vec<i32>,
 }
 
 /// The tree, and the code that reads and changes it.
 struct TreeMaps {
-    /// The root's thread-group id, known without a lookup: in most traces
-    /// it is the process that hits the probes most.
+    /// The first root's thread-group id, known without a lookup: in most
+    /// traces it is the process that hits the probes most.
     root: i32,
     /// Thread-group ids in the tree (`u32` → `u8`).
     tgids: Map,
@@ -82,9 +82,12 @@ struct TreeMaps {
 }
 
 impl Follow {
-    /// Creates the maps and loads the fork program, for the tree rooted at
-    /// process `root`.
-    pub fn load(root: i32) -> Result<Follow, Error> {
+    /// Creates the maps and loads the fork program, for the trees rooted
+    /// at the processes `roots` (at least one).
+    pub fn load(roots: &[i32]) -> Result<Follow, Error> {
+        let Some(&root) = roots.first() else {
+            return Err(Error::Follow("no process to follow".into()));
+        };
         let hash = |key_size, name| {
             Map::create(
                 &MapSpec::new(MapType::Hash, key_size, 1, CAPACITY)
@@ -103,7 +106,11 @@ impl Follow {
             .map_err(Error::Bpf)?,
         };
         let fork = maps.load("sdt_fork", |m, b| m.fork_program(b))?;
-        Ok(Follow { maps, fork, root })
+        Ok(Follow {
+            maps,
+            fork,
+            roots: roots.to_vec(),
+        })
     }
 
     /// The instructions to put before a uprobe program: they return 0 at
@@ -122,11 +129,10 @@ impl Follow {
         b.finish().map_err(codegen_error)
     }
 
-    /// Starts keeping the tree: attaches the fork and exit programs, then
-    /// enters the root and the descendants it already has. Call it before
-    /// the uprobes are attached.
+    /// Starts keeping the trees: attaches the fork and exit programs,
+    /// then enters the roots and the descendants they already have. Call
+    /// it before the uprobes are attached.
     pub fn attach(&self) -> Result<Vec<Attachment>, Error> {
-        let root = self.root;
         if !in_initial_pid_namespace() {
             return Err(Error::Follow(
                 "following children needs sdt to run in the initial PID namespace; \
@@ -152,7 +158,11 @@ impl Follow {
         // Entered after the fork program is attached, and the descendants
         // listed after that: a process forked meanwhile is either seen by
         // the program or found in /proc.
-        for tgid in std::iter::once(root).chain(descendants(root)) {
+        let trees = self
+            .roots
+            .iter()
+            .flat_map(|&root| std::iter::once(root).chain(descendants(root)));
+        for tgid in trees {
             self.maps
                 .tgids
                 .update(&(tgid as u32).to_ne_bytes(), &[1], 0)
@@ -186,6 +196,7 @@ impl TreeMaps {
             name: name.to_owned(),
             expected_attach_type: None,
             prog_type: ProgramType::RawTracepoint,
+            sleepable: false,
         };
         Program::load(&insns, &options).map_err(|source| Error::Load {
             program: name.to_owned(),
@@ -292,17 +303,19 @@ fn delete(b: &mut Builder, map: &Map, key: i16) {
     b.call(Helper::MapDeleteElem);
 }
 
-/// The instructions to put before a program that should run for one
-/// process only (a tracepoint under `-p --no-follow`): they return 0 at
-/// once unless the current process is `pid`, and otherwise fall through
-/// with the context in `R1`.
-pub(crate) fn pid_filter(pid: i32) -> Result<Vec<Insn>, Error> {
+/// The instructions to put before a program that should run for some
+/// processes only (a tracepoint under `-p --no-follow`): they return 0 at
+/// once unless the current process is one of `pids`, and otherwise fall
+/// through with the context in `R1`.
+pub(crate) fn pid_filter(pids: &[i32]) -> Result<Vec<Insn>, Error> {
     let mut b = Builder::new();
     let traced = b.label();
     b.push(Insn::mov64_reg(Reg::R6, Reg::R1));
     b.call(Helper::GetCurrentPidTgid);
     b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 32));
-    b.jump_imm(JmpOp::Eq, Reg::R0, pid, traced);
+    for &pid in pids {
+        b.jump_imm(JmpOp::Eq, Reg::R0, pid, traced);
+    }
     b.push(Insn::mov64_imm(Reg::R0, 0)).exit();
     b.bind(traced);
     b.push(Insn::mov64_reg(Reg::R1, Reg::R6));

@@ -71,7 +71,13 @@ pub fn plan_functions(
         Some((archive, member)) => (Some(archive), Some(member)),
         None => (target, None),
     };
-    let objects = objects(target, text, scope, &mut None, &mut HashMap::new())?;
+    let objects = objects(
+        target,
+        text,
+        scope,
+        &mut HashMap::new(),
+        &mut HashMap::new(),
+    )?;
     let mut found = Found::default();
     let explicit = crate::plan::named_explicitly(target, scope);
     let searched: Vec<PathBuf> = objects.iter().map(|o| o.path.clone()).collect();

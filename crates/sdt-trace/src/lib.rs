@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+mod cgroup;
 mod follow;
 mod functions;
 mod plan;
@@ -28,6 +29,7 @@ mod tracefs;
 
 use std::path::PathBuf;
 
+pub use cgroup::Cgroup;
 pub use functions::{plan_functions, FunctionSite, FunctionTarget};
 pub use plan::{
     glob_files, plan, plan_mapped, selects_later_objects, Plan, PlannedArg, PlannedSite, Scope,
@@ -91,6 +93,15 @@ pub enum Error {
 
     #[error("{0}")]
     Follow(String),
+
+    #[error("cannot attach {probe}")]
+    PerfEvent {
+        probe: String,
+        source: sdt_bpf::Error,
+    },
+
+    #[error("{0}")]
+    Cgroup(String),
 
     #[error("cannot attach to {}", path.display())]
     Attach {

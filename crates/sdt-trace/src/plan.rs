@@ -45,8 +45,9 @@ use crate::{Error, ProbeSpec};
 /// Where the probes are looked for.
 #[derive(Clone, Debug, Default)]
 pub struct Scope {
-    /// Trace only this process; specs without a target mean every object it maps.
-    pub pid: Option<i32>,
+    /// Trace only these processes; specs without a target mean every
+    /// object they map.
+    pub pids: Vec<i32>,
     /// The executable that specs without a target mean (the program of
     /// `sdt trace -c`); takes precedence over the process's objects.
     pub default_target: Option<PathBuf>,
@@ -122,7 +123,7 @@ pub fn plan(specs: &[ProbeSpec], scope: &Scope) -> Result<Plan, Error> {
     let mut files: HashMap<PathBuf, ElfFile> = HashMap::new();
     // The same file under two names is attached to once.
     let mut seen: HashSet<(FileId, u64)> = HashSet::new();
-    let mut process_objects = None;
+    let mut process_objects = ProcessObjects::new();
 
     for spec in specs {
         let objects = objects_for(spec, scope, &mut process_objects, &mut files)?;
@@ -181,7 +182,7 @@ pub fn plan(specs: &[ProbeSpec], scope: &Scope) -> Result<Plan, Error> {
 /// target (every object of the process) or with a glob over its objects.
 /// A spec that names a file means that file, loaded or not.
 pub fn selects_later_objects(spec: &ProbeSpec, scope: &Scope) -> bool {
-    scope.pid.is_some() && spec.target.as_deref().is_none_or(is_glob)
+    !scope.pids.is_empty() && spec.target.as_deref().is_none_or(is_glob)
 }
 
 /// Plans the sites `spec` selects among the probes of one object, into
@@ -268,7 +269,7 @@ pub fn plan_mapped(spec: &ProbeSpec, object: &MappedObject) -> Plan {
 fn objects_for(
     spec: &ProbeSpec,
     scope: &Scope,
-    process_objects: &mut Option<Vec<MappedObject>>,
+    process_objects: &mut ProcessObjects,
     files: &mut HashMap<PathBuf, ElfFile>,
 ) -> Result<Vec<Object>, Error> {
     objects(
@@ -288,7 +289,7 @@ pub(crate) fn objects(
     target: Option<&str>,
     text: &str,
     scope: &Scope,
-    process_objects: &mut Option<Vec<MappedObject>>,
+    process_objects: &mut ProcessObjects,
     files: &mut HashMap<PathBuf, ElfFile>,
 ) -> Result<Vec<Object>, Error> {
     let mut named = |path: PathBuf| -> Result<Object, Error> {
@@ -305,47 +306,11 @@ pub(crate) fn objects(
             file: Ok(file),
         })
     };
-    let in_process = |object: &MappedObject| Object {
-        path: object.path.clone(),
-        file: object.file().cloned(),
-    };
+    let pids = scope.pids.as_slice();
     let objects =
-        match (target, scope.pid, &scope.default_target) {
-            (Some(target), Some(pid), None) => {
-                // `/proc/PID/root/usr/bin/x`, as `bpftrace -l -p PID` names
-                // objects, is the process's own `/usr/bin/x`.
-                let inside = target
-                    .strip_prefix(&format!("/proc/{pid}/root/"))
-                    .map(|rest| format!("/{rest}"));
-                let target = inside.as_deref().unwrap_or(target);
-                let resolved = sdt_elf::resolve(target).ok();
-                // A glob picks among the process's objects, by path or by
-                // file name.
-                let glob = is_glob(target)
-                    .then(|| globset::Glob::new(target).map(|g| g.compile_matcher()))
-                    .transpose()
-                    .map_err(|e| Error::BadSpec {
-                        spec: text.to_string(),
-                        why: e.kind().to_string(),
-                    })?;
-                let in_process: Vec<Object> = mapped(process_objects, pid)?
-                    .iter()
-                    .filter(|o| match &glob {
-                        Some(g) => glob_selects(g, &o.path),
-                        None => names_object(target, resolved.as_deref(), &o.path),
-                    })
-                    .map(in_process)
-                    .collect();
-                if !in_process.is_empty() || glob.is_some() {
-                    in_process
-                } else {
-                    let path = resolved.ok_or_else(|| {
-                        Error::Elf(sdt_elf::Error::NotFound {
-                            name: target.to_string(),
-                        })
-                    })?;
-                    vec![named(path)?]
-                }
+        match (target, pids, &scope.default_target) {
+            (Some(target), [_, ..], None) => {
+                in_processes(target, text, pids, process_objects, &mut named)?
             }
             // A glob over files: each match that is an ELF file.
             (Some(target), _, _) if is_glob(target) => {
@@ -367,11 +332,14 @@ pub(crate) fn objects(
             // Before `-c`'s command has called exec, its process maps sdt
             // itself, so the command's program is what an omitted target means.
             (None, _, Some(program)) => vec![named(program.clone())?],
-            (None, Some(pid), None) => mapped(process_objects, pid)?
-                .iter()
-                .map(in_process)
-                .collect(),
-            (None, None, None) => return Err(Error::BadSpec {
+            (None, [_, ..], None) => {
+                let mut all = Vec::new();
+                for &pid in pids {
+                    all.extend(mapped(process_objects, pid)?.iter().map(in_process));
+                }
+                all
+            }
+            (None, [], None) => return Err(Error::BadSpec {
                 spec: text.to_string(),
                 why:
                     "say which file: TARGET:PROVIDER:NAME, or trace a process with -p PID or -c CMD"
@@ -379,6 +347,61 @@ pub(crate) fn objects(
             }),
         };
     Ok(objects)
+}
+
+/// The objects of the traced processes that `target` names: a glob picks
+/// among them by path or file name; a path or name, the objects it is
+/// (`/proc/PID/root/usr/bin/x`, as `bpftrace -l -p PID` names objects, is
+/// the process's own `/usr/bin/x`); a name none of them maps is the file
+/// it resolves to.
+fn in_processes(
+    target: &str,
+    text: &str,
+    pids: &[i32],
+    process_objects: &mut ProcessObjects,
+    named: &mut dyn FnMut(PathBuf) -> Result<Object, Error>,
+) -> Result<Vec<Object>, Error> {
+    let glob = is_glob(target)
+        .then(|| globset::Glob::new(target).map(|g| g.compile_matcher()))
+        .transpose()
+        .map_err(|e| Error::BadSpec {
+            spec: text.to_string(),
+            why: e.kind().to_string(),
+        })?;
+    let mut found = Vec::new();
+    let mut resolved = None;
+    for &pid in pids {
+        let inside = target
+            .strip_prefix(&format!("/proc/{pid}/root/"))
+            .map(|rest| format!("/{rest}"));
+        let target = inside.as_deref().unwrap_or(target);
+        resolved = sdt_elf::resolve(target).ok();
+        found.extend(
+            mapped(process_objects, pid)?
+                .iter()
+                .filter(|o| match &glob {
+                    Some(g) => glob_selects(g, &o.path),
+                    None => names_object(target, resolved.as_deref(), &o.path),
+                })
+                .map(in_process),
+        );
+    }
+    if !found.is_empty() || glob.is_some() {
+        return Ok(found);
+    }
+    let path = resolved.ok_or_else(|| {
+        Error::Elf(sdt_elf::Error::NotFound {
+            name: target.to_string(),
+        })
+    })?;
+    Ok(vec![named(path)?])
+}
+
+fn in_process(object: &MappedObject) -> Object {
+    Object {
+        path: object.path.clone(),
+        file: object.file().cloned(),
+    }
 }
 
 /// Whether a glob over a process's objects picks the one at `path`: by
@@ -397,7 +420,7 @@ pub(crate) fn is_glob(text: &str) -> bool {
 pub(crate) fn named_explicitly(target: Option<&str>, scope: &Scope) -> bool {
     match target {
         Some(target) => !is_glob(target),
-        None => scope.pid.is_none(),
+        None => scope.pids.is_empty(),
     }
 }
 
@@ -424,16 +447,19 @@ pub fn glob_files(pattern: &str) -> Result<Vec<PathBuf>, Error> {
 }
 
 /// The objects of process `pid`, listed on first use.
-fn mapped(
-    process_objects: &mut Option<Vec<MappedObject>>,
-    pid: i32,
-) -> Result<&[MappedObject], Error> {
-    if process_objects.is_none() {
-        let pid = u32::try_from(pid).map_err(|_| Error::BadPid(pid))?;
-        *process_objects = Some(sdt_elf::mapped_objects(pid).map_err(Error::Elf)?);
-    }
-    Ok(process_objects.as_deref().unwrap_or_default())
+fn mapped(process_objects: &mut ProcessObjects, pid: i32) -> Result<&[MappedObject], Error> {
+    let objects = match process_objects.entry(pid) {
+        std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+        std::collections::hash_map::Entry::Vacant(new) => {
+            let id = u32::try_from(pid).map_err(|_| Error::BadPid(pid))?;
+            new.insert(sdt_elf::mapped_objects(id).map_err(Error::Elf)?)
+        }
+    };
+    Ok(objects)
 }
+
+/// The objects each traced process maps, listed once.
+pub(crate) type ProcessObjects = HashMap<i32, Vec<MappedObject>>;
 
 /// Whether the user's `target` names the mapped object at `path`: the same
 /// path, the path `target` resolves to, or a library name such as `libc`

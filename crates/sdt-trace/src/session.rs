@@ -25,6 +25,7 @@ use sdt_bpf::{
     ProgramType, RingBuf, UprobeAttach, UprobeSite,
 };
 
+use crate::cgroup::Cgroup;
 use crate::follow::Follow;
 use crate::Error;
 
@@ -36,6 +37,9 @@ pub struct ProgramSpec {
     /// Map references hold indices into the session's map specs.
     pub insns: Vec<Insn>,
     pub attach: Attach,
+    /// Loaded with `BPF_F_SLEEPABLE`: it reads the traced process's
+    /// memory through calls that may fault pages in (uprobes only).
+    pub sleepable: bool,
 }
 
 /// Where a program is attached.
@@ -50,6 +54,14 @@ pub enum Attach {
     Tracepoint { id: u64 },
     /// A raw tracepoint, by name (no tracefs needed).
     RawTracepoint { name: String },
+    /// A perf event on every online CPU (`profile`, `software`,
+    /// `hardware`). With a traced process, the program first checks that
+    /// the sampled task belongs to it (and its tree, when followed).
+    PerfEvent {
+        event: sdt_bpf::PerfEvent,
+        /// The probe as messages name it (`hardware:cycles`).
+        probe: String,
+    },
     /// Not attached: run by [`Session::trigger`] (BEGIN, END, interval).
     Triggered,
 }
@@ -73,17 +85,20 @@ pub struct AttachSite {
 /// How to attach.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
-    /// Attach uprobes for this process only.
-    pub pid: Option<i32>,
-    /// With `pid`: also for every process it forks from then on, as `perf
-    /// record` follows children (see the `follow` module for how, and what it
-    /// costs other processes).
+    /// Attach uprobes for these processes only (none: every process).
+    pub pids: Vec<i32>,
+    /// With `pids`: also for every process they fork from then on, as
+    /// `perf record` follows children (see the `follow` module for how,
+    /// and what it costs other processes).
     pub follow: bool,
     /// The mechanism to use; the best the kernel offers if `None`.
     pub mechanism: Option<Mechanism>,
-    /// With `pid`: tracepoints too run their programs only for the
-    /// process (and its tree, when followed), as bpftrace's `-p` does.
+    /// With `pids`: tracepoints too run their programs only for those
+    /// processes (and their trees, when followed), as bpftrace's `-p` does.
     pub filter_tracepoints: bool,
+    /// Only processes in this cgroup v2 directory or below it: every
+    /// program runs only for them (see the `cgroup` module).
+    pub cgroup: Option<Cgroup>,
 }
 
 /// Which attach mechanism to use: the one asked for, if the kernel has it,
@@ -137,8 +152,8 @@ impl Session {
         }
         let ring =
             ring.ok_or_else(|| Error::Bpf(sdt_bpf::Error::Invalid("no ring buffer map".into())))?;
-        let follow = match (options.follow, options.pid) {
-            (true, Some(root)) => Some(Follow::load(root)?),
+        let follow = match options.follow {
+            true if !options.pids.is_empty() => Some(Follow::load(&options.pids)?),
             _ => None,
         };
         let mut loaded = Vec::with_capacity(programs.len());
@@ -176,7 +191,7 @@ impl Session {
         if let Some(follow) = &self.follow {
             self.attachments.extend(follow.attach()?);
         }
-        let pid = self.uprobe_pid();
+        let pids = self.uprobe_pids();
         // The kernel runs the programs of one uprobe newest first (those of
         // a tracepoint oldest first): uprobes attached last to first run
         // in the script's order, as in bpftrace.
@@ -187,17 +202,29 @@ impl Session {
             match attach {
                 Attach::Uprobe { sites, retprobe } => {
                     count += sites.len();
-                    self.attachments.extend(attach_uprobes(
-                        program,
-                        sites,
-                        *retprobe,
-                        pid,
-                        self.mechanism,
-                    )?);
+                    for &pid in &pids {
+                        self.attachments.extend(attach_uprobes(
+                            program,
+                            sites,
+                            *retprobe,
+                            pid,
+                            self.mechanism,
+                        )?);
+                    }
                 }
                 Attach::Tracepoint { id } => {
                     let attachment = sdt_bpf::attach_tracepoint(program, *id, self.mechanism)
                         .map_err(Error::Bpf)?;
+                    self.attachments.push(attachment);
+                    count += 1;
+                }
+                Attach::PerfEvent { event, probe } => {
+                    let attachment = event.attach(program, self.mechanism).map_err(|source| {
+                        Error::PerfEvent {
+                            probe: probe.clone(),
+                            source,
+                        }
+                    })?;
                     self.attachments.push(attachment);
                     count += 1;
                 }
@@ -216,7 +243,7 @@ impl Session {
     /// (for objects mapped after the start); returns the number of sites.
     /// The programs' map references hold indices into the session's maps.
     pub fn add(&mut self, programs: Vec<ProgramSpec>) -> Result<usize, Error> {
-        let pid = self.uprobe_pid();
+        let pids = self.uprobe_pids();
         let mut count = 0;
         for spec in programs {
             let Attach::Uprobe { sites, retprobe } = &spec.attach else {
@@ -233,21 +260,23 @@ impl Session {
                 &self.options,
                 self.mechanism,
             )?;
-            let attachments = attach_uprobes(&program, sites, *retprobe, pid, self.mechanism)?;
+            for &pid in &pids {
+                let attachments = attach_uprobes(&program, sites, *retprobe, pid, self.mechanism)?;
+                self.attachments.extend(attachments);
+            }
             count += sites.len();
-            self.attachments.extend(attachments);
             self.programs.push((program, spec.attach));
         }
         Ok(count)
     }
 
-    /// The process uprobes are attached for: none when the tree is
-    /// followed (they are attached for every process, and the programs
-    /// filter), else the one traced, if any.
-    fn uprobe_pid(&self) -> Option<i32> {
-        match self.follow {
-            Some(_) => None,
-            None => self.options.pid,
+    /// The processes uprobes are attached for, one attachment each:
+    /// every process (`None`) when the tree is followed (the programs
+    /// filter) or nothing is traced by PID, else each one traced.
+    fn uprobe_pids(&self) -> Vec<Option<i32>> {
+        match (&self.follow, self.options.pids.as_slice()) {
+            (None, pids) if !pids.is_empty() => pids.iter().copied().map(Some).collect(),
+            _ => vec![None],
         }
     }
 
@@ -320,8 +349,14 @@ impl Session {
 
     /// The sum over CPUs of `u64` counter `key` of per-CPU array `map`.
     pub fn per_cpu_sum(&self, map: usize, key: u32) -> u64 {
+        self.per_cpu_values(map, key).iter().sum()
+    }
+
+    /// Each CPU's `u64` counter `key` of per-CPU array `map` (none if it
+    /// cannot be read).
+    pub fn per_cpu_values(&self, map: usize, key: u32) -> Vec<u64> {
         let Some(map) = self.map(map) else {
-            return 0;
+            return Vec::new();
         };
         match map.lookup_per_cpu(&key.to_ne_bytes()) {
             Ok(Some(values)) => values
@@ -332,8 +367,8 @@ impl Session {
                         .map(u64::from_ne_bytes)
                         .unwrap_or(0)
                 })
-                .sum(),
-            _ => 0,
+                .collect(),
+            _ => Vec::new(),
         }
     }
 }
@@ -361,24 +396,36 @@ fn load_program(
             }
             mechanism.expected_attach_type()
         }
-        Attach::Tracepoint { .. } if options.filter_tracepoints => {
-            match (follow, options.pid) {
+        Attach::Tracepoint { .. } | Attach::PerfEvent { .. }
+            if options.filter_tracepoints || matches!(spec.attach, Attach::PerfEvent { .. }) =>
+        {
+            match (follow, options.pids.as_slice()) {
                 (Some(follow), _) => {
                     insns.splice(0..0, follow.filter()?);
                 }
-                (None, Some(pid)) => {
-                    insns.splice(0..0, crate::follow::pid_filter(pid)?);
+                (None, []) => {}
+                (None, pids) => {
+                    insns.splice(0..0, crate::follow::pid_filter(pids)?);
                 }
-                (None, None) => {}
             }
             None
         }
         _ => None,
     };
+    // The cgroup's filter goes first: it is the cheaper test, and it
+    // applies to every program that runs in a process's context.
+    if let (
+        Some(cgroup),
+        Attach::Uprobe { .. } | Attach::Tracepoint { .. } | Attach::PerfEvent { .. },
+    ) = (&options.cgroup, &spec.attach)
+    {
+        insns.splice(0..0, crate::cgroup::cgroup_filter(cgroup)?);
+    }
     let opts = LoadOptions {
         name: spec.name.clone(),
         expected_attach_type,
         prog_type: spec.prog_type,
+        sleepable: spec.sleepable,
     };
     Program::load(&insns, &opts).map_err(|source| Error::Load {
         program: spec.name.clone(),

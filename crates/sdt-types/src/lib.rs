@@ -54,6 +54,7 @@ mod function;
 mod layout;
 mod lines;
 mod locate;
+mod named;
 mod site;
 
 use std::cell::RefCell;
@@ -70,6 +71,7 @@ pub use function::{Function, Parameter, PassedAs};
 pub use layout::{bpftrace_definitions, layout, Layout, LayoutMember};
 pub use lines::{LineLookup, SourceLine};
 pub use locate::Cache;
+pub use named::NamedError;
 pub use site::RegisterVariable;
 
 /// A type, named by the offset of its DIE in `.debug_info`.

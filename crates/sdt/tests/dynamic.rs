@@ -499,8 +499,14 @@ fn trace_c_two_rounds(option: &str, backing: &str) {
             "{event}"
         );
     }
-    // The spec waited for an object, and each round's was attached.
-    assert!(err.contains("matches no probe yet"), "{err}");
+    // The spec waited for an object, said so, and each round's was
+    // attached.
+    assert!(
+        err.contains("jit:compiled: ")
+            && err.contains("which the command runs, has no probe jit:compiled")
+            && err.contains("sdt attaches it if the command maps an object that has it"),
+        "{err}"
+    );
     // A memfd is named by the descriptor the process holds, a deleted
     // file by its path.
     let pid = events[0].split_whitespace().nth(1).unwrap();

@@ -4,7 +4,7 @@ use super::{Checker, Scope, Stop, UsdtArg, R};
 use crate::ast::{ArrayLen, BinOp, Expr, ExprKind, MapRef, Stmt, TypeName, UnOp};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{ProbeKind, TExpr, TKind};
-use crate::types::{Ty, BOOL, INT64, UINT64};
+use crate::types::{Space, Ty, BOOL, INT64, UINT64};
 
 use super::builtins::{self, Checked, Role, Use};
 
@@ -650,7 +650,7 @@ impl Checker<'_> {
         let e = self.value(e)?;
         if matches!(
             e.ty,
-            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(_)
+            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(..)
         ) {
             return Ok(e);
         }
@@ -675,7 +675,7 @@ impl Checker<'_> {
         match op {
             UnOp::Deref => {
                 let value = self.value(value)?;
-                let Ty::Ptr(pointee) = value.ty.clone() else {
+                let Ty::Ptr(pointee, _) = value.ty.clone() else {
                     return Err(self.error(
                         Diagnostic::error(
                             span,
@@ -712,15 +712,16 @@ impl Checker<'_> {
                         "a tracepoint's fields have no address in the traced program",
                     )));
                 }
+                let space = place_space(&place);
                 Ok(TExpr {
                     kind: TKind::AddrOf(Box::new(place)),
-                    ty: Ty::Ptr(Box::new(ty)),
+                    ty: Ty::Ptr(Box::new(ty), space),
                     span,
                 })
             }
             UnOp::Neg | UnOp::BitNot | UnOp::Not => {
                 let value = self.value(value)?;
-                if !value.ty.is_integer() && !matches!(value.ty, Ty::Ptr(_)) {
+                if !value.ty.is_integer() && !matches!(value.ty, Ty::Ptr(..)) {
                     return Err(self.error(Diagnostic::error(
                         span,
                         format!(
@@ -757,7 +758,7 @@ impl Checker<'_> {
                 }
                 let ty = match (op, &value.ty) {
                     (UnOp::Not, _) => BOOL,
-                    (_, Ty::Ptr(_)) => UINT64,
+                    (_, Ty::Ptr(..)) => UINT64,
                     (_, ty) => super::widen(ty),
                 };
                 Ok(TExpr {
@@ -774,6 +775,7 @@ impl Checker<'_> {
 
     /// What `*ptr` is: a scalar read, or a place for a struct or array.
     pub(crate) fn pointee_place(&mut self, ptr: TExpr, pointee: Ty, span: Span) -> R<TExpr> {
+        self.complete(&pointee, span)?;
         match pointee {
             Ty::Void => Err(self.error(
                 Diagnostic::error(span, "cannot read through a `void *`")
@@ -864,12 +866,12 @@ impl Checker<'_> {
         }
         // Pointer arithmetic scales by the pointee's size, as in C.
         let (l, r) = match (&l.ty, &r.ty, op) {
-            (Ty::Ptr(p), t, BinOp::Add | BinOp::Sub) if t.is_integer() => {
+            (Ty::Ptr(p, _), t, BinOp::Add | BinOp::Sub) if t.is_integer() => {
                 let size = self.registry.c_size(p).max(1) as i64;
                 let scaled = scale(r, size);
                 (l, scaled)
             }
-            (t, Ty::Ptr(p), BinOp::Add) if t.is_integer() => {
+            (t, Ty::Ptr(p, _), BinOp::Add) if t.is_integer() => {
                 let size = self.registry.c_size(p).max(1) as i64;
                 (scale(l, size), r)
             }
@@ -881,11 +883,11 @@ impl Checker<'_> {
                 && matches!(op, BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor))
         {
             BOOL
-        } else if let (Ty::Ptr(_), Ty::Ptr(_), BinOp::Sub) = (&l.ty, &r.ty, op) {
+        } else if let (Ty::Ptr(..), Ty::Ptr(..), BinOp::Sub) = (&l.ty, &r.ty, op) {
             INT64
-        } else if let Ty::Ptr(_) = l.ty {
+        } else if let Ty::Ptr(..) = l.ty {
             l.ty.clone()
-        } else if let (Ty::Ptr(_), BinOp::Add) = (&r.ty, op) {
+        } else if let (Ty::Ptr(..), BinOp::Add) = (&r.ty, op) {
             r.ty.clone()
         } else {
             Ty::arithmetic(&l.ty, &r.ty)
@@ -910,13 +912,13 @@ impl Checker<'_> {
         // As in C, an array in traced memory cast to a pointer is the
         // address of its first element: `(struct s *)$p->one_element_array`.
         let value = match (&target, &value.ty) {
-            (Ty::Ptr(_), Ty::Array { elem, .. })
+            (Ty::Ptr(..), Ty::Array { elem, .. })
                 if value.is_place()
                     && !super::expr_is_ctx(&value)
                     && !super::in_program_memory(&value) =>
             {
                 TExpr {
-                    ty: Ty::Ptr(elem.clone()),
+                    ty: Ty::Ptr(elem.clone(), place_space(&value)),
                     span: value.span,
                     kind: TKind::AddrOf(Box::new(value)),
                 }
@@ -961,8 +963,10 @@ impl Checker<'_> {
                     span,
                 },
             }),
-            (Ty::Ptr(_), from) if from.is_scalar() => Ok(TExpr {
-                ty: target,
+            // A pointer keeps whose memory it points into; an integer
+            // takes the space the target type was resolved with.
+            (Ty::Ptr(pointee, space), from) if from.is_scalar() => Ok(TExpr {
+                ty: Ty::Ptr(pointee.clone(), from.space().unwrap_or(*space)),
                 span,
                 ..value
             }),
@@ -1078,8 +1082,15 @@ impl Checker<'_> {
         let value = self.value(value)?;
         self.not_void(&value)?;
         let mut t = value.ty;
+        // A pointer to it points where its own pointers do, else as a
+        // written type's (see `resolve_type`).
+        let space = match &t {
+            Ty::Record(id) if self.registry.is_kernel(*id) => Space::Kernel,
+            Ty::Ptr(_, space) => *space,
+            _ => self.default_space,
+        };
         for _ in 0..ty.pointers {
-            t = Ty::Ptr(Box::new(t));
+            t = Ty::Ptr(Box::new(t), space);
         }
         if let Some(ArrayLen::Known(len)) = ty.array {
             t = Ty::Array {
@@ -1119,8 +1130,14 @@ impl Checker<'_> {
             }
             return Err(self.error(d));
         };
+        // A pointer to a kernel struct points into the kernel; others
+        // into the probe's default memory (see `default_space`).
+        let space = match &t {
+            Ty::Record(id) if self.registry.is_kernel(*id) => Space::Kernel,
+            _ => self.default_space,
+        };
         for _ in 0..ty.pointers {
-            t = Ty::Ptr(Box::new(t));
+            t = Ty::Ptr(Box::new(t), space);
         }
         match ty.array {
             Some(ArrayLen::Known(len)) => {
@@ -1160,7 +1177,7 @@ impl Checker<'_> {
             (Ty::Record(_), _) => base,
             // `.` reads through a pointer to a struct, as `->` does
             // (bpftrace 0.25 and later prefer it).
-            (Ty::Ptr(pointee), _) => {
+            (Ty::Ptr(pointee, _), _) => {
                 let pointee = (**pointee).clone();
                 if !matches!(pointee, Ty::Record(_)) {
                     return Err(self.error(Diagnostic::error(
@@ -1269,8 +1286,9 @@ impl Checker<'_> {
                 (base, Ty::int(1, true))
             }
             Ty::Tuple(_) => return self.tuple_item(base, index, span),
-            Ty::Ptr(pointee) => {
+            Ty::Ptr(pointee, _) => {
                 let elem = *pointee;
+                self.complete(&elem, span)?;
                 if elem == Ty::Void {
                     return Err(self.error(Diagnostic::error(span, "cannot index a `void *`")));
                 }
@@ -1514,6 +1532,18 @@ impl Checker<'_> {
             Checked::Value(v) => Ok(v),
             _ => Err(Stop),
         }
+    }
+}
+
+/// Whose memory a place is in: the kernel's when it is reached through a
+/// kernel pointer, else the traced process's.
+pub(crate) fn place_space(place: &TExpr) -> Space {
+    match &place.kind {
+        TKind::UserPlace(ptr) => ptr.ty.space().unwrap_or(Space::User),
+        TKind::Field { base, .. } | TKind::Index { base, .. } | TKind::Load { place: base, .. } => {
+            place_space(base)
+        }
+        _ => Space::User,
     }
 }
 

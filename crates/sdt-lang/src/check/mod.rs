@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use crate::ast::{self, BinOp, Expr, ExprKind, Script, Stmt, StmtKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Diagnostics, Span};
 use crate::hir::{MapDecl, MapId, ProbeInstance, ProbeKind, Program, TExpr, TKind, TStmt, VarId};
-use crate::types::{Agg, Field, Record, RecordId, Ty, TypeRegistry};
+use crate::types::{Agg, Field, Record, RecordId, Space, Ty, TypeRegistry};
 
 pub use self::objects::{
     FunctionArgs, FunctionParam, NoObjects, Objects, ParamPlace, Refusal, UsdtArg,
@@ -289,12 +289,17 @@ pub(crate) struct Checker<'o> {
     pub(crate) time_formats: Vec<String>,
     pub(crate) join_separators: Vec<String>,
     errors: Vec<Diagnostic>,
+    /// Warnings of the last run (see [`Checker::warn`]).
+    warnings: Vec<Diagnostic>,
     /// Whether this run reports errors (the last one).
     final_pass: bool,
     /// Whether this run learned something new about a map.
     learned: bool,
     /// What the probe instance being checked attaches to.
     current_target: TargetInfo,
+    /// Whose memory an integer cast to a pointer points into, in the
+    /// probe instance being checked (see [`default_space`]).
+    default_space: Space,
     /// The current probe instance needs a program per site.
     per_site: bool,
     /// The current probe instance has `for` loops.
@@ -314,8 +319,6 @@ pub(crate) struct Checker<'o> {
     /// them has ended, by probe block and name, with where the first such
     /// read is: bpftrace before 0.22 had one variable for the whole probe.
     probe_wide: HashMap<(usize, String), Span>,
-    /// Warnings of the last run, each once.
-    warnings: Vec<Diagnostic>,
 }
 
 /// A variable: its probe instance, its name, and where it is first
@@ -388,6 +391,8 @@ impl<'o> Checker<'o> {
             time_formats: Vec::new(),
             join_separators: Vec::new(),
             errors: Vec::new(),
+            warnings: Vec::new(),
+            default_space: Space::User,
             final_pass: false,
             learned: false,
             current_target: TargetInfo::default(),
@@ -398,7 +403,6 @@ impl<'o> Checker<'o> {
             var_definitions: Vec::new(),
             var_types: HashMap::new(),
             probe_wide: HashMap::new(),
-            warnings: Vec::new(),
         };
         Ok(checker)
     }
@@ -511,6 +515,7 @@ impl<'o> Checker<'o> {
         Stop
     }
 
+
     fn run(&mut self, script: &Script, attach: &[Vec<AttachInfo>]) -> Vec<ProbeInstance> {
         self.formats.clear();
         self.time_formats.clear();
@@ -543,6 +548,7 @@ impl<'o> Checker<'o> {
         info: &TargetInfo,
     ) -> Option<ProbeInstance> {
         self.current_target = info.clone();
+        self.default_space = default_space(kind, info);
         self.current_instance = (block, attach_point, target);
         self.var_definitions.clear();
         self.per_site = false;
@@ -620,7 +626,7 @@ impl<'o> Checker<'o> {
                 });
                 continue;
             }
-            let ty = tracepoint_field_type(&self.registry, f);
+            let ty = self.tracepoint_field_type(f, self.default_space);
             fields.push(Field {
                 name: f.name.clone(),
                 ty,
@@ -1545,8 +1551,8 @@ pub(crate) fn unify(a: &Ty, b: &Ty) -> Option<Ty> {
                 signed: *signed,
             }
         }
-        (Ty::Ptr(_), Ty::Int { .. }) | (Ty::Int { .. }, Ty::Ptr(_)) => a.clone(),
-        (Ty::Ptr(_), Ty::Ptr(_)) => a.clone(),
+        (Ty::Ptr(..), Ty::Int { .. }) | (Ty::Int { .. }, Ty::Ptr(..)) => a.clone(),
+        (Ty::Ptr(..), Ty::Ptr(..)) => a.clone(),
         (Ty::Str { size: x }, Ty::Str { size: y }) => Ty::Str { size: *x.max(y) },
         (Ty::Buf { size: x }, Ty::Buf { size: y }) => Ty::Buf { size: *x.max(y) },
         (Ty::Tuple(xs), Ty::Tuple(ys)) if xs.len() == ys.len() => Ty::Tuple(
@@ -1587,62 +1593,109 @@ pub(crate) fn plural(n: usize) -> &'static str {
     }
 }
 
-/// The type of a tracepoint field, from its declaration and the size and
-/// sign the format states (which are what the kernel wrote).
-fn tracepoint_field_type(registry: &TypeRegistry, f: &TracepointField) -> Ty {
-    let decl = f.c_type.trim();
-    let int = Ty::Int {
-        bytes: u8::try_from(f.size)
-            .ok()
-            .filter(|s| [1, 2, 4, 8].contains(s))
-            .unwrap_or(8),
-        signed: f.signed,
-    };
-    if let Some(open) = decl.rfind('[') {
-        let len: u64 = decl[open + 1..]
-            .trim_end_matches(']')
-            .trim()
-            .parse()
-            .unwrap_or(0);
-        let base = decl[..open].trim();
-        let elem = if base.ends_with('*') {
-            Ty::Ptr(Box::new(Ty::int(1, true)))
-        } else {
-            let words: Vec<&str> = base.split_whitespace().collect();
-            let named = crate::cdecl::base_type(registry, &words.join(" "));
-            match named {
-                Some(t @ Ty::Int { .. }) => t,
-                _ if len > 0 => Ty::Int {
-                    bytes: u8::try_from(u64::from(f.size) / len)
-                        .ok()
-                        .filter(|s| [1, 2, 4, 8].contains(s))
-                        .unwrap_or(1),
-                    signed: f.signed,
-                },
-                _ => Ty::int(1, true),
-            }
-        };
-        return Ty::Array {
-            elem: Box::new(elem),
-            len,
-        };
+/// Whose memory an integer cast to a pointer points into in a probe of
+/// `kind` (as bpftrace decides it): the traced process's in its probes
+/// and in the system-call tracepoints, whose pointers are what the
+/// process passed; the kernel's in other tracepoints and in probes that
+/// sample the CPU (`profile`, `software`, `hardware`), and wherever no
+/// process is traced (`BEGIN`, `END`, `interval`). A pointer keeps its
+/// own space through casts; `uptr()` and `kptr()` set it.
+fn default_space(kind: ProbeKind, info: &TargetInfo) -> Space {
+    match kind {
+        k if k.is_uprobe() => Space::User,
+        ProbeKind::Tracepoint => match &info.tracepoint {
+            Some(tp) if tp.name.starts_with("syscalls:") => Space::User,
+            _ => Space::Kernel,
+        },
+        _ => Space::Kernel,
     }
-    if decl.ends_with('*') {
-        // `const char *const *argv`: every `*` is a level of pointer.
-        let spaced = decl.replace('*', " * ");
-        let words: Vec<&str> = spaced
-            .split_whitespace()
-            .filter(|w| !matches!(*w, "const" | "volatile" | "__user"))
-            .collect();
-        let depth = words.iter().filter(|w| **w == "*").count();
-        let base: Vec<&str> = words.into_iter().filter(|w| *w != "*").collect();
-        let mut ty = crate::cdecl::base_type(registry, &base.join(" ")).unwrap_or(Ty::int(1, true));
-        for _ in 0..depth {
-            ty = Ty::Ptr(Box::new(ty));
+}
+
+impl Checker<'_> {
+    /// The type of a tracepoint field, from its declaration and the size
+    /// and sign the format states (which are what the kernel wrote); a
+    /// struct, union, enum or typedef it names comes from the script, or
+    /// else from the kernel's BTF. Its pointers point into `space`.
+    fn tracepoint_field_type(&mut self, f: &TracepointField, space: Space) -> Ty {
+        let decl = f.c_type.trim();
+        let int = Ty::Int {
+            bytes: u8::try_from(f.size)
+                .ok()
+                .filter(|s| [1, 2, 4, 8].contains(s))
+                .unwrap_or(8),
+            signed: f.signed,
+        };
+        if let Some(open) = decl.rfind('[') {
+            let len: u64 = decl[open + 1..]
+                .trim_end_matches(']')
+                .trim()
+                .parse()
+                .unwrap_or(0);
+            let base = decl[..open].trim();
+            let elem = if base.ends_with('*') {
+                Ty::Ptr(Box::new(Ty::int(1, true)), space)
+            } else {
+                let words: Vec<&str> = base.split_whitespace().collect();
+                let named = crate::cdecl::base_type(&self.registry, &words.join(" "));
+                match named {
+                    Some(t @ Ty::Int { .. }) => t,
+                    _ if len > 0 => Ty::Int {
+                        bytes: u8::try_from(u64::from(f.size) / len)
+                            .ok()
+                            .filter(|s| [1, 2, 4, 8].contains(s))
+                            .unwrap_or(1),
+                        signed: f.signed,
+                    },
+                    _ => Ty::int(1, true),
+                }
+            };
+            return Ty::Array {
+                elem: Box::new(elem),
+                len,
+            };
         }
-        return ty;
+        if decl.ends_with('*') {
+            // `const char *const *argv`: every `*` is a level of pointer.
+            let spaced = decl.replace('*', " * ");
+            let words: Vec<&str> = spaced
+                .split_whitespace()
+                .filter(|w| !matches!(*w, "const" | "volatile" | "__user"))
+                .collect();
+            let depth = words.iter().filter(|w| **w == "*").count();
+            let base = words
+                .into_iter()
+                .filter(|w| *w != "*")
+                .collect::<Vec<_>>()
+                .join(" ");
+            let mut ty = crate::cdecl::base_type(&self.registry, &base)
+                .or_else(|| self.kernel_type(&base))
+                .unwrap_or(Ty::int(1, true));
+            for _ in 0..depth {
+                ty = Ty::Ptr(Box::new(ty), space);
+            }
+            return ty;
+        }
+        int
     }
-    int
+
+    /// The type `name` from the kernel's BTF, if the kernel has one.
+    pub(crate) fn kernel_type(&mut self, name: &str) -> Option<Ty> {
+        self.objects
+            .kernel_type(name, &mut self.registry)
+            .ok()
+            .flatten()
+    }
+
+    /// Reads the members of a kernel struct that was only named so far
+    /// (reached through a pointer), before a member is looked up.
+    pub(crate) fn complete(&mut self, ty: &Ty, span: Span) -> R<()> {
+        if let Ty::Record(id) = ty {
+            if let Err(refusal) = self.objects.complete_record(*id, &mut self.registry) {
+                return Err(self.refused(span, refusal));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `#define NAME VALUE` with an integer or string value; other macros are

@@ -127,7 +127,56 @@ fn builtins_belong_to_their_probes() {
     assert!(err("uprobe:/bin/x:f { @[retval] = count(); }").contains("only available in uretprobe"));
     assert!(err("uprobe:/bin/x:f { @ = arg6; }").contains("sargN"));
     assert!(err("BEGIN { @ = comn; }").contains("did you mean `comm`?"));
-    assert!(err("BEGIN { @ = kstack; }").contains("kernel"));
+    ok("BEGIN { @ = kstack; }");
+    assert!(err("interval:s:1 { @ = usermode; }").contains("not known in interval"));
+    ok("profile:hz:99 { @[kstack, ustack, usermode, reg(\"ip\")] = count(); }");
+    assert!(err("profile:hz:99 { @ = func; }").contains("not available in profile"));
+    assert!(err("software:faults:1 { @ = retval; }").contains("only available in uretprobe"));
+    assert!(err("hardware:cycles { @ = arg0; }").contains("arg0"));
+}
+
+#[test]
+fn kstack_in_a_probe_of_a_process_warns() {
+    let p = ok("uprobe:/bin/x:f { @[kstack(perf, 5)] = count(); }");
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.message.contains("always empty")),
+        "{:?}",
+        p.warnings
+    );
+    let p = ok("tracepoint:a:b { @[kstack(3)] = count(); @n = len(kstack); }");
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    assert_eq!(
+        p.maps[0].keys[0],
+        Ty::Shown(crate::types::Shown::KStack {
+            mode: crate::types::StackMode::Bpftrace,
+            depth: 3
+        })
+    );
+    assert!(err("tracepoint:a:b { @ = kstack(200); }").contains("between 1 and 127"));
+    assert!(err("BEGIN { @ = ksym(\"x\"); }").contains("ksym() takes a kernel address"));
+    // No kernel symbols are read without a kernel: an error at the call.
+    assert!(err("BEGIN { @ = kaddr(\"schedule\"); }")
+        .contains("Failed to resolve kernel symbol: schedule"));
+}
+
+#[test]
+fn kptr_and_uptr_say_whose_memory() {
+    let p = ok("uprobe:/bin/x:f { $k = kptr(arg0); $u = uptr((uint8 *)arg1); $c = (uint32 *)$k; }");
+    let vars = &p.probes[0].vars;
+    assert_eq!(vars[0], Ty::kernel_ptr(Ty::Void));
+    assert_eq!(vars[1], Ty::ptr(Ty::int(1, false)));
+    assert_eq!(vars[2], Ty::kernel_ptr(Ty::int(4, false)));
+    // An integer cast in a probe of a process points into the process; in
+    // a perf-event probe, into the kernel.
+    let p =
+        ok("uprobe:/bin/x:f { $p = (uint64 *)arg0; } profile:hz:9 { $q = (uint64 *)reg(\"sp\"); }");
+    assert_eq!(p.probes[0].vars[0].space(), Some(crate::types::Space::User));
+    assert_eq!(
+        p.probes[1].vars[0].space(),
+        Some(crate::types::Space::Kernel)
+    );
 }
 
 #[test]
@@ -561,7 +610,7 @@ fn arrays_in_traced_memory_decay_to_pointers_in_casts() {
     let TStmt::AssignVar { value, .. } = &p.probes[0].body[1] else {
         panic!("{:?}", p.probes[0].body[1])
     };
-    assert!(matches!(value.ty, Ty::Ptr(_)), "{value:?}");
+    assert!(matches!(value.ty, Ty::Ptr(..)), "{value:?}");
     let TKind::AddrOf(place) = &value.kind else {
         panic!("{value:?}")
     };
