@@ -49,7 +49,7 @@ use std::io::{self, Write};
 
 pub use model::{
     Align, Arg, Bucket, Cell, Column, Datum, FailedRead, Frame, Hint, Histogram, Hit, Layout,
-    Losses, MapKind, MapPrint, MapRow, MapValue, Note, Printed, Span, Stack, Stamp, Stream, Table,
+    Losses, MapKind, MapPrint, MapRow, MapValue, Note, Printed, Span, Stack, StackStyle, Stamp, Stream, Table,
     TextKind, Thread, TraceSummary,
 };
 

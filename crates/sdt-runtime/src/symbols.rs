@@ -48,6 +48,8 @@ pub struct Symbols {
     files: HashMap<(u64, u64), std::sync::Arc<File>>,
     /// The kernel's records of the traced processes' mappings.
     events: Option<MappingEvents>,
+    /// Each open file's build id, by `dev:inode`, once read.
+    build_ids: HashMap<(u64, u64), Option<Vec<u8>>>,
     /// The kernel's symbols, read from `/proc/kallsyms` when a kernel
     /// address is first resolved (an empty table if it cannot be read).
     kernel: Option<sdt_kernel::KernelSymbols>,
@@ -63,6 +65,7 @@ impl Default for Symbols {
             seen: HashMap::new(),
             files: HashMap::new(),
             events: None,
+            build_ids: HashMap::new(),
             kernel: None,
         }
     }
@@ -244,6 +247,27 @@ impl Symbols {
                 _ => None,
             }
         })
+    }
+
+    /// The build id of the object mapped at `addr` in `pid`, and the
+    /// address's offset in its file (after [`symbol`](Symbols::symbol)
+    /// has looked for it): what `ustack(build_id)` prints, for
+    /// symbolizing elsewhere.
+    pub fn build_id(&mut self, pid: u32, addr: u64) -> Option<(Vec<u8>, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let (file, file_offset, _) = self.find(pid, addr)?;
+        let meta = file.metadata().ok()?;
+        let id = self
+            .build_ids
+            .entry((meta.dev(), meta.ino()))
+            .or_insert_with(|| {
+                let copy = file.try_clone().ok()?;
+                sdt_elf::ElfFile::from_file(copy, "mapped object")
+                    .ok()?
+                    .build_id()
+            })
+            .clone()?;
+        Some((id, file_offset))
     }
 
     /// The kernel symbol `addr` is in, with the offset into it (`ksym`,
