@@ -198,6 +198,51 @@ fn variables_belong_to_their_block_and_blocks_give_values() {
     fails_with("BEGIN { let $a = 1; let $a = 2; }", "already declared");
 }
 
+/// `&$var` (bpftrace 0.24 and later): a variable's address in the
+/// program's own memory, read back through it as any kernel pointer, and
+/// a pointer type written with `typeof(TYPE *)`.
+#[test]
+fn variables_have_addresses_that_read_back() {
+    let Some(out) = lines(
+        r#"struct bits { unsigned long long low:1; unsigned long long next:1; unsigned long long two:2; }
+        BEGIN {
+            $n = 41;
+            $p = &$n;
+            printf("%d %s\n", *$p + 1, $p != 0 ? "non-zero" : "zero");
+            print(($p, *$p));
+            $t = (1, "hello", 2);
+            print(*(&$t));
+            $s = "hi!";
+            $c = (int8 *)&$s;
+            printf("%c %c %c\n", *$c, *($c + 1), *($c + 2));
+            $word = (uint64)0x1e;
+            print(*(struct bits *)&$word);
+            let $size: typeof(size_t) = 9;
+            let $at: typeof(size_t *) = &$size;
+            print(*$at);
+            exit();
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(out[0], "42 non-zero");
+    let (address, value) = out[1]
+        .trim_matches(['(', ')'])
+        .split_once(", ")
+        .expect("a pair");
+    assert!(address.starts_with("0x") && address.len() > 10, "{address}");
+    assert_eq!(value, "41");
+    assert_eq!(
+        out[2..],
+        [
+            "(1, hello, 2)",
+            "h i !",
+            "{ .low = 0, .next = 1, .two = 3 }",
+            "9"
+        ]
+    );
+}
+
 /// A script written for bpftrace before 0.22 assigns a variable inside a
 /// block and reads it after: it runs as then, one variable for the whole
 /// probe (0 where no assignment ran), with one warning for each variable.

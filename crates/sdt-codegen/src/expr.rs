@@ -88,7 +88,14 @@ impl Gen<'_> {
             TKind::Probe => Ok(self.identity(true)),
             TKind::Func => Ok(self.identity(false)),
             TKind::Load { place, bitfield } => self.load_place(place, &e.ty, *bitfield),
-            TKind::AddrOf(place) => self.place_address(place),
+            TKind::AddrOf(place) => match place.kind {
+                // A variable's own memory, on the stack or in scratch.
+                TKind::Var(i) => {
+                    self.vars[i].address(&mut self.b, Reg::R0, 0);
+                    Ok(self.spill(Reg::R0))
+                }
+                _ => self.place_address(place),
+            },
             // Operators.
             TKind::Unary { op, expr } => self.unary(*op, expr),
             TKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, e.span),

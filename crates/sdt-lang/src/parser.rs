@@ -883,24 +883,7 @@ impl<'s> Parser<'s> {
             return Ok(None);
         };
         let open_span = open.span;
-        let after = &self.lexer.source()[open_span.end as usize..];
-        let word: String = after
-            .trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        let is_type = matches!(
-            word.as_str(),
-            "struct" | "union" | "enum" | "unsigned" | "signed" | "typeof"
-        ) || INT_TYPE_NAMES.contains(&word.as_str())
-            || self.typedefs.contains(&word)
-            || (!word.is_empty() && {
-                // `(name *)`: a pointer to a type the script or the
-                // binary's debug information defines.
-                let rest = after.trim_start()[word.len()..].trim_start();
-                rest.starts_with('*') && rest.trim_start_matches(['*', ' ']).starts_with(')')
-            });
-        if !is_type {
+        if !self.type_follows(open_span.end) {
             return Ok(None);
         }
         self.next()?; // (
@@ -912,19 +895,95 @@ impl<'s> Parser<'s> {
         }))
     }
 
+    /// Whether the text from byte `at` starts a type inside parentheses:
+    /// a type word, an integer type's or a typedef's name, or
+    /// `name *...)`, a pointer to a type the script or the binary's debug
+    /// information defines.
+    fn type_follows(&self, at: u32) -> bool {
+        let after = self.lexer.source()[at as usize..].trim_start();
+        let word: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        matches!(
+            word.as_str(),
+            "struct" | "union" | "enum" | "unsigned" | "signed" | "typeof"
+        ) || INT_TYPE_NAMES.contains(&word.as_str())
+            || self.typedefs.contains(&word)
+            || (!word.is_empty() && {
+                let rest = after[word.len()..].trim_start();
+                rest.starts_with('*') && rest.trim_start_matches(['*', ' ']).starts_with(')')
+            })
+    }
+
     /// A type: `[struct|union|enum] name`, C's multi-word integer names,
     /// then `*`s and an optional `[N]` (or `[]`, in a cast).
     fn type_name(&mut self, start: Span) -> Result<TypeName, Diagnostic> {
         let mut words = Vec::new();
         let mut of = None;
-        if self.at_ident("typeof")? {
+        let mut inner_pointers = 0u8;
+        let typeof_done = self.at_ident("typeof")?;
+        if typeof_done {
             self.next()?;
-            self.expect("(", "after `typeof`")?;
-            of = Some(Box::new(self.expr()?));
-            self.expect(")", "to end `typeof(...)`")?;
-            words.push("typeof".to_string());
+            let open = self.expect("(", "after `typeof`")?;
+            if self.type_follows(open.end) {
+                // `typeof(TYPE)` is the type itself.
+                let inner = self.type_name(open)?;
+                self.expect(")", "to end `typeof(...)`")?;
+                if inner.array.is_some() || inner.of.is_some() {
+                    return Ok(inner);
+                }
+                inner_pointers = inner.pointers;
+                words.push(inner.name);
+            } else {
+                of = Some(Box::new(self.expr()?));
+                self.expect(")", "to end `typeof(...)`")?;
+                words.push("typeof".to_string());
+            }
         }
-        while of.is_none() {
+        if !typeof_done {
+            self.type_words(&mut words)?;
+        }
+        if words.is_empty()
+            || matches!(
+                words.last().map(String::as_str),
+                Some("struct" | "union" | "enum")
+            )
+        {
+            let found = self.peek()?.clone();
+            return Err(unexpected(&found, "a type name"));
+        }
+        let mut pointers = inner_pointers;
+        while self.eat("*")?.is_some() {
+            pointers = pointers.saturating_add(1);
+        }
+        let array = if self.eat("[")?.is_some() {
+            let token = self.next()?;
+            match token.tok {
+                Tok::Int(n) => {
+                    self.expect("]", "after the array length")?;
+                    Some(crate::ast::ArrayLen::Known(n))
+                }
+                Tok::Punct("]") => Some(crate::ast::ArrayLen::FromValue),
+                _ => return Err(unexpected(&token, "an array length or `]`")),
+            }
+        } else {
+            None
+        };
+        let end = self.span_here();
+        Ok(TypeName {
+            name: words.join(" "),
+            pointers,
+            array,
+            of,
+            span: start.to(end),
+        })
+    }
+
+    /// The words of a type's name: `struct`, `union` or `enum` and a
+    /// name, C's integer words (`unsigned long`), or one name.
+    fn type_words(&mut self, words: &mut Vec<String>) -> Result<(), Diagnostic> {
+        loop {
             let token = self.peek()?.clone();
             match token.tok {
                 Tok::Ident(w) => {
@@ -960,40 +1019,7 @@ impl<'s> Parser<'s> {
                 _ => break,
             }
         }
-        if words.is_empty()
-            || matches!(
-                words.last().map(String::as_str),
-                Some("struct" | "union" | "enum")
-            )
-        {
-            let found = self.peek()?.clone();
-            return Err(unexpected(&found, "a type name"));
-        }
-        let mut pointers = 0u8;
-        while self.eat("*")?.is_some() {
-            pointers = pointers.saturating_add(1);
-        }
-        let array = if self.eat("[")?.is_some() {
-            let token = self.next()?;
-            match token.tok {
-                Tok::Int(n) => {
-                    self.expect("]", "after the array length")?;
-                    Some(crate::ast::ArrayLen::Known(n))
-                }
-                Tok::Punct("]") => Some(crate::ast::ArrayLen::FromValue),
-                _ => return Err(unexpected(&token, "an array length or `]`")),
-            }
-        } else {
-            None
-        };
-        let end = self.span_here();
-        Ok(TypeName {
-            name: words.join(" "),
-            pointers,
-            array,
-            of,
-            span: start.to(end),
-        })
+        Ok(())
     }
 
     fn postfix(&mut self) -> Result<Expr, Diagnostic> {

@@ -199,7 +199,7 @@ pub enum Shown {
     USym,
     /// A user stack (`ustack`): a stack id, then the process id.
     UStack { mode: StackMode, depth: u32 },
-        /// A kernel stack (`kstack`): a stack id, negative for none (a probe
+    /// A kernel stack (`kstack`): a stack id, negative for none (a probe
     /// that interrupted user code has no kernel stack).
     KStack { mode: StackMode, depth: u32 },
     /// A kernel address, printed as the kernel symbol it is in (`ksym`).

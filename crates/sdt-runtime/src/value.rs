@@ -301,9 +301,7 @@ pub fn render_shown(shown: Shown, bytes: &[u8], env: &mut dyn Env) -> Datum {
         Shown::UStack { mode, depth } => {
             Datum::Stack(user_stack(word as i64, pid, mode, depth, env))
         }
-        Shown::KStack { mode, depth } => {
-            Datum::Stack(kernel_stack(word as i64, mode, depth, env))
-        }
+        Shown::KStack { mode, depth } => Datum::Stack(kernel_stack(word as i64, mode, depth, env)),
         Shown::KSym => Datum::Text(match env.kernel_symbol(word) {
             Some(sym) => sym.name,
             None => format!("{word:#x}"),

@@ -689,6 +689,13 @@ impl Checker<'_> {
                 };
                 self.pointee_place(value, *pointee, span)
             }
+            // A variable's address (bpftrace 0.24 and later): it lives in
+            // the program's own memory, the kernel's, while the probe runs.
+            UnOp::AddrOf if matches!(value.kind, TKind::Var(_)) => Ok(TExpr {
+                ty: Ty::Ptr(Box::new(value.ty.clone()), Space::Kernel),
+                kind: TKind::AddrOf(Box::new(value)),
+                span,
+            }),
             UnOp::AddrOf => {
                 if !matches!(
                     value.kind,
@@ -699,7 +706,7 @@ impl Checker<'_> {
                 ) {
                     return Err(self.error(Diagnostic::error(
                         span,
-                        "`&` needs a field or an element of traced memory",
+                        "`&` needs a variable, or a field or an element of traced memory",
                     )));
                 }
                 let (place, ty) = match value.kind {
@@ -791,7 +798,7 @@ impl Checker<'_> {
                 )
                 .hint("define the struct in the script"),
             )),
-            ty @ (Ty::Record(_) | Ty::Array { .. }) => Ok(TExpr {
+            ty @ (Ty::Record(_) | Ty::Array { .. } | Ty::Tuple(_)) => Ok(TExpr {
                 kind: TKind::UserPlace(Box::new(ptr)),
                 ty,
                 span,

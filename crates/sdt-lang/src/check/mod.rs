@@ -515,7 +515,6 @@ impl<'o> Checker<'o> {
         Stop
     }
 
-
     fn run(&mut self, script: &Script, attach: &[Vec<AttachInfo>]) -> Vec<ProbeInstance> {
         self.formats.clear();
         self.time_formats.clear();
