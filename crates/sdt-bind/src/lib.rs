@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod abi;
+mod kernel;
 mod params;
 mod types;
 
@@ -48,12 +49,17 @@ pub struct Bound {
     /// maps later (see [`sdt_trace::selects_later_objects`]): the spec to
     /// plan them with. Such an attach point may match nothing at start.
     pub later: Option<sdt_trace::ProbeSpec>,
+    /// Such an attach point that matches nothing at start, with the
+    /// probes whose names are close to it (`did you mean`): what to say
+    /// of it is the session's, which knows what the traced process runs.
+    pub pending: Option<Vec<String>>,
 }
 
 /// What an attach point resolved to.
 #[derive(Clone, Debug)]
 pub enum Target {
-    /// BEGIN, END or an interval.
+    /// BEGIN, END, an interval, or a perf event (`profile`, `software`,
+    /// `hardware`): nothing to look up.
     Plain,
     Usdt(Vec<PlannedSite>),
     Functions(Vec<FunctionSite>),
@@ -232,8 +238,13 @@ fn substitute(field: &str, params: &[String]) -> String {
 
 /// USDT plans by `(path, provider:name)`: scripts often attach several
 /// blocks to one probe, and planning reads and checks the file each time.
+/// Each is its sites, the warnings about them, and, for an attach point
+/// that waits for objects mapped later and matches nothing yet, the
+/// names close to it.
 #[derive(Default)]
-struct PlanCache(HashMap<PlanKey, (Vec<PlannedSite>, Vec<String>)>);
+struct PlanCache(HashMap<PlanKey, Plan>);
+
+type Plan = (Vec<PlannedSite>, Vec<String>, Option<Vec<String>>);
 
 /// The object as written (if any) and the `provider:name` pattern.
 type PlanKey = (Option<String>, String);
@@ -251,8 +262,13 @@ fn resolve(
     let error = |e: sdt_trace::Error| trace_error(e, &spec, span);
     let mut warnings = Vec::new();
     let mut later = None;
+    let mut pending = None;
     let target = match &spec {
-        AttachSpec::Begin | AttachSpec::End | AttachSpec::Interval { .. } => Target::Plain,
+        AttachSpec::Begin
+        | AttachSpec::End
+        | AttachSpec::Interval { .. }
+        | AttachSpec::Profile { .. }
+        | AttachSpec::Counter { .. } => Target::Plain,
         AttachSpec::Usdt {
             path,
             provider,
@@ -263,22 +279,15 @@ fn resolve(
                     .map_err(error)?;
             let key = (probe.target.clone(), probe.probe.clone());
             let waits = sdt_trace::selects_later_objects(&probe, scope);
-            let (sites, planned_warnings) = match plans.0.get(&key) {
+            let (sites, planned_warnings, waiting) = match plans.0.get(&key) {
                 Some(cached) => cached.clone(),
                 None => {
                     let planned = match sdt_trace::plan(std::slice::from_ref(&probe), scope) {
-                        Ok(plan) => (plan.sites, plan.warnings),
+                        Ok(plan) => (plan.sites, plan.warnings, None),
                         // Not there yet: attached when an object that has
                         // it is mapped.
                         Err(sdt_trace::Error::ProbeNotFound { suggestions, .. }) if waits => {
-                            let mut warning = format!(
-                                "{} matches no probe yet; sdt attaches it when the traced process maps an object that has it",
-                                no_match_name(&spec)
-                            );
-                            if let Some(h) = sdt_lang::diag::did_you_mean(&suggestions) {
-                                warning.push_str(&format!(" ({h})"));
-                            }
-                            (Vec::new(), vec![warning])
+                            (Vec::new(), Vec::new(), Some(suggestions))
                         }
                         Err(e) => return Err(error(e)),
                     };
@@ -287,6 +296,7 @@ fn resolve(
                 }
             };
             warnings = planned_warnings;
+            pending = waiting;
             later = waits.then_some(probe);
             Target::Usdt(sites)
         }
@@ -306,10 +316,15 @@ fn resolve(
                     })
                 }
             };
-            Target::Functions(
-                sdt_trace::plan_functions(path.as_deref(), &function, &text, scope)
-                    .map_err(error)?,
-            )
+            let sites = sdt_trace::plan_functions(path.as_deref(), &function, &text, scope)
+                .map_err(error)?;
+            if sites.iter().any(|s| s.unchecked) {
+                // bpftrace's words, for the place `--unsafe` let through.
+                warnings.push(format!(
+                    "Could not determine instruction boundary for {text} (binary appears stripped). Misaligned probes can lead to tracee crashes!"
+                ));
+            }
+            Target::Functions(sites)
         }
         AttachSpec::Tracepoint { category, name } => {
             if tracefs.is_none() {
@@ -352,6 +367,7 @@ fn resolve(
         target,
         warnings,
         later,
+        pending,
     })
 }
 

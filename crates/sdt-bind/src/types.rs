@@ -20,7 +20,7 @@ use std::rc::Rc;
 
 use sdt_lang::check::{Objects, Refusal, TargetInfo, UsdtArg};
 use sdt_lang::diag::did_you_mean;
-use sdt_lang::types::{EnumDef, Field, Record, Ty, TypeRegistry};
+use sdt_lang::types::{EnumDef, Field, Record, RecordId, Ty, TypeRegistry};
 use sdt_types::{DebugInfo, Lookup, Type, TypeId};
 
 /// Opened debug information and symbol tables, and what was converted
@@ -38,6 +38,10 @@ pub struct ObjectFacts {
     pub(crate) functions: crate::params::Known,
     /// What `-v` tells, in order, once each.
     notes: Vec<String>,
+    /// The kernel's symbols, read at the first `kaddr()`.
+    kernel_symbols: Option<sdt_kernel::KernelSymbols>,
+    /// The kernel's types, read at the first that a script names.
+    kernel_types: crate::kernel::KernelTypes,
 }
 
 type R<T> = Result<T, Refusal>;
@@ -128,41 +132,25 @@ impl Objects for ObjectFacts {
         name: &str,
         registry: &mut TypeRegistry,
     ) -> R<Option<Ty>> {
-        let Some(object) = target.object.clone() else {
-            return Ok(None);
-        };
-        let info = self.open(&object, target).map_err(|e| {
-            Refusal::new(format!("unknown type `{name}`"))
-                .label(e.to_string())
-                .hint("or define the type at the top of the script in C")
-        })?;
-        let found = info
-            .find(name)
-            .map_err(|e| Refusal::new(format!("reading the type `{name}`: {e}")))?;
-        match found {
-            Lookup::Found(id) => self.convert(&info, id, registry, 0).map(Some),
-            Lookup::Ambiguous(defs) => Err(Refusal::new(format!(
-                "`{name}` is defined differently in two compilation units of {}: {} and {}",
-                info.debug_file.display(),
-                defs[0].1,
-                defs[1].1
-            ))
-            .hint(format!(
-                "define the one you mean at the top of the script, where it wins; `sdt types --bpftrace --unit {} {} '{name}'` prints it",
-                defs[0].1.rsplit('/').next().unwrap_or(&defs[0].1),
-                object.display()
-            ))),
-            Lookup::Missing(close) => {
-                let mut refusal = Refusal::new(format!(
-                    "unknown type `{name}`: the debug information of {} does not define it",
-                    object.display()
-                ));
-                if let Some(h) = did_you_mean(&close) {
-                    refusal = refusal.hint(h);
-                }
-                Err(refusal)
-            }
+        // The probe's object first (a program's `struct timespec` is its
+        // own), then the kernel's BTF (`struct task_struct`).
+        let from_object = self.object_type(target, name, registry);
+        if let Ok(Some(ty)) = from_object {
+            return Ok(Some(ty));
         }
+        if let Some(ty) = self.kernel_types.find(name, registry)? {
+            self.note(format!("{name} from the kernel's BTF"));
+            return Ok(Some(ty));
+        }
+        from_object
+    }
+
+    fn kernel_type(&mut self, name: &str, registry: &mut TypeRegistry) -> R<Option<Ty>> {
+        self.kernel_types.find(name, registry)
+    }
+
+    fn complete_record(&mut self, id: RecordId, registry: &mut TypeRegistry) -> R<()> {
+        self.kernel_types.complete(id, registry)
     }
 
     fn usdt_arg(
@@ -221,9 +209,78 @@ impl Objects for ObjectFacts {
     fn notes(&self) -> Vec<String> {
         self.notes.clone()
     }
+
+    fn kernel_symbol(&mut self, name: &str) -> R<u64> {
+        let symbols = match &self.kernel_symbols {
+            Some(s) => s,
+            None => {
+                let read = sdt_kernel::KernelSymbols::load().map_err(|e| {
+                    Refusal::new(format!("Failed to resolve kernel symbol: {name}"))
+                        .label(format!("cannot read /proc/kallsyms: {e}"))
+                })?;
+                self.kernel_symbols.insert(read)
+            }
+        };
+        if let Some(address) = symbols.address(name) {
+            return Ok(address);
+        }
+        let refusal = Refusal::new(format!("Failed to resolve kernel symbol: {name}"))
+            .label("/proc/kallsyms has no such symbol");
+        Err(if symbols.hidden() {
+            refusal.hint("/proc/kallsyms shows sdt no addresses: it needs CAP_SYSLOG, or kernel.kptr_restrict=0 with perf_event_paranoid at most 1")
+        } else if !symbols.lists_variables() {
+            refusal.hint("this kernel lists only its functions in /proc/kallsyms (it was built without CONFIG_KALLSYMS_ALL), so no variable such as jiffies has an address there")
+        } else {
+            refusal
+        })
+    }
 }
 
 impl ObjectFacts {
+    /// The C type `name` from the DWARF of `target`'s object.
+    fn object_type(
+        &mut self,
+        target: &TargetInfo,
+        name: &str,
+        registry: &mut TypeRegistry,
+    ) -> R<Option<Ty>> {
+        let Some(object) = target.object.clone() else {
+            return Ok(None);
+        };
+        let info = self.open(&object, target).map_err(|e| {
+            Refusal::new(format!("unknown type `{name}`"))
+                .label(e.to_string())
+                .hint("or define the type at the top of the script in C")
+        })?;
+        let found = info
+            .find(name)
+            .map_err(|e| Refusal::new(format!("reading the type `{name}`: {e}")))?;
+        match found {
+            Lookup::Found(id) => self.convert(&info, id, registry, 0).map(Some),
+            Lookup::Ambiguous(defs) => Err(Refusal::new(format!(
+                "`{name}` is defined differently in two compilation units of {}: {} and {}",
+                info.debug_file.display(),
+                defs[0].1,
+                defs[1].1
+            ))
+            .hint(format!(
+                "define the one you mean at the top of the script, where it wins; `sdt types --bpftrace --unit {} {} '{name}'` prints it",
+                defs[0].1.rsplit('/').next().unwrap_or(&defs[0].1),
+                object.display()
+            ))),
+            Lookup::Missing(close) => {
+                let mut refusal = Refusal::new(format!(
+                    "unknown type `{name}`: the debug information of {} does not define it",
+                    object.display()
+                ));
+                if let Some(h) = did_you_mean(&close) {
+                    refusal = refusal.hint(h);
+                }
+                Err(refusal)
+            }
+        }
+    }
+
     pub(crate) fn convert(
         &mut self,
         info: &Rc<DebugInfo>,
@@ -255,7 +312,7 @@ impl ObjectFacts {
                         _ => self.convert(info, t, registry, depth + 1)?,
                     },
                 };
-                Ty::Ptr(Box::new(pointee))
+                Ty::ptr(pointee)
             }
             Type::Typedef { target, .. } | Type::Qualified { target, .. } => match target {
                 None => Ty::Void,

@@ -80,6 +80,27 @@ impl ArgSource {
         scratch: i16,
         dst: Reg,
     ) -> Result<(), CodegenError> {
+        self.emit_load_with(b, ctx, scratch, dst, Helper::ProbeReadUser)
+    }
+
+    /// [`emit_load`](Self::emit_load), reading memory arguments with
+    /// `read`: [`Helper::ProbeReadUser`], or in a sleepable program
+    /// [`Helper::CopyFromUser`], which faults the page in (both take the
+    /// same arguments and zero the slot when they fail).
+    pub fn emit_load_with(
+        &self,
+        b: &mut Builder,
+        ctx: Reg,
+        scratch: i16,
+        dst: Reg,
+        read: Helper,
+    ) -> Result<(), CodegenError> {
+        if !matches!(read, Helper::ProbeReadUser | Helper::CopyFromUser) {
+            return Err(invalid(format!(
+                "{} does not read user memory",
+                read.name()
+            )));
+        }
         if dst == ctx || dst == Reg::R10 {
             return Err(invalid(format!(
                 "cannot load an argument into {dst}: it holds the context or the frame"
@@ -156,7 +177,7 @@ impl ArgSource {
                     .push(Insn::mov64_reg(Reg::R1, Reg::R10))
                     .push(Insn::alu64_imm(AluOp::Add, Reg::R1, i32::from(scratch)))
                     .push(Insn::mov64_imm(Reg::R2, i32::from(size)))
-                    .call(Helper::ProbeReadUser)
+                    .call(read)
                     .push(Insn::ldx(width, dst, Reg::R10, scratch));
                 narrow(b, dst, size, signed, false);
             }

@@ -9,6 +9,10 @@
 //! same prototype, `long f(void)`, in a BTF blob of a few dozen bytes
 //! written by hand: a whole BTF writer (or a compiler that emits one)
 //! would be far more than this needs.
+//!
+//! Task storage maps need BTF too: the kernel wants the types of their
+//! keys (a 32-bit `int`) and values, which are bytes to sdt, so a value
+//! is described as `char[N]` ([`storage_types`]).
 
 use std::os::fd::OwnedFd;
 
@@ -23,6 +27,7 @@ const BTF_MAGIC: u16 = 0xeb9f;
 const BTF_VERSION: u8 = 1;
 const HEADER_LEN: u32 = 24;
 const KIND_INT: u32 = 1;
+const KIND_ARRAY: u32 = 3;
 const KIND_FUNC: u32 = 12;
 const KIND_FUNC_PROTO: u32 = 13;
 const INT_SIGNED: u32 = 1 << 24;
@@ -73,6 +78,65 @@ pub(crate) fn func_info(insns: &[Insn]) -> Result<Option<FuncInfo>> {
     Ok(Some(FuncInfo { btf, records }))
 }
 
+/// The BTF of a task storage map whose values are `value_size` bytes,
+/// loaded, with the type ids of its key and value.
+pub(crate) struct StorageTypes {
+    pub btf: OwnedFd,
+    pub key_type: u32,
+    pub value_type: u32,
+}
+
+/// Loads `int` (1), `char` (2) and `char[value_size]` (3).
+pub(crate) fn storage_types(value_size: u32) -> std::io::Result<StorageTypes> {
+    let blob = storage_blob(value_size);
+    Ok(StorageTypes {
+        btf: sys::btf_load(&blob)?,
+        key_type: 1,
+        value_type: 3,
+    })
+}
+
+fn storage_blob(value_size: u32) -> Vec<u8> {
+    let strings = b"\0int\0char\0";
+    let types: [u32; 14] = [
+        // [1] INT int: 4 bytes, signed, 32 bits.
+        1,
+        KIND_INT << 24,
+        4,
+        INT_SIGNED | 32,
+        // [2] INT char: 1 byte, 8 bits.
+        5,
+        KIND_INT << 24,
+        1,
+        8,
+        // [3] ARRAY char[value_size], indexed by int.
+        0,
+        KIND_ARRAY << 24,
+        0,
+        2,
+        1,
+        value_size,
+    ];
+    header_and(&types, strings)
+}
+
+/// A BTF blob: the header, `types`, then `strings`.
+fn header_and(types: &[u32], strings: &[u8]) -> Vec<u8> {
+    let type_len = 4 * types.len() as u32;
+    let mut out = Vec::new();
+    out.extend_from_slice(&BTF_MAGIC.to_ne_bytes());
+    out.push(BTF_VERSION);
+    out.push(0);
+    for field in [HEADER_LEN, 0, type_len, type_len, strings.len() as u32] {
+        out.extend_from_slice(&field.to_ne_bytes());
+    }
+    for word in types {
+        out.extend_from_slice(&word.to_ne_bytes());
+    }
+    out.extend_from_slice(strings);
+    out
+}
+
 /// The type id of the first `FUNC`: `long` is 1, the prototype 2.
 const FIRST_FUNC: u32 = 3;
 
@@ -106,19 +170,7 @@ fn blob(functions: usize) -> Vec<u8> {
         };
         types.extend([name(&text), KIND_FUNC << 24 | linkage, 2]);
     }
-    let type_len = 4 * types.len() as u32;
-    let mut out = Vec::new();
-    out.extend_from_slice(&BTF_MAGIC.to_ne_bytes());
-    out.push(BTF_VERSION);
-    out.push(0);
-    for field in [HEADER_LEN, 0, type_len, type_len, strings.len() as u32] {
-        out.extend_from_slice(&field.to_ne_bytes());
-    }
-    for word in types {
-        out.extend_from_slice(&word.to_ne_bytes());
-    }
-    out.extend_from_slice(&strings);
-    out
+    header_and(&types, &strings)
 }
 
 #[cfg(test)]

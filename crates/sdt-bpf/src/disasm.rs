@@ -16,7 +16,9 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use crate::insn::{class, jmp, mode, AluOp, Helper, Insn, JmpOp, Size, PSEUDO_CALL, SRC_X};
+use crate::insn::{
+    class, jmp, mode, AluOp, Helper, Insn, JmpOp, Size, PSEUDO_CALL, PSEUDO_KFUNC_CALL, SRC_X,
+};
 
 /// `src_reg` of an `ld_imm64` that points into a map value.
 /// Atomic operation modifier: also return the old value.
@@ -34,6 +36,7 @@ pub fn disassemble(insns: &[Insn]) -> String {
 pub struct Disassembler {
     xlated: bool,
     call_names: HashMap<i32, String>,
+    kfunc_names: HashMap<i32, String>,
     map_names: HashMap<i32, String>,
 }
 
@@ -55,6 +58,13 @@ impl Disassembler {
     /// Names for call immediates, overriding the helper-id table.
     pub fn call_names(mut self, names: HashMap<i32, String>) -> Disassembler {
         self.call_names = names;
+        self
+    }
+
+    /// Names kernel functions (kfuncs) by their BTF ids: otherwise a call
+    /// of one reads `call kfunc#ID`.
+    pub fn kfunc_names(mut self, names: HashMap<i32, String>) -> Disassembler {
+        self.kfunc_names = names;
         self
     }
 
@@ -135,6 +145,10 @@ impl Disassembler {
         };
         match op {
             jmp::CALL if insn.src() == PSEUDO_CALL => format!("call pc{:+}", insn.imm),
+            jmp::CALL if insn.src() == PSEUDO_KFUNC_CALL => match self.kfunc_names.get(&insn.imm) {
+                Some(name) => format!("call {name}#{}", insn.imm),
+                None => format!("call kfunc#{}", insn.imm),
+            },
             jmp::CALL => {
                 let name = self.call_names.get(&insn.imm).map(String::as_str);
                 let name = name.or_else(|| {

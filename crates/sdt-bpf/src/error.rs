@@ -64,6 +64,10 @@ pub enum Error {
     #[error("not supported by this kernel: {0}")]
     Unsupported(String),
 
+    /// A hardware perf event on a machine without the CPU's counters.
+    #[error("this machine has no hardware performance counters (perf_event_open: {error}); virtual machines often have none, and profile:hz:N and software:cpu-clock sample the CPU without them")]
+    NoHardwareCounters { error: io::Error },
+
     /// The request itself is malformed.
     #[error("invalid request: {0}")]
     Invalid(String),
@@ -87,7 +91,8 @@ impl Error {
         match self {
             Error::PermissionDenied { error, .. }
             | Error::Syscall { error, .. }
-            | Error::Verifier { error, .. } => error.raw_os_error(),
+            | Error::Verifier { error, .. }
+            | Error::NoHardwareCounters { error } => error.raw_os_error(),
             Error::FileNotFound { .. } => Some(Errno::NOENT.raw_os_error()),
             Error::RefCtrConflict { .. } => Some(Errno::INVAL.raw_os_error()),
             _ => None,

@@ -51,6 +51,9 @@ pub const PSEUDO_MAP_FD: u8 = 1;
 pub const PSEUDO_MAP_VALUE: u8 = 2;
 /// `src_reg` of a `call` whose immediate is a relative BPF-to-BPF call.
 pub const PSEUDO_CALL: u8 = 1;
+/// `src_reg` of a `call` whose immediate is the BTF type id of a kernel
+/// function (a kfunc) in the kernel's own BTF (`BPF_PSEUDO_KFUNC_CALL`).
+pub const PSEUDO_KFUNC_CALL: u8 = 2;
 /// `src` of an `ld_imm64` whose immediate is the distance, in slots, to a
 /// function of the same program (`BPF_PSEUDO_FUNC`): the callback a helper
 /// such as `bpf_for_each_map_elem` calls.
@@ -268,6 +271,10 @@ pub enum Helper {
     RingbufSubmit = 132,
     RingbufDiscard = 133,
     RingbufQuery = 134,
+    /// Sleepable programs only: may fault the pages in.
+    CopyFromUser = 148,
+    TaskStorageGet = 156,
+    GetCurrentTaskBtf = 158,
     ForEachMapElem = 164,
     GetAttachCookie = 174,
     Loop = 181,
@@ -302,6 +309,9 @@ impl Helper {
         Helper::RingbufSubmit,
         Helper::RingbufDiscard,
         Helper::RingbufQuery,
+        Helper::CopyFromUser,
+        Helper::TaskStorageGet,
+        Helper::GetCurrentTaskBtf,
         Helper::ForEachMapElem,
         Helper::GetAttachCookie,
         Helper::Loop,
@@ -346,6 +356,9 @@ impl Helper {
             Helper::RingbufSubmit => "bpf_ringbuf_submit",
             Helper::RingbufDiscard => "bpf_ringbuf_discard",
             Helper::RingbufQuery => "bpf_ringbuf_query",
+            Helper::CopyFromUser => "bpf_copy_from_user",
+            Helper::TaskStorageGet => "bpf_task_storage_get",
+            Helper::GetCurrentTaskBtf => "bpf_get_current_task_btf",
             Helper::ForEachMapElem => "bpf_for_each_map_elem",
             Helper::GetAttachCookie => "bpf_get_attach_cookie",
             Helper::Loop => "bpf_loop",
@@ -625,6 +638,20 @@ impl Insn {
 
     pub const fn call(helper: Helper) -> Insn {
         Insn::new(class::JMP | jmp::CALL, 0, 0, 0, helper as i32)
+    }
+
+    /// Calls the kernel function (kfunc) whose `FUNC` type has id `btf_id`
+    /// in the kernel's BTF (see [`kernel_func_id`](crate::kernel_func_id)).
+    /// Arguments in `R1`–`R5`, result in `R0`, as for helpers; a kfunc
+    /// that returns `int` leaves the upper half of `R0` undefined.
+    pub const fn call_kfunc(btf_id: u32) -> Insn {
+        Insn::new(
+            class::JMP | jmp::CALL,
+            0,
+            PSEUDO_KFUNC_CALL,
+            0,
+            btf_id as i32,
+        )
     }
 
     /// Returns from the program with the value in `R0`.

@@ -8,10 +8,14 @@
 //!   [`x86_64`] knows where registers live in `pt_regs`.
 //! * [`Map`], [`RingBuf`]: maps, read and written from userspace; the
 //!   ring buffer that carries events out of the kernel.
-//! * [`Program::load`]: loading, with the verifier's log on rejection.
+//! * [`Program::load`]: loading, with the verifier's log on rejection;
+//!   [`FaultingReads::detect`]: whether programs may fault the traced
+//!   process's pages in (sleepable uprobes, the kfunc that reads strings,
+//!   found by name in the kernel's BTF with [`kernel_func_id`]).
 //! * [`Features::detect`], [`UprobeAttach::attach`]: finding out what the
 //!   kernel supports and attaching to probe sites; the returned
-//!   [`Attachment`] detaches on drop.
+//!   [`Attachment`] detaches on drop. [`PerfEvent::attach`] attaches to a
+//!   perf event on every CPU (`profile`, `software`, `hardware`).
 //! * [`disasm`]: listings in the kernel's own format, for `--dump`.
 //! * [`MappingEvents`]: where traced processes map their files, recorded
 //!   by the kernel, for symbolizing addresses after a process is gone.
@@ -80,9 +84,12 @@ mod btf;
 mod builder;
 pub mod disasm;
 mod error;
+mod faulting;
 mod insn;
+mod kernel_btf;
 pub mod map;
 mod mappings;
+mod perf_event;
 mod program;
 mod ringbuf;
 #[allow(unsafe_code)] // the kernel interface; see the crate doc
@@ -93,11 +100,15 @@ pub mod x86_64;
 
 pub use builder::{Builder, Label};
 pub use error::{CodegenError, Error, Result, VerifierLog};
+pub use faulting::{FaultingReads, COPY_FROM_USER_STR, TASK_STORAGE_CREATE};
 pub use insn::{
-    AluOp, Helper, Insn, JmpOp, Reg, Size, PSEUDO_CALL, PSEUDO_FUNC, PSEUDO_MAP_FD, STACKID_USER,
+    AluOp, Helper, Insn, JmpOp, Reg, Size, PSEUDO_CALL, PSEUDO_FUNC, PSEUDO_KFUNC_CALL,
+    PSEUDO_MAP_FD, STACKID_USER,
 };
+pub use kernel_btf::{func_id, kernel_func_id, VMLINUX_BTF};
 pub use map::{online_cpus, possible_cpus, Map, MapSpec, MapType, PerCpuValues, F_NO_PREALLOC};
 pub use mappings::{Mapped, MappingEvents, ProcessEvent};
+pub use perf_event::{PerfEvent, PerfType, Sampling};
 pub use program::{relocate_maps, AttachType, LoadOptions, Program, ProgramInfo, ProgramType};
 pub use ringbuf::{Poll, RingBuf, QUERY_AVAIL_DATA, SUBMIT_FORCE_WAKEUP, SUBMIT_NO_WAKEUP};
 pub use tracepoint::{attach_raw_tracepoint, attach_tracepoint};

@@ -29,6 +29,11 @@ pub enum MapType {
     LruHash = 9,
     LruPerCpuHash = 10,
     RingBuf = 27,
+    /// A value per thread, kept with the thread and freed when it exits
+    /// (`BPF_MAP_TYPE_TASK_STORAGE`): `u32` keys that are never used,
+    /// `max_entries` 0 and [`F_NO_PREALLOC`]. Programs reach the current
+    /// thread's value with [`Helper::TaskStorageGet`](crate::Helper).
+    TaskStorage = 29,
 }
 
 impl MapType {
@@ -97,8 +102,16 @@ pub struct Map {
 }
 
 impl Map {
-    /// Creates a map.
+    /// Creates a map. A task storage map is described to the kernel by
+    /// BTF, which this writes: the kernel requires it for that type.
     pub fn create(spec: &MapSpec) -> Result<Map> {
+        let types = match spec.map_type {
+            MapType::TaskStorage => Some(
+                crate::btf::storage_types(spec.value_size)
+                    .map_err(|e| Error::sys("loading the BTF of a task storage map", e))?,
+            ),
+            _ => None,
+        };
         let fd = sys::map_create(&sys::MapCreate {
             map_type: spec.map_type as u32,
             key_size: spec.key_size,
@@ -107,6 +120,9 @@ impl Map {
             flags: spec.flags,
             name: &spec.name,
             per_cpu: spec.map_type.is_per_cpu(),
+            btf: types
+                .as_ref()
+                .map(|t| (t.btf.as_fd(), t.key_type, t.value_type)),
         })
         .map_err(|e| Error::sys("creating BPF map", e))?;
         Ok(Map {

@@ -5,9 +5,10 @@
 //! with `log_level = 1` and a buffer that grows until the whole log fits,
 //! so that the error carries the verifier's explanation.
 //!
-//! Every program is `BPF_PROG_TYPE_KPROBE`, which is also the type of
-//! uprobe programs, with license "GPL" because `probe_read_user` and
-//! `get_stackid` are GPL-only helpers.
+//! Uprobe programs are `BPF_PROG_TYPE_KPROBE`; tracepoints, raw
+//! tracepoints and perf events have types of their own ([`ProgramType`]).
+//! Every program has license "GPL", because `probe_read_user`,
+//! `probe_read_kernel` and `get_stackid` are GPL-only helpers.
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -34,6 +35,10 @@ pub enum ProgramType {
     /// arguments. Such programs can also be run from user space
     /// ([`Program::test_run`]).
     RawTracepoint,
+    /// `BPF_PROG_TYPE_PERF_EVENT`: run when a perf event overflows; the
+    /// context is `struct bpf_perf_event_data`, the interrupted task's
+    /// `pt_regs` first.
+    PerfEvent,
 }
 
 impl ProgramType {
@@ -42,6 +47,7 @@ impl ProgramType {
             ProgramType::Kprobe => 2,
             ProgramType::Tracepoint => 5,
             ProgramType::RawTracepoint => 17,
+            ProgramType::PerfEvent => 7,
         }
     }
 }
@@ -79,6 +85,11 @@ pub struct LoadOptions {
     /// [`Mechanism::expected_attach_type`](crate::Mechanism::expected_attach_type).
     pub expected_attach_type: Option<AttachType>,
     pub prog_type: ProgramType,
+    /// `BPF_F_SLEEPABLE`: the program may sleep, so it may fault in the
+    /// traced process's pages ([`Helper::CopyFromUser`](crate::Helper),
+    /// the `bpf_copy_from_user_str` kfunc). Only uprobe programs can be
+    /// sleepable (see [`FaultingReads`](crate::FaultingReads)).
+    pub sleepable: bool,
 }
 
 /// A loaded program, unloaded when dropped and no attachment holds it.
@@ -117,6 +128,7 @@ impl Program {
             expected_attach_type: opts.expected_attach_type.map_or(0, AttachType::raw),
             insns,
             license: c"GPL",
+            flags: if opts.sleepable { sys::F_SLEEPABLE } else { 0 },
             name,
             func_info: functions
                 .as_ref()

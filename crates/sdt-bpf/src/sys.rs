@@ -133,6 +133,9 @@ pub(crate) struct MapCreate<'a> {
     pub name: &'a str,
     /// Per-CPU maps copy one 8-byte-aligned value per possible CPU.
     pub per_cpu: bool,
+    /// The BTF that describes keys and values, and the type ids of each,
+    /// for the map types that need it (task storage).
+    pub btf: Option<(BorrowedFd<'a>, u32, u32)>,
 }
 
 /// A map file descriptor together with the buffer sizes the kernel copies
@@ -159,6 +162,11 @@ pub(crate) fn map_create(m: &MapCreate<'_>) -> io::Result<MapFd> {
         .u32(12, m.max_entries)
         .u32(16, m.flags);
     attr.0[28..44].copy_from_slice(&name);
+    if let Some((btf, key_type, value_type)) = m.btf {
+        attr.u32(48, btf.as_raw_fd() as u32)
+            .u32(52, key_type)
+            .u32(56, value_type);
+    }
     let fd = bpf_fd(BPF_MAP_CREATE, &mut attr)?;
     Ok(MapFd {
         fd,
@@ -323,6 +331,8 @@ pub(crate) struct ProgLoad<'a> {
     pub expected_attach_type: u32,
     pub insns: &'a [Insn],
     pub license: &'a CStr,
+    /// `prog_flags`, e.g. [`F_SLEEPABLE`].
+    pub flags: u32,
     pub name: &'a str,
     /// The BTF of the program's functions and `(first slot, type id)` of
     /// each, for a program of several functions.
@@ -336,6 +346,9 @@ pub(crate) struct LoadFailure {
     pub log_true_size: u32,
 }
 
+/// `BPF_F_SLEEPABLE`, a `prog_flags` bit.
+pub(crate) const F_SLEEPABLE: u32 = 1 << 4;
+
 /// Loads a program. With `log`, the verifier writes its log at `log_level`
 /// into the buffer, NUL-terminated.
 pub(crate) fn prog_load(
@@ -348,6 +361,7 @@ pub(crate) fn prog_load(
         .u32(4, p.insns.len() as u32)
         .ptr(8, p.insns.as_ptr())
         .ptr(16, p.license.as_ptr())
+        .u32(44, p.flags)
         .u32(68, p.expected_attach_type);
     attr.0[48..64].copy_from_slice(&name);
     if let Some((btf, records)) = p.func_info {
@@ -617,6 +631,25 @@ pub(crate) fn perf_event_open_mappings(
     perf_event_open(&attr, pid, cpu)
 }
 
+/// `perf_event_attr.flags` bit `freq`: `sample_freq` rather than a period.
+const PERF_FLAG_FREQ: u64 = 1 << 10;
+
+/// Opens a disabled perf event that counts `event` on `cpu` for every
+/// process, overflowing as its sampling says.
+pub(crate) fn perf_event_open_counter(
+    event: &crate::perf_event::PerfEvent,
+    cpu: i32,
+) -> io::Result<OwnedFd> {
+    use crate::perf_event::Sampling;
+    let mut attr = PerfAttr::event(event.kind.raw(), event.config);
+    let (every, freq) = match event.sampling {
+        Sampling::Period(n) => (n, 0),
+        Sampling::Frequency(n) => (n, PERF_FLAG_FREQ),
+    };
+    attr.u64(16, every).u64(40, PERF_FLAG_DISABLED | freq);
+    perf_event_open(&attr, -1, cpu)
+}
+
 /// `PERF_TYPE_TRACEPOINT`.
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 
@@ -694,6 +727,26 @@ impl Mmap {
                 MapFlags::SHARED,
                 fd,
                 offset as u64,
+            )
+        }?;
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap at 0"))?;
+        Ok(Mmap { ptr, len })
+    }
+
+    /// Maps the first `len` bytes of the file `fd`, private and
+    /// read-only: a file that no one writes while it is mapped (the
+    /// kernel's BTF), read without copying it.
+    pub fn map_file(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mmap> {
+        // SAFETY: a fresh mapping at an address the kernel picks cannot
+        // alias any Rust object.
+        let p = unsafe {
+            mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ,
+                MapFlags::PRIVATE,
+                fd,
+                0,
             )
         }?;
         let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap at 0"))?;

@@ -9,8 +9,8 @@
 //!
 //! Installed (or linked) under the name `bpftrace`, the binary takes
 //! bpftrace's command line, so that wrappers written for bpftrace run it;
-//! under the name of one of BCC's tools (`ucalls`, `dbslower`, ...), that
-//! tool's command line (`tools::bcc`).
+//! under the name of one of BCC's tools (`ucalls`, `trace`, ...), that
+//! tool's command line (`tools::bcc`, and `sdt-bcc` also for `sdt trace`).
 
 #![forbid(unsafe_code)]
 
@@ -66,7 +66,8 @@ once, killing CMD.";
         sdt calls -L -c 'python3.11 app.py'      count calls; also flow, gc, objnew, threads, stat\n  \
         sdt serve /etc/sdt                       every program of a directory, as Prometheus metrics\n  \
         sdt stackcount -f folded -c ./app app:slow  the user stacks that reach a probe, for flame graphs\n  \
-        sdt types ./server 'struct request'      a C type from the debug information, laid out like pahole\n\n\
+        sdt types ./server 'struct request'      a C type from the debug information, laid out like pahole\n  \
+        sdt funccount 'c:malloc*'               BCC's tplist, trace, argdist, funccount, funclatency,\n                                          stackcount and memleak, with BCC's command lines\n\n\
         Run `sdt help COMMAND` (list, trace, run, types, calls, ...) for more."
 )]
 struct Cli {
@@ -134,6 +135,10 @@ fn main() -> ExitCode {
         run::bpftrace(argv)
     } else if invoked_as == "dtrace" {
         dtrace::run_args(&argv[1..])
+    } else if let Some(tool) = sdt_bcc::tool_named(&invoked_as) {
+        sdt_bcc::run(tool, argv.split_off(1))
+    } else if let Some(tool) = sdt_bcc::subcommand(&argv[1..]) {
+        sdt_bcc::run(tool, argv.split_off(2))
     } else if let Some(tool) = tools::bcc::tool_named(&invoked_as) {
         argv.remove(0);
         tools::bcc::run(tool, argv)

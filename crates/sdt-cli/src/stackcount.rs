@@ -50,7 +50,7 @@ pub struct StackcountArgs {
 
     /// Output format: text (each stack, leaf first, with its count), folded
     /// (`frame;frame count`, root first, for flame graph tools) or json.
-    #[arg(short = 'f', value_name = "FORMAT", default_value = "text",
+    #[arg(short = 'f', long = "format", value_name = "FORMAT", default_value = "text",
           value_parser = crate::format_parser())]
     format: sdt_output::Format,
 

@@ -147,6 +147,8 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         mechanism: args.attach_with,
         internal: true,
         print_maps: false,
+        // In the summary (`--json`), so that every other line is a hit.
+        hint_records: false,
         ..Request::new(Source::inline(sdt_tools::trace::program(
             &args.probes,
             &args.strings,
@@ -233,5 +235,6 @@ fn summary(outcome: &Outcome) -> TraceSummary {
         events: outcome.hits.delivered,
         lost: outcome.summary.lost_events + outcome.hits.undecodable,
         sites: outcome.sites,
+        hints: outcome.hints.clone(),
     }
 }

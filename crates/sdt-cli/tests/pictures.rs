@@ -356,6 +356,64 @@ fn a_flame_graph_shows_the_three_paths_in_proportion_and_searches() {
     assert!(shots.with_extension("png").exists());
 }
 
+/// The one-command CPU flame graph: `profile:hz:99` of a process with
+/// three threads busy in one function, drawn with `--flamegraph` and
+/// opened in Chromium, shows that function across the graph.
+#[test]
+fn a_cpu_flame_graph_of_busy_threads_is_their_busy_function() {
+    if !sdt_testing::require_root() || !require(have("cc"), "a C compiler (cc)") {
+        return;
+    }
+    let Some(modules) = viewers() else { return };
+    let busy = C::new(fixtures_src().join("../kernel/busy.c"))
+        .flags(&["-O1", "-g", "-fno-omit-frame-pointer", "-pthread"])
+        .build();
+    let svg = artifacts().join("cpu.svg");
+    let _ = std::fs::remove_file(&svg);
+    let report = artifacts().join("cpu-threads.txt");
+    let command = format!("{} 2 {}", busy.display(), report.display());
+    let out = sdt_ok(&[
+        "run",
+        "--flamegraph",
+        svg.to_str().unwrap(),
+        "-c",
+        &command,
+        "-e",
+        "profile:hz:99 { @[ustack] = count(); }",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("flame graph of @ written to"), "{stderr}");
+    let shots = artifacts().join("cpu");
+    let seen = browse(
+        modules,
+        "flamegraph.cjs",
+        &[svg.to_str().unwrap(), shots.to_str().unwrap(), "spin_here"],
+    );
+    let frames = seen["frames"].as_array().unwrap();
+    let width = |f: &Value| f["width"].as_f64().unwrap();
+    let all = frames.iter().map(width).fold(0.0, f64::max);
+    assert!(all > 500.0, "the root is drawn across the page: {seen}");
+    let spin: f64 = frames
+        .iter()
+        .filter(|f| f["title"].as_str().unwrap().starts_with("spin_here ("))
+        .map(width)
+        .sum();
+    assert!(spin / all > 0.95, "spin_here is {spin} of {all}: {seen}");
+    let worker = frames
+        .iter()
+        .any(|f| f["title"].as_str().unwrap().starts_with("worker ("));
+    assert!(worker, "spin_here is called by worker: {seen}");
+    let matched: f64 = seen["matched"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("Matched: ")
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
+    assert!(matched > 95.0, "{seen}");
+    assert!(shots.with_extension("png").exists());
+}
+
 /// Checks `json` is a Trace Event file with what its format requires of
 /// every event; returns the events.
 fn trace_events(json: &[u8]) -> Vec<Value> {

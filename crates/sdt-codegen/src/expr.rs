@@ -12,12 +12,13 @@ use sdt_bpf::{AluOp, Helper, Insn, JmpOp, Label, Reg, Size};
 
 use super::loops::Search;
 use super::mem::{Mem, ARG_SLOT};
+use super::user::UserRead;
 use super::{ArgAccess, Gen, Ids, CTX};
-use crate::layout;
+use crate::layout::{self, ReadWhat};
 use sdt_lang::ast::{BinOp, UnOp};
 use sdt_lang::diag::{Diagnostic, Span};
-use sdt_lang::hir::{HelperValue, Output, Param, ProbeKind, TExpr, TKind};
-use sdt_lang::types::{Shown, Ty};
+use sdt_lang::hir::{HelperValue, Output, Param, TExpr, TKind};
+use sdt_lang::types::{Shown, Space, Ty};
 
 pub(super) type R<T> = Result<T, Diagnostic>;
 
@@ -79,15 +80,22 @@ impl Gen<'_> {
             TKind::Helper(h) => self.helper_value(*h),
             TKind::NsPid { thread } => Ok(self.ns_pid(*thread)),
             TKind::UserMode => Ok(self.user_mode()),
-            TKind::Arg(n) => self.arg(*n),
-            TKind::SArg(n) => Ok(self.stack_arg(*n)),
+            TKind::Arg(n) => self.arg(*n, e.span),
+            TKind::SArg(n) => Ok(self.stack_arg(*n, e.span)),
             TKind::Retval => Ok(self.ctx_reg(RAX)),
             TKind::Reg(off) => Ok(self.ctx_reg(*off)),
             TKind::UAddr(address) => self.uaddr(*address, e.span),
             TKind::Probe => Ok(self.identity(true)),
             TKind::Func => Ok(self.identity(false)),
             TKind::Load { place, bitfield } => self.load_place(place, &e.ty, *bitfield),
-            TKind::AddrOf(place) => self.place_address(place),
+            TKind::AddrOf(place) => match place.kind {
+                // A variable's own memory, on the stack or in scratch.
+                TKind::Var(i) => {
+                    self.vars[i].address(&mut self.b, Reg::R0, 0);
+                    Ok(self.spill(Reg::R0))
+                }
+                _ => self.place_address(place),
+            },
             // Operators.
             TKind::Unary { op, expr } => self.unary(*op, expr),
             TKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, e.span),
@@ -133,6 +141,7 @@ impl Gen<'_> {
                 Ok(self.spill(Reg::R0))
             }
             TKind::StackLen(stack) => self.stack_len(stack),
+            TKind::KStack => Ok(self.kstack()),
             TKind::MapIncDec {
                 map,
                 keys,
@@ -175,12 +184,12 @@ impl Gen<'_> {
 
     /// `sargN`: the word `N + 1` words above the stack pointer, read from
     /// the traced program's stack.
-    fn stack_arg(&mut self, n: u8) -> Op {
+    fn stack_arg(&mut self, n: u8, span: Span) -> Op {
         let slot = self.frame.slot();
         self.b.push(Insn::ldx(Size::DW, Reg::R3, CTX, RSP));
         self.b
             .push(Insn::alu64_imm(AluOp::Add, Reg::R3, 8 * (i32::from(n) + 1)));
-        self.read_user_into(Mem::Stack(slot), 8);
+        self.read_user_into(Mem::Stack(slot), 8, span);
         Op::Slot(slot)
     }
 
@@ -393,7 +402,7 @@ impl Gen<'_> {
         self.b
             .push(Insn::alu64_imm(AluOp::Add, Reg::R1, delta as i32));
         self.b.push(Insn::stx(Size::DW, Reg::R10, new, Reg::R1));
-        self.update(map, key, Mem::Stack(new), 0);
+        self.update(map, key, Mem::Stack(new), 0)?;
         Ok(Op::Slot(if prefix { new } else { old }))
     }
 }
@@ -410,14 +419,17 @@ impl Gen<'_> {
         self.spill(Reg::R0)
     }
 
-    /// The frames of a user stack: `bpf_get_stack` of this moment's user
-    /// stack, the one `ustack` records in the same probe, into scratch
-    /// memory; its byte count over 8. Probes of no process have none.
+    /// The frames of a stack: `bpf_get_stack` of this moment's user or
+    /// kernel stack, the one `ustack` or `kstack` records in the same
+    /// probe, into scratch memory; its byte count over 8. Probes of no
+    /// task have none, and probes of processes no kernel stack.
     fn stack_len(&mut self, stack: &TExpr) -> R<Op> {
-        let Ty::Shown(Shown::UStack { depth, .. }) = stack.ty else {
-            return Ok(Op::Imm(0));
+        let (depth, flags) = match stack.ty {
+            Ty::Shown(Shown::UStack { depth, .. }) => (depth, sdt_bpf::STACKID_USER),
+            Ty::Shown(Shown::KStack { depth, .. }) if !self.kind().is_uprobe() => (depth, 0),
+            _ => return Ok(Op::Imm(0)),
         };
-        if !self.kind().is_uprobe() && self.kind() != ProbeKind::Tracepoint {
+        if !self.kind().has_task() {
             return Ok(Op::Imm(0));
         }
         let bytes = 8 * depth.clamp(1, layout::STACK_DEPTH);
@@ -426,14 +438,39 @@ impl Gen<'_> {
         self.b.push(Insn::mov64_reg(Reg::R1, CTX));
         buffer.address(&mut self.b, Reg::R2, 0);
         self.b.push(Insn::mov64_imm(Reg::R3, bytes as i32));
-        self.b
-            .push(Insn::mov64_imm(Reg::R4, sdt_bpf::STACKID_USER as i32));
+        self.b.push(Insn::mov64_imm(Reg::R4, flags as i32));
         self.b.call(Helper::GetStack);
         self.b.jump_imm(JmpOp::Sge, Reg::R0, 0, done);
         self.b.push(Insn::mov64_imm(Reg::R0, 0));
         self.b.bind(done);
         self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 3));
         Ok(self.spill(Reg::R0))
+    }
+
+    /// `kstack`: the id of this moment's kernel stack in the stack map,
+    /// or -1 for none. Where the probe interrupted user code (always, in
+    /// a probe of a process) the kernel has no stack, which is no loss;
+    /// a stack the map had no room for is counted as lost.
+    fn kstack(&mut self) -> Op {
+        if !self.kind().has_task() || self.kind().is_uprobe() {
+            return Op::Imm(-1);
+        }
+        const EFAULT: i32 = -14;
+        self.shared.stacks = true;
+        self.uses_stack_map = true;
+        self.b.push(Insn::mov64_reg(Reg::R1, CTX));
+        self.b.ld_map_index(Reg::R2, layout::STACK_MAP);
+        self.b.push(Insn::mov64_imm(Reg::R3, 0));
+        self.b.call(Helper::GetStackid);
+        let slot = self.spill_slot(Reg::R0);
+        let (done, none) = (self.b.label(), self.b.label());
+        self.b.jump_imm(JmpOp::Sge, Reg::R0, 0, done);
+        self.b.jump_imm(JmpOp::Eq, Reg::R0, EFAULT, none);
+        self.count_lost(layout::LOST_STACKS);
+        self.b.bind(none);
+        self.b.push(Insn::st(Size::DW, Reg::R10, slot, -1));
+        self.b.bind(done);
+        Op::Slot(slot)
     }
 
     /// `R0 = (R0 <op> 0) ? 1 : 0`.
@@ -574,18 +611,21 @@ impl Gen<'_> {
         self.spill(Reg::R0)
     }
 
-    fn arg(&mut self, n: u8) -> R<Op> {
+    /// `argN`, written at `span`.
+    fn arg(&mut self, n: u8, span: Span) -> R<Op> {
         match &self.unit.args {
             ArgAccess::Usdt(sources) => {
                 let Some(source) = sources.get(usize::from(n)).copied() else {
-                    return Err(self
-                        .error(format!(
+                    return Err(Diagnostic::error(
+                        span,
+                        format!(
                             "{} has {} argument{}; arg{n} does not exist",
                             self.unit.display,
                             sources.len(),
                             if sources.len() == 1 { "" } else { "s" }
-                        ))
-                        .hint("`sdt list -v` shows each probe's arguments"));
+                        ),
+                    )
+                    .hint("`sdt list -v` shows each probe's arguments"));
                 };
                 // Lowering leaves out the sites where a read argument
                 // cannot be read.
@@ -595,8 +635,9 @@ impl Gen<'_> {
                         self.unit.display
                     )));
                 };
+                let reader = self.arg_reader();
                 source
-                    .emit_load(&mut self.b, CTX, ARG_SLOT, Reg::R0)
+                    .emit_load_with(&mut self.b, CTX, ARG_SLOT, Reg::R0, reader)
                     .map_err(|e| self.error(format!("internal error reading arg{n}: {e}")))?;
                 Ok(self.spill(Reg::R0))
             }
@@ -856,12 +897,12 @@ impl Gen<'_> {
                 self.b.push(Insn::mov64_imm(Reg::R2, *size as i32));
                 self.call_helper(*helper);
             }
-            TKind::StrRead { ptr, len } => self.str_read(ptr, len.as_deref(), area)?,
+            TKind::StrRead { ptr, len } => self.str_read(ptr, len.as_deref(), area, e.span)?,
             TKind::Concat(parts) => self.concat(parts, area)?,
             TKind::ArrayStr(place) => {
                 let p = self.place(place)?;
                 self.zero(dst, area.padded);
-                self.read_place_str(p, size, dst);
+                self.read_place_str(p, size, dst, e.span);
             }
             TKind::DataLoc { offset } => self.data_loc(*offset, area),
             TKind::BufRead { ptr, len } => self.buf_read(e, ptr, len, area)?,
@@ -870,7 +911,7 @@ impl Gen<'_> {
             TKind::CopyPlace(place) => {
                 let p = self.place(place)?;
                 self.zero(dst, area.padded);
-                self.read_place(p, size, dst);
+                self.read_place(p, size, dst, e.span);
             }
             TKind::Fields(parts) => self.fields_into(parts, area)?,
             // Addresses and stacks, symbolized when printed.
@@ -923,7 +964,7 @@ impl Gen<'_> {
 
     /// `str(ptr)` or `str(ptr, len)`: from the traced process at an
     /// address, or a string value cut short.
-    fn str_read(&mut self, ptr: &TExpr, len: Option<&TExpr>, area: Area) -> R<()> {
+    fn str_read(&mut self, ptr: &TExpr, len: Option<&TExpr>, area: Area, span: Span) -> R<()> {
         let Area { dst, size, padded } = area;
         let source = if ptr.ty.is_scalar() {
             Err(self.scalar(ptr)?)
@@ -940,14 +981,14 @@ impl Gen<'_> {
                 self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
             }
             Some(Op::Imm(v)) => {
-                let n = v.saturating_add(1).clamp(0, i64::from(size));
+                let n = v.clamp(0, i64::from(size));
                 self.b.push(Insn::mov64_imm(Reg::R2, n as i32));
             }
             Some(n) => {
-                // Read min(len + 1, size) bytes, NUL included.
+                // Read min(len, size) bytes, NUL included (a negative
+                // length, unsigned, is more than the size).
                 let ok = self.b.label();
                 self.load_op(n, Reg::R2);
-                self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R2, 1));
                 self.b.jump_imm(JmpOp::Le, Reg::R2, size as i32, ok);
                 self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
                 self.b.bind(ok);
@@ -957,7 +998,11 @@ impl Gen<'_> {
         match source {
             Err(address) => {
                 self.load_op(address, Reg::R3);
-                self.b.call(Helper::ProbeReadUserStr);
+                if ptr.ty.space() == Some(Space::Kernel) {
+                    self.b.call(Helper::ProbeReadKernelStr);
+                } else {
+                    self.read_user(UserRead::Str, ReadWhat::Expr(span));
+                }
             }
             Ok(string) => {
                 string.address(&mut self.b, Reg::R3, 0);
@@ -1041,7 +1086,11 @@ impl Gen<'_> {
         dst.store(&mut self.b, Size::DW, 0, Reg::R2);
         self.load_op(p, Reg::R3);
         dst.address(&mut self.b, Reg::R1, 8);
-        self.b.call(Helper::ProbeReadUser);
+        if ptr.ty.space() == Some(Space::Kernel) {
+            self.b.call(Helper::ProbeReadKernel);
+        } else {
+            self.read_user(UserRead::Bytes, ReadWhat::Expr(e.span));
+        }
         Ok(())
     }
 
@@ -1092,7 +1141,7 @@ impl Gen<'_> {
 
     /// `ustack`: a stack id (or -1 for none) and the process.
     fn ustack(&mut self, dst: Mem) {
-        if !self.kind().is_uprobe() && self.kind() != ProbeKind::Tracepoint {
+        if !self.kind().has_task() {
             // BEGIN, END and interval interrupt no process of their own:
             // the stack is empty, as in bpftrace.
             dst.store_imm(&mut self.b, Size::DW, 0, -1);
@@ -1100,6 +1149,7 @@ impl Gen<'_> {
             return;
         }
         self.shared.stacks = true;
+        self.uses_stack_map = true;
         self.b.push(Insn::mov64_reg(Reg::R1, CTX));
         self.b.ld_map_index(Reg::R2, layout::STACK_MAP);
         self.b

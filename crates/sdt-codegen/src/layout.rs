@@ -30,8 +30,21 @@ pub const STACK_DEPTH: u32 = 127;
 /// detached them yet. Detaching waits for the kernel, and is left to
 /// another process once the output is complete.
 pub const CONTROL_MAP: u32 = 4;
+/// Per-CPU counters of the hits of the probes the session asked to count
+/// ([`Unit::counted`](crate::Unit::counted)): one `u64` per counted probe,
+/// which its programs add one to before anything else, predicate
+/// included, so that a probe that fired is told from one whose predicate
+/// kept it quiet.
+pub const HITS_MAP: u32 = 5;
+/// Scratch memory per thread, for the programs that may sleep while they
+/// read (see [`CompiledProgram::sleepable`](crate::CompiledProgram)): a
+/// task storage map with one value of the scratch size per thread that
+/// hit such a probe, freed with the thread. A per-CPU value could be
+/// overwritten by another thread run on the same CPU while a read waits
+/// for a page. A one-element array stands in when no program sleeps.
+pub const TASK_SCRATCH_MAP: u32 = 6;
 /// Index of user map 0.
-pub const FIRST_USER_MAP: u32 = 5;
+pub const FIRST_USER_MAP: u32 = 7;
 
 /// The control map's value once the run has ended.
 pub const STOPPED: u64 = 1;
@@ -40,8 +53,38 @@ pub const STOPPED: u64 = 1;
 pub const LOST_EVENTS: u32 = 0;
 /// Counter 1: stacks that could not be recorded.
 pub const LOST_STACKS: u32 = 1;
+/// Counter 2: hits dropped because the kernel had no memory for the
+/// thread's scratch memory ([`TASK_SCRATCH_MAP`]).
+pub const LOST_HITS: u32 = 2;
 /// Counter `LOST_MAP_UPDATES + map id`: updates a full map refused.
-pub const LOST_MAP_UPDATES: u32 = 2;
+/// Read sites' counters follow the maps' ([`read_failure_counters`]).
+pub const LOST_MAP_UPDATES: u32 = 3;
+
+/// The counters of read site `site` in the lost map of a program with
+/// `maps` user maps: reads that failed, and the last failure's error
+/// (negative).
+pub fn read_failure_counters(maps: usize, site: u32) -> (u32, u32) {
+    let base = LOST_MAP_UPDATES + maps as u32 + 2 * site;
+    (base, base + 1)
+}
+
+/// A place where a program reads the traced process's memory, for the
+/// report of reads that failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReadSite {
+    /// The probe instance, an index into the program's probes.
+    pub instance: usize,
+    pub what: ReadWhat,
+}
+
+/// What a read site reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReadWhat {
+    /// The script's expression there (`str(arg1)`, `$s->name`, `buf(...)`).
+    Expr(sdt_lang::diag::Span),
+    /// Argument N of an `sdt trace` event, read as a string.
+    EventArg(u32),
+}
 
 /// The map index of user map `id`.
 pub fn user_map(id: MapId) -> u32 {

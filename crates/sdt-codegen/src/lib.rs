@@ -41,12 +41,13 @@ mod mem;
 mod percpu;
 mod place;
 mod stmt;
+mod user;
 mod walk;
 
 use std::collections::HashMap;
 
 use sdt_bpf::arg::ArgSource;
-use sdt_bpf::{Builder, Insn, MapSpec, MapType, ProgramType, Reg};
+use sdt_bpf::{Builder, FaultingReads, Insn, MapSpec, MapType, ProgramType, Reg, F_NO_PREALLOC};
 
 use crate::layout::OutputInfo;
 use sdt_lang::diag::{Diagnostic, Span};
@@ -95,6 +96,9 @@ pub struct Unit {
     /// The link-time address of the one site this program serves, when
     /// the program needs it (`uaddr()`).
     pub site_address: Option<u64>,
+    /// The counter of the hits map ([`layout::HITS_MAP`]) that each hit
+    /// of this program adds one to, if its probe is counted.
+    pub counted: Option<u32>,
 }
 
 /// Settings that hold for every program of a script.
@@ -104,6 +108,10 @@ pub struct Options {
     pub wake_at: u32,
     /// `CLOCK_MONOTONIC` at start, for `elapsed`.
     pub start_ns: u64,
+    /// `CLOCK_REALTIME - CLOCK_MONOTONIC` at start, wrapping: what makes
+    /// the kernel's monotonic time a wall-clock time, so that `tseries()`
+    /// intervals begin where the wall clock's do.
+    pub wall_offset_ns: u64,
     /// The `-c` command's PID, for `cpid`.
     pub cpid: u32,
     /// Entries of each user map.
@@ -116,6 +124,9 @@ pub struct Options {
     pub stamp_printf: bool,
     /// What the programs know about the machine they run on.
     pub machine: Machine,
+    /// Counters in the hits map ([`layout::HITS_MAP`]): one per probe
+    /// whose hits the session counts.
+    pub hit_counters: u32,
 }
 
 /// Facts about the machine, fixed into the programs.
@@ -128,16 +139,49 @@ pub struct Machine {
     /// The device and inode of sdt's PID namespace, when it is not the
     /// initial one: `pid` and `tid` are then numbers as seen from it.
     pub pid_namespace: Option<(u64, u64)>,
+    /// Whether uprobe programs can read the traced process's memory
+    /// through calls that fault pages in (see the `user` module), and
+    /// with which kfunc.
+    pub faulting: Faulting,
+}
+
+/// Whether uprobe programs may fault the traced process's pages in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Faulting {
+    /// The kernel was not asked (offline): they may not.
+    #[default]
+    NotAsked,
+    /// The kernel cannot ([`sdt_bpf::FaultingReads::detect`] says why).
+    No,
+    /// The kernel can, with this kfunc.
+    Yes(FaultingReads),
 }
 
 impl Machine {
-    /// This machine, as sdt sees it (reads sysfs and `/proc/self/ns/pid`).
+    /// This machine, as sdt sees it (reads sysfs and `/proc/self/ns/pid`),
+    /// and what its kernel lets programs do, found by loading tiny
+    /// programs ([`sdt_bpf::FaultingReads::detect`]; without the
+    /// privileges to load, the answer is what programs cannot do).
+    pub fn probed() -> Machine {
+        Machine {
+            faulting: match sdt_bpf::FaultingReads::detect() {
+                Ok(reads) => Faulting::Yes(reads),
+                Err(_) => Faulting::No,
+            },
+            ..Machine::current()
+        }
+    }
+
+    /// This machine, as sdt sees it (reads sysfs and `/proc/self/ns/pid`),
+    /// without asking the kernel anything: programs made for it read as
+    /// programs that cannot sleep.
     pub fn current() -> Machine {
         let possible_cpus = possible_cpus();
         Machine {
             possible_cpus,
             online_cpus: sdt_bpf::online_cpus().map_or(possible_cpus, |n| n as u32),
             pid_namespace: pid_namespace(),
+            faulting: Faulting::NotAsked,
         }
     }
 }
@@ -148,6 +192,7 @@ impl Default for Machine {
             possible_cpus: 1,
             online_cpus: 1,
             pid_namespace: None,
+            faulting: Faulting::NotAsked,
         }
     }
 }
@@ -167,11 +212,13 @@ impl Default for Options {
         Options {
             wake_at: 1 << 19,
             start_ns: 0,
+            wall_offset_ns: 0,
             cpid: 0,
             map_entries: 4096,
             ring_size: 4 << 20,
             stamp_printf: false,
             machine: Machine::current(),
+            hit_counters: 0,
         }
     }
 }
@@ -194,6 +241,9 @@ pub struct CompiledProgram {
     pub spans: Vec<(usize, Span)>,
     /// The unit it was generated for.
     pub unit: Unit,
+    /// Loaded sleepable: its reads of the traced process's memory fault
+    /// pages in.
+    pub sleepable: bool,
 }
 
 /// A map to create, with what it is for.
@@ -212,8 +262,16 @@ pub struct Compiled {
     pub programs: Vec<CompiledProgram>,
     /// What each output id means.
     pub outputs: Vec<OutputInfo>,
-    /// Bytes of scratch memory per CPU.
+    /// Bytes of scratch memory per CPU (and per thread, for sleepable
+    /// programs).
     pub scratch_size: u32,
+    /// Where the programs read the traced process's memory: the read
+    /// sites whose failures the lost map counts
+    /// ([`layout::read_failure_counters`]).
+    pub read_sites: Vec<layout::ReadSite>,
+    /// Probe instances whose programs read the traced process's memory
+    /// without faulting pages in although the kernel could, with why.
+    pub nonfaulting: Vec<(usize, &'static str)>,
 }
 
 impl Compiled {
@@ -239,9 +297,15 @@ pub fn compile(
     let mut shared = Shared::default();
     let mut programs = Vec::new();
     let mut errors = Vec::new();
+    let mut nonfaulting = Vec::new();
     for unit in units {
-        match Gen::new(program, unit, options, &mut shared).generate() {
-            Ok(mut p) => {
+        match generate(program, unit, options, &mut shared) {
+            Ok((mut p, why)) => {
+                if let Some(why) = why {
+                    if !nonfaulting.contains(&(unit.instance, why)) {
+                        nonfaulting.push((unit.instance, why));
+                    }
+                }
                 dce::remove_unreachable(&mut p.insns, &mut p.spans);
                 programs.push(p);
             }
@@ -264,7 +328,7 @@ pub fn compile(
                 MapType::PerCpuArray,
                 4,
                 8,
-                layout::LOST_MAP_UPDATES + program.maps.len() as u32,
+                layout::read_failure_counters(program.maps.len(), shared.read_sites.len() as u32).0,
             )
             .name("sdt_lost"),
             used: true,
@@ -295,6 +359,20 @@ pub fn compile(
             spec: MapSpec::new(MapType::Array, 4, 8, 1).name("sdt_control"),
             used: true,
         },
+        MapDef {
+            spec: MapSpec::new(MapType::PerCpuArray, 4, 8, options.hit_counters.max(1))
+                .name("sdt_hits"),
+            used: options.hit_counters > 0,
+        },
+        MapDef {
+            spec: if shared.task_scratch {
+                MapSpec::new(MapType::TaskStorage, 4, scratch_size, 0).flags(F_NO_PREALLOC)
+            } else {
+                MapSpec::new(MapType::Array, 4, 8, 1)
+            }
+            .name("sdt_tscratch"),
+            used: shared.task_scratch,
+        },
     ];
     for decl in &program.maps {
         let lru = decl.declared.is_some_and(|d| d.lru);
@@ -321,7 +399,37 @@ pub fn compile(
         programs,
         outputs: shared.outputs,
         scratch_size,
+        read_sites: shared.read_sites,
+        nonfaulting,
     })
+}
+
+/// Generates one unit's program: sleepable, with reads that fault pages
+/// in, where the machine allows, the program reads the traced process's
+/// memory and needs nothing a sleepable program cannot have; otherwise as
+/// a program that does not sleep, with why not when it reads memory.
+fn generate(
+    program: &Program,
+    unit: &Unit,
+    options: &Options,
+    shared: &mut Shared,
+) -> Result<(CompiledProgram, Option<&'static str>), Diagnostic> {
+    let plain = Gen::new(program, unit, options, shared, None).generate()?;
+    let Faulting::Yes(faulting) = options.machine.faulting else {
+        return Ok((plain.program, None));
+    };
+    if plain.user_reads == 0 || unit.prog_type != ProgramType::Kprobe {
+        return Ok((plain.program, None));
+    }
+    if plain.uses_stack_map {
+        return Ok((
+            plain.program,
+            Some("ustack needs a stack-trace map, which a program that faults pages in cannot use"),
+        ));
+    }
+    let sleepable = Gen::new(program, unit, options, shared, Some(faulting)).generate()?;
+    shared.task_scratch |= sleepable.program.sleepable && sleepable.scratch;
+    Ok((sleepable.program, None))
 }
 
 /// What all programs of a script share while they are generated.
@@ -332,6 +440,22 @@ struct Shared {
     scratch: u32,
     /// Whether a program records user stacks.
     stacks: bool,
+    /// Read sites by index (see the `user` module).
+    read_sites: Vec<layout::ReadSite>,
+    /// Whether a sleepable program uses scratch memory, which is then
+    /// per thread.
+    task_scratch: bool,
+}
+
+/// A generated program, with what decides how it is loaded.
+struct Generated {
+    program: CompiledProgram,
+    /// Reads of the traced process's memory it makes.
+    user_reads: u32,
+    /// Whether it records stacks in the stack-trace map.
+    uses_stack_map: bool,
+    /// Whether it uses scratch memory.
+    scratch: bool,
 }
 
 /// The generator of one program.
@@ -362,6 +486,13 @@ struct Gen<'a> {
     function: usize,
     /// The most scratch memory a callback uses.
     scratch_peak: u32,
+    /// Reads of the traced process's memory fault pages in, with this
+    /// kfunc: the program is sleepable.
+    faulting: Option<FaultingReads>,
+    /// Reads of the traced process's memory emitted so far.
+    user_reads: u32,
+    /// Whether the program records stacks in the stack-trace map.
+    uses_stack_map: bool,
 }
 
 /// The context pointer, kept for the whole program.
@@ -375,6 +506,7 @@ impl<'a> Gen<'a> {
         unit: &'a Unit,
         options: &'a Options,
         shared: &'a mut Shared,
+        faulting: Option<FaultingReads>,
     ) -> Gen<'a> {
         let instance = &program.probes[unit.instance];
         let mut b = Builder::new();
@@ -400,6 +532,9 @@ impl<'a> Gen<'a> {
             }],
             function: 0,
             scratch_peak: 0,
+            faulting,
+            user_reads: 0,
+            uses_stack_map: false,
         }
     }
 
@@ -407,7 +542,7 @@ impl<'a> Gen<'a> {
         Diagnostic::error(self.span, message)
     }
 
-    fn generate(mut self) -> Result<CompiledProgram, Diagnostic> {
+    fn generate(mut self) -> Result<Generated, Diagnostic> {
         self.b.push(Insn::mov64_reg(CTX, Reg::R1));
         if !matches!(
             self.kind(),
@@ -419,6 +554,9 @@ impl<'a> Gen<'a> {
             self.b
                 .push(Insn::ldx(sdt_bpf::Size::DW, Reg::R1, Reg::R1, 0));
             self.b.jump_imm(sdt_bpf::JmpOp::Ne, Reg::R1, 0, exit);
+        }
+        if let Some(counter) = self.unit.counted {
+            self.count(layout::HITS_MAP, counter);
         }
         for ty in &self.instance.vars {
             let home = if self.instance.loops {
@@ -476,8 +614,9 @@ impl<'a> Gen<'a> {
         // Whether the program needs the scratch pointer is only known once
         // its body is generated, so the load is spliced in after the first
         // instruction (`r6 = r1`), where no jump crosses it.
-        if self.frame.scratch_size() > 0 {
-            let prologue = scratch_prologue();
+        let uses_scratch = self.frame.scratch_size() > 0;
+        if uses_scratch {
+            let prologue = scratch_prologue(self.faulting.is_some());
             let at = 1;
             let extra = prologue.len();
             insns.splice(at..at, prologue);
@@ -487,13 +626,19 @@ impl<'a> Gen<'a> {
                 }
             }
         }
-        Ok(CompiledProgram {
-            name: self.unit.name.clone(),
-            display: self.unit.display.clone(),
-            prog_type: self.unit.prog_type,
-            insns,
-            spans,
-            unit: self.unit.clone(),
+        Ok(Generated {
+            program: CompiledProgram {
+                name: self.unit.name.clone(),
+                display: self.unit.display.clone(),
+                prog_type: self.unit.prog_type,
+                insns,
+                spans,
+                unit: self.unit.clone(),
+                sleepable: self.faulting.is_some(),
+            },
+            user_reads: self.user_reads,
+            uses_stack_map: self.uses_stack_map,
+            scratch: uses_scratch,
         })
     }
 
@@ -520,25 +665,72 @@ impl<'a> Gen<'a> {
     }
 }
 
-/// `R9 = &scratch[0]`, or return if the lookup fails (it cannot).
-fn scratch_prologue() -> Vec<Insn> {
+/// `R9 = &scratch[0]`: this CPU's, or for a sleepable program
+/// (`per_thread`) this thread's, made the first time. A per-CPU lookup
+/// cannot fail; when the kernel has no memory for a thread's, the hit is
+/// counted as lost and the program returns.
+fn scratch_prologue(per_thread: bool) -> Vec<Insn> {
     use sdt_bpf::{AluOp, Helper, JmpOp, Size};
     let mut b = Builder::new();
-    let out = b.label();
     let go = b.label();
-    b.push(Insn::st(Size::W, Reg::R10, mem::KEY_SLOT, 0));
-    b.ld_map_index(Reg::R1, layout::SCRATCH_MAP);
-    b.push(Insn::mov64_reg(Reg::R2, Reg::R10));
-    b.push(Insn::alu64_imm(
-        AluOp::Add,
-        Reg::R2,
-        i32::from(mem::KEY_SLOT),
-    ));
-    b.call(Helper::MapLookupElem);
+    look_up_scratch(&mut b, per_thread, true);
     b.jump_imm(JmpOp::Ne, Reg::R0, 0, go);
-    b.bind(out);
+    if per_thread {
+        // `count_lost(LOST_HITS)`, which the generator's own cannot do
+        // here, before the program's code.
+        let done = b.label();
+        b.push(Insn::st(
+            Size::W,
+            Reg::R10,
+            mem::KEY_SLOT,
+            layout::LOST_HITS as i32,
+        ));
+        b.ld_map_index(Reg::R1, layout::LOST_MAP);
+        b.push(Insn::mov64_reg(Reg::R2, Reg::R10));
+        b.push(Insn::alu64_imm(
+            AluOp::Add,
+            Reg::R2,
+            i32::from(mem::KEY_SLOT),
+        ));
+        b.call(Helper::MapLookupElem);
+        b.jump_imm(JmpOp::Eq, Reg::R0, 0, done);
+        b.push(Insn::mov64_imm(Reg::R1, 1));
+        b.push(Insn::atomic_add(Size::DW, Reg::R0, 0, Reg::R1));
+        b.bind(done);
+    }
     b.push(Insn::mov64_imm(Reg::R0, 0)).exit();
     b.bind(go);
     b.push(Insn::mov64_reg(SCRATCH, Reg::R0));
     b.finish().expect("the prologue's labels are bound")
+}
+
+/// `R0 = &scratch[0]` (or NULL): this CPU's, or with `per_thread` this
+/// thread's, which `create` makes if it has none yet.
+pub(crate) fn look_up_scratch(b: &mut Builder, per_thread: bool, create: bool) {
+    use sdt_bpf::{AluOp, Helper, Size};
+    if per_thread {
+        b.call(Helper::GetCurrentTaskBtf);
+        b.push(Insn::mov64_reg(Reg::R2, Reg::R0));
+        b.ld_map_index(Reg::R1, layout::TASK_SCRATCH_MAP);
+        b.push(Insn::mov64_imm(Reg::R3, 0));
+        b.push(Insn::mov64_imm(
+            Reg::R4,
+            if create {
+                sdt_bpf::TASK_STORAGE_CREATE
+            } else {
+                0
+            },
+        ));
+        b.call(Helper::TaskStorageGet);
+    } else {
+        b.push(Insn::st(Size::W, Reg::R10, mem::KEY_SLOT, 0));
+        b.ld_map_index(Reg::R1, layout::SCRATCH_MAP);
+        b.push(Insn::mov64_reg(Reg::R2, Reg::R10));
+        b.push(Insn::alu64_imm(
+            AluOp::Add,
+            Reg::R2,
+            i32::from(mem::KEY_SLOT),
+        ));
+        b.call(Helper::MapLookupElem);
+    }
 }

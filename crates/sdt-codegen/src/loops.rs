@@ -34,7 +34,7 @@
 use sdt_bpf::{AluOp, Helper, Insn, JmpOp, Label, Reg, Size};
 
 use super::expr::R;
-use super::mem::{Frame, Mem, KEY_SLOT};
+use super::mem::{Frame, Mem};
 use super::{Gen, CTX, SCRATCH};
 use crate::layout;
 use sdt_lang::hir::{MapId, TExpr, TStmt, VarId};
@@ -216,7 +216,7 @@ impl Gen<'_> {
     }
 
     /// One start position of `strcontains()`: sets the area's result and
-    /// stops when the needle matches there.
+    /// stops when the needle matches there, or where the haystack ends.
     fn contains_at(
         &mut self,
         haystack: u32,
@@ -246,6 +246,11 @@ impl Gen<'_> {
                 .push(Insn::ldx(Size::B, Reg::R4, SCRATCH, (needle + j) as i16));
             self.b.jump_imm(JmpOp::Eq, Reg::R4, 0, found);
             self.b.push(Insn::ldx(Size::B, Reg::R5, Reg::R3, j as i16));
+            if j == 0 {
+                // The haystack ends at its NUL, as a C string: what
+                // follows it is never searched.
+                self.b.jump_imm(JmpOp::Eq, Reg::R5, 0, stop);
+            }
             self.b.jump_reg(JmpOp::Ne, Reg::R5, Reg::R4, next);
         }
         self.b.bind(found);
@@ -392,14 +397,10 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// `R9 = &scratch[0]`, or stop the loop if the lookup fails (it cannot).
+    /// `R9 = &scratch[0]`, the memory the program's code found, or stop
+    /// the loop if the lookup fails (it cannot: the program has it).
     fn look_up_scratch(&mut self, stop: Label) {
-        self.b.push(Insn::st(Size::W, Reg::R10, KEY_SLOT, 0));
-        self.b.ld_map_index(Reg::R1, layout::SCRATCH_MAP);
-        self.b.push(Insn::mov64_reg(Reg::R2, Reg::R10));
-        self.b
-            .push(Insn::alu64_imm(AluOp::Add, Reg::R2, i32::from(KEY_SLOT)));
-        self.b.call(Helper::MapLookupElem);
+        super::look_up_scratch(&mut self.b, self.faulting.is_some(), false);
         self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, stop);
         self.b.push(Insn::mov64_reg(SCRATCH, Reg::R0));
     }

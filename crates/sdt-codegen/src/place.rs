@@ -1,10 +1,13 @@
 //! Places: where a struct, an array, or a member of one is, and reading
 //! from them.
 //!
-//! A place is in one of three memories, each read its own way:
+//! A place is in one of four memories, each read its own way:
 //!
 //! * the traced process ([`Place::User`]), through
 //!   `bpf_probe_read_user`, which may fail (the bytes then read as 0);
+//! * the kernel, where a kernel pointer points ([`Place::KernelPtr`]:
+//!   `curtask` and the structs it leads to), through
+//!   `bpf_probe_read_kernel`, which may fail the same way;
 //! * the tracepoint's record ([`Place::Ctx`]), by direct loads from the
 //!   context, which the verifier checks offset by offset;
 //! * the program's own memory: a value it holds (a struct copied into a
@@ -21,16 +24,21 @@ use sdt_bpf::{AluOp, Helper, Insn, JmpOp, Reg, Size};
 
 use super::expr::{narrow_to, Op, R};
 use super::mem::Mem;
+use super::user::UserRead;
 use super::{Gen, CTX};
+use crate::layout::ReadWhat;
 use sdt_lang::diag::Diagnostic;
+use sdt_lang::diag::Span;
 use sdt_lang::hir::{TExpr, TKind};
-use sdt_lang::types::Ty;
+use sdt_lang::types::{Space, Ty};
 
 /// Where a struct, array or field is.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Place {
     /// In the traced process, at the address in `slot` plus `off`.
     User { slot: i16, off: i64 },
+    /// In the kernel, at the address in `slot` plus `off`.
+    KernelPtr { slot: i16, off: i64 },
     /// In the tracepoint's record, at `off`.
     Ctx { off: i64 },
     /// In the program's memory, where it is known now.
@@ -46,9 +54,10 @@ impl Gen<'_> {
         Ok(match &e.kind {
             TKind::UserPlace(ptr) => {
                 let v = self.scalar(ptr)?;
-                Place::User {
-                    slot: self.in_slot(v),
-                    off: 0,
+                let slot = self.in_slot(v);
+                match ptr.ty.space() {
+                    Some(Space::Kernel) => Place::KernelPtr { slot, off: 0 },
+                    _ => Place::User { slot, off: 0 },
                 }
             }
             TKind::CtxRecord => Place::Ctx { off: 0 },
@@ -67,15 +76,16 @@ impl Gen<'_> {
                 let stride = *stride as i64;
                 match (base, idx) {
                     (base, Op::Imm(i)) => self.offset_place(base, i.wrapping_mul(stride)),
-                    (Place::User { slot, off }, idx) => {
+                    (base @ (Place::User { slot, off } | Place::KernelPtr { slot, off }), idx) => {
                         self.load_op(idx, Reg::R0);
                         self.b
                             .push(Insn::alu64_imm(AluOp::Mul, Reg::R0, stride as i32));
                         self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R10, slot));
                         self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R0, Reg::R1));
-                        Place::User {
-                            slot: self.spilled(Reg::R0),
-                            off,
+                        let slot = self.spilled(Reg::R0);
+                        match base {
+                            Place::KernelPtr { .. } => Place::KernelPtr { slot, off },
+                            _ => Place::User { slot, off },
                         }
                     }
                     (Place::Ctx { .. }, _) => {
@@ -148,6 +158,10 @@ impl Gen<'_> {
                 slot,
                 off: off + by,
             },
+            Place::KernelPtr { slot, off } => Place::KernelPtr {
+                slot,
+                off: off + by,
+            },
             Place::Ctx { off } => Place::Ctx { off: off + by },
             Place::Kernel { slot, off } => Place::Kernel {
                 slot,
@@ -191,11 +205,12 @@ impl Gen<'_> {
         self.b.bind(outside);
     }
 
-    /// `bpf_probe_read_user(dst, size, R3)`; the address must be in R3.
-    pub(super) fn read_user_into(&mut self, dst: Mem, size: u32) {
+    /// Reads `size` bytes of the traced process at the address in R3
+    /// into `dst`, counting a failure against the expression at `span`.
+    pub(super) fn read_user_into(&mut self, dst: Mem, size: u32, span: Span) {
         dst.address(&mut self.b, Reg::R1, 0);
         self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
-        self.b.call(Helper::ProbeReadUser);
+        self.read_user(UserRead::Bytes, ReadWhat::Expr(span));
     }
 
     /// `bpf_probe_read_kernel(dst, size, R3)`; the address must be in R3.
@@ -205,12 +220,17 @@ impl Gen<'_> {
         self.b.call(Helper::ProbeReadKernel);
     }
 
-    /// Copies `size` bytes of a place into `dst`.
-    pub(super) fn read_place(&mut self, place: Place, size: u32, dst: Mem) {
+    /// Copies `size` bytes of a place into `dst`; a read of the traced
+    /// process that fails counts against the expression at `span`.
+    pub(super) fn read_place(&mut self, place: Place, size: u32, dst: Mem, span: Span) {
         match place {
             Place::User { slot, off } => {
                 self.address_in_r3(slot, off);
-                self.read_user_into(dst, size);
+                self.read_user_into(dst, size, span);
+            }
+            Place::KernelPtr { slot, off } => {
+                self.address_in_r3(slot, off);
+                self.read_kernel_into(dst, size);
             }
             Place::Kernel { slot, off } => {
                 self.kernel_address_in_r3(slot, off);
@@ -258,20 +278,26 @@ impl Gen<'_> {
 
     /// Reads a `char` array place as a string of `size` bytes (its length
     /// and a NUL) into `dst`, which is zeroed.
-    pub(super) fn read_place_str(&mut self, place: Place, size: u32, dst: Mem) {
+    pub(super) fn read_place_str(&mut self, place: Place, size: u32, dst: Mem, span: Span) {
         let len = size - 1;
         match place {
             Place::User { slot, off } => {
                 self.address_in_r3(slot, off);
                 dst.address(&mut self.b, Reg::R1, 0);
                 self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
-                self.b.call(Helper::ProbeReadUserStr);
+                self.read_user(UserRead::Str, ReadWhat::Expr(span));
+            }
+            Place::KernelPtr { slot, off } => {
+                self.address_in_r3(slot, off);
+                dst.address(&mut self.b, Reg::R1, 0);
+                self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
+                self.b.call(Helper::ProbeReadKernelStr);
             }
             Place::Ctx { .. } | Place::Mem(_) | Place::Kernel { .. } => {
                 // Copy the bytes out, then read them again as a string so
                 // that nothing after the NUL is kept.
                 let raw = self.frame.scratch(len);
-                self.read_place(place, len, raw);
+                self.read_place(place, len, raw, span);
                 raw.address(&mut self.b, Reg::R3, 0);
                 dst.address(&mut self.b, Reg::R1, 0);
                 self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
@@ -298,10 +324,10 @@ impl Gen<'_> {
         };
         let p = self.place(place)?;
         match p {
-            Place::User { .. } | Place::Kernel { .. } => {
+            Place::User { .. } | Place::KernelPtr { .. } | Place::Kernel { .. } => {
                 let tmp = self.frame.slot();
                 self.b.push(Insn::st(Size::DW, Reg::R10, tmp, 0));
-                self.read_place(p, size, Mem::Stack(tmp));
+                self.read_place(p, size, Mem::Stack(tmp), place.span);
                 self.b.push(Insn::ldx(width, Reg::R0, Reg::R10, tmp));
             }
             Place::Ctx { off } => {
@@ -332,7 +358,7 @@ impl Gen<'_> {
     /// The address of a place in the traced process.
     pub(super) fn place_address(&mut self, e: &TExpr) -> R<Op> {
         match self.place(e)? {
-            Place::User { slot, off } => {
+            Place::User { slot, off } | Place::KernelPtr { slot, off } => {
                 self.address_in_r3(slot, off);
                 Ok(self.spill(Reg::R3))
             }

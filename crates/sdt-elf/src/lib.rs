@@ -62,6 +62,7 @@ mod probes;
 mod process;
 mod resolve;
 mod symbols;
+mod zip;
 
 pub use arch::Arch;
 pub use args::{
@@ -76,3 +77,4 @@ pub use probes::{parse, Anchor, NoteAddresses, Probe, Probes, Semaphore, Site, S
 pub use process::{mapped_objects, MappedObject};
 pub use resolve::{find_in_path, find_library, find_soname, library_dirs, resolve, LD_SO_CACHE};
 pub use symbols::{data_symbols, demangle, functions, is_instruction_boundary, Function};
+pub use zip::{stored_member, ZipError};

@@ -3,8 +3,10 @@
 //! own test runner among them) search for a feature's line.
 //!
 //! A feature is `yes` only when the kernel has it and sdt uses it: sdt
-//! traces user space, so kernel probe types and kernel BTF types are `no`
-//! whatever the kernel offers.
+//! attaches to no kernel function, so kprobes and kfuncs are `no`
+//! whatever the kernel offers; perf events (`profile`, `software`,
+//! `hardware`), kernel reads and the kernel's BTF (`curtask`, casts) are
+//! `yes` where the kernel has them.
 
 /// Prints the report on standard output.
 pub fn print() {
@@ -16,6 +18,13 @@ pub fn print() {
         .as_ref()
         .is_some_and(|f| f.uprobe_pmu.is_some() || f.uprobe_multi);
     let semaphores = features.as_ref().is_some_and(|f| f.ref_ctr);
+    let faulting = match sdt_bpf::FaultingReads::detect() {
+        Ok(_) => "yes".to_string(),
+        Err(why) => format!("no, because {why}"),
+    };
+    let btf = std::path::Path::new("/sys/kernel/btf/vmlinux").exists();
+    let module_btf = std::fs::read_dir("/sys/kernel/btf")
+        .is_ok_and(|d| d.flatten().any(|e| e.file_name() != "vmlinux"));
     let sections: &[(&str, Vec<(&str, String)>)] = &[
         (
             "System",
@@ -52,7 +61,11 @@ pub fn print() {
             vec![
                 ("probe_read_user", yes(uprobes).into()),
                 ("probe_read_user_str", yes(uprobes).into()),
-                ("probe_read_kernel", "no".into()),
+                (
+                    "copy_from_user",
+                    yes(sdt_bpf::FaultingReads::detect().is_ok()).into(),
+                ),
+                ("probe_read_kernel", "yes".into()),
                 ("get_current_cgroup_id", "yes".into()),
                 ("send_signal", "no".into()),
                 ("override_return", "no".into()),
@@ -70,12 +83,16 @@ pub fn print() {
             vec![
                 ("Instruction limit", "1000000".into()),
                 ("Loop support", "yes".into()),
-                ("btf", "no".into()),
-                ("module btf", "no".into()),
+                ("btf", yes(btf).into()),
+                ("module btf", yes(module_btf).into()),
                 ("map batch", "no".into()),
                 (
                     "uprobe refcount (depends on Build:bcc bpf_attach_uprobe refcount)",
                     yes(semaphores).into(),
+                ),
+                (
+                    "sleepable uprobes (reads that fault pages in, with the bpf_copy_from_user_str kfunc)",
+                    faulting,
                 ),
             ],
         ),
@@ -99,7 +116,7 @@ pub fn print() {
                 ("tracepoint", "yes".into()),
                 ("uprobe", yes(uprobes).into()),
                 ("usdt", yes(uprobes).into()),
-                ("perf_event", "no".into()),
+                ("perf_event", "yes".into()),
                 ("kfunc", "no".into()),
                 ("fentry", "no".into()),
                 ("kprobe_multi", "no".into()),

@@ -41,16 +41,30 @@ pub fn dump(compilation: &Compilation, out: &mut dyn Write) -> io::Result<()> {
         }
     }
     let names = compilation.compiled.map_names();
+    // Sleepable programs call the kfunc that the kernel was asked about.
+    let kfuncs: std::collections::HashMap<i32, String> = sdt_bpf::FaultingReads::detect()
+        .ok()
+        .filter(|_| compilation.compiled.programs.iter().any(|p| p.sleepable))
+        .map(|f| {
+            (
+                f.copy_from_user_str as i32,
+                sdt_bpf::COPY_FROM_USER_STR.to_string(),
+            )
+        })
+        .into_iter()
+        .collect();
     for p in &compilation.compiled.programs {
         let listing = sdt_bpf::disasm::Disassembler::new()
             .map_names(names.clone())
+            .kfunc_names(kfuncs.clone())
             .listing(&p.insns);
         writeln!(
             out,
-            "\nprogram {} ({}, {} instructions):\n{listing}",
+            "\nprogram {} ({}, {} instructions{}):\n{listing}",
             p.display,
             p.name,
-            p.insns.len()
+            p.insns.len(),
+            if p.sleepable { ", sleepable" } else { "" }
         )?;
     }
     Ok(())

@@ -13,6 +13,7 @@ use sdt_runtime::Hits;
 use sdt_script::Compilation;
 
 use crate::diagnostics::print_diagnostics;
+use crate::hints::Said;
 use crate::target::Traced;
 use crate::{Failure, Request, Voice};
 
@@ -29,6 +30,9 @@ pub struct Job {
     pub(crate) traced: Traced,
     pub(crate) config: Config,
     pub(crate) mechanism: Mechanism,
+    /// What to say before the run of attach points that match nothing
+    /// yet (see [`crate::hints`]).
+    pub(crate) start: Vec<Said>,
 }
 
 /// Where a front end joins a run: each has a default that does nothing.
@@ -94,6 +98,12 @@ impl Started<'_, '_> {
         self.runner.mechanism()
     }
 
+    /// The output, for what a front end shows once tracing has started
+    /// (a report's header).
+    pub fn sink(&mut self) -> &mut dyn Sink {
+        self.runner.runtime().sink()
+    }
+
     /// Pushes what the output holds to its writer.
     pub fn flush(&mut self) {
         self.runner.runtime().flush();
@@ -114,6 +124,9 @@ pub struct Outcome {
     /// The exit status of sdt: in sdt's voice, the `-c` command's, else
     /// `exit(N)`'s; in bpftrace's, `exit(N)`'s whatever the command's.
     pub status: u8,
+    /// What was said of why nothing may fire, at the start and at the
+    /// end (see `crate::hints`), in order.
+    pub hints: Vec<sdt_output::Hint>,
 }
 
 impl Job {
@@ -134,23 +147,41 @@ impl Job {
         &self.request
     }
 
+    /// The process traced: the (first) `-p` process, or the `-c`
+    /// command's, started and held; `None` when every process is.
+    pub fn pid(&self) -> Option<i32> {
+        self.traced.pids.first().copied()
+    }
+
     /// The text compiled, for messages about places in it.
     pub fn text(&self) -> &str {
         &self.text
     }
 
     /// Prints what compiling left to say, in the request's voice:
-    /// attach points skipped (`missing_probes = warn`), sites left out;
+    /// attach points skipped (`missing_probes = warn`), what the script
+    /// may not mean (placed in it), sites left out;
     /// with `verbose`, where types came from.
     pub fn print_warnings(&self, verbose: bool) {
         let request = &self.request;
         let compilation = &self.compilation;
-        if request.warnings && !compilation.skipped.is_empty() {
-            let skipped = Diagnostics(compilation.skipped.clone());
-            print_diagnostics(&skipped, request.voice, &request.source.name, &self.text);
+        if request.warnings {
+            let located: Vec<_> = (compilation.skipped.iter())
+                .chain(&compilation.program.warnings)
+                .cloned()
+                .collect();
+            if !located.is_empty() {
+                let located = Diagnostics(located);
+                print_diagnostics(&located, request.voice, &request.source.name, &self.text);
+            }
         }
         for warning in &compilation.warnings {
             request.warn(warning);
+        }
+        if request.warnings {
+            for said in &self.start {
+                eprintln!("{}", said.line(request.voice));
+            }
         }
         if verbose {
             for note in &compilation.program.type_notes {
@@ -174,6 +205,7 @@ impl Job {
             traced,
             config,
             mechanism,
+            start,
         } = self;
         let options = RunOptions {
             mechanism,
@@ -181,7 +213,7 @@ impl Job {
             cgroup: traced.cgroup.clone(),
             follow: request.follow,
             allow_unsafe: request.allow_unsafe,
-            filter_tracepoints: !request.pids().is_empty(),
+            filter_tracepoints: !request.pids().is_empty() || request.scope_tracepoints,
             max_cat_bytes: config.max_cat_bytes,
         };
         let mut runner = Runner::load(&compilation, &options, sink).map_err(|e| {
@@ -192,12 +224,19 @@ impl Job {
                 &text,
             ))
         })?;
+        if request.voice == Voice::Sdt && request.hint_records {
+            for said in &start {
+                runner.runtime().sink().event(Event::Hint(&said.hint));
+            }
+        }
         if request.announce {
             announce(&mut runner, request.voice, compilation.probe_count);
         }
+        let (launch, pids) = (traced.launch.clone(), traced.pids.clone());
         let started = hooks.started;
         let cgroup = traced.cgroup.as_ref().map(|c| c.name.clone());
         let notify = std::env::var_os(NOTIFY).is_some();
+        let confirm = request.confirm_attached.then_some(compilation.probe_count);
         let print_maps = request.print_maps && config.print_maps_on_exit;
         let mut ended = traced
             .run(
@@ -210,6 +249,10 @@ impl Job {
                         attached,
                         cgroup: cgroup.as_deref(),
                     });
+                    if let Some(probes) = confirm {
+                        let plural = if probes == 1 { "" } else { "s" };
+                        eprintln!("Attached {probes} probe{plural}");
+                    }
                     if notify {
                         // Before what BEGIN printed, which is still buffered,
                         // and on standard output whatever -o says, as
@@ -222,7 +265,7 @@ impl Job {
             )
             .map_err(Failure::other)?;
         let exit_code = ended.summary.exit_code.map_or(0, |c| c as u8);
-        let outcome = Outcome {
+        let mut outcome = Outcome {
             hits: ended.runtime.hits(),
             sites: ended.runtime.sites(),
             status: match (request.voice, ended.command_status) {
@@ -231,8 +274,19 @@ impl Job {
             },
             command_status: ended.command_status,
             summary: ended.summary,
+            hints: start.iter().map(|s| s.hint.clone()).collect(),
         };
         report_losses(&outcome, &request, ended.runtime.sink());
+        let traced = match (&launch, request.command()) {
+            (Some(launch), Some(command)) => crate::hints::Traced::Command(launch, command),
+            _ => crate::hints::Traced::Processes(&pids),
+        };
+        let mut said = crate::hints::at_end(&outcome.summary, &traced, request.internal);
+        // What the start said (a runtime built without probes) is not
+        // said again.
+        said.retain(|s| !start.iter().any(|t| t.hint.text == s.hint.text));
+        tell(&said, &request, ended.runtime.sink());
+        outcome.hints.extend(said.into_iter().map(|s| s.hint));
         (hooks.ending)(ended.runtime.sink(), &outcome);
         let sink = ended.runtime.sink();
         sink.finish();
@@ -267,6 +321,8 @@ fn report_losses(outcome: &Outcome, request: &Request, sink: &mut dyn Sink) {
         events: summary.lost_events,
         stacks: summary.lost_stacks,
         full_maps: summary.full_maps.clone(),
+        hits: summary.lost_hits,
+        failed_reads: summary.failed_reads.clone(),
     }));
     if summary.lost_events > 0 {
         let advice = if request.suggest_buffer_size {
@@ -293,6 +349,28 @@ fn report_losses(outcome: &Outcome, request: &Request, sink: &mut dyn Sink) {
     }
     for (map, n) in &summary.full_maps {
         eprintln!("sdt: {n} updates of {map} were dropped because it was full; raise max_map_keys (BPFTRACE_MAX_MAP_KEYS)");
+    }
+    if summary.lost_hits > 0 {
+        eprintln!(
+            "sdt: {} hits were dropped because the kernel had no memory for a thread's scratch space",
+            summary.lost_hits
+        );
+    }
+    for read in &summary.failed_reads {
+        eprintln!("sdt: {}", read.sentence());
+    }
+}
+
+/// Says each of `said` on standard error in the request's voice (unless
+/// warnings are off), and, in sdt's, to the output too (JSON writes it).
+fn tell(said: &[Said], request: &Request, sink: &mut dyn Sink) {
+    for said in said {
+        if request.warnings {
+            eprintln!("{}", said.line(request.voice));
+        }
+        if request.voice == Voice::Sdt && request.hint_records {
+            sink.event(Event::Hint(&said.hint));
+        }
     }
 }
 

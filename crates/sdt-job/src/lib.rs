@@ -36,6 +36,7 @@
 
 mod diagnostics;
 mod failure;
+mod hints;
 mod include;
 pub mod info;
 mod inspect;

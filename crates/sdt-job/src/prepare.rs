@@ -107,6 +107,8 @@ impl Prepared {
     /// The job of `compilation`, compiled from `text` by
     /// [`compile_text`](Self::compile_text).
     pub fn into_job(self, text: String, compilation: Compilation) -> Job {
+        let traced = self.traced.view(self.request.command());
+        let start = crate::hints::at_start(&compilation, &traced, self.request.internal);
         Job {
             request: self.request,
             text,
@@ -114,6 +116,7 @@ impl Prepared {
             traced: self.traced,
             config: self.config,
             mechanism: self.mechanism,
+            start,
         }
     }
 
@@ -217,6 +220,7 @@ fn compile_options(
             allow_unsafe: request.allow_unsafe,
             named_params: request.named.clone(),
             internal: request.internal,
+            stack_mode: config.stack_mode,
         },
         scope: sdt_trace::Scope {
             debug_dirs: request.debug_dirs.clone(),
@@ -227,13 +231,40 @@ fn compile_options(
         codegen: sdt_codegen::Options {
             wake_at: request.ring_size / 8,
             start_ns: monotonic_ns(),
+            wall_offset_ns: wall_offset_ns(),
             cpid: traced.cpid(),
             map_entries,
             ring_size: request.ring_size,
             stamp_printf: request.stamp_printf,
-            machine: sdt_codegen::Machine::current(),
+            machine: if faulting_reads_wanted() {
+                sdt_codegen::Machine::probed()
+            } else {
+                sdt_codegen::Machine::current()
+            },
+            // Set from `counted` by the compiler.
+            hit_counters: 0,
         },
+        counted: counted_probes(),
     }
+}
+
+/// The probes whose hits tell whether a runtime's switch was on, counted
+/// for the report at the end of the run (see `crate::hints`).
+fn counted_probes() -> Vec<(String, String)> {
+    sdt_languages::switch_probes()
+        .into_iter()
+        .map(|(provider, name)| (provider.to_string(), name.to_string()))
+        .collect()
+}
+
+/// The environment variable that, set to `0`, keeps every program from
+/// faulting the traced process's pages in: strings on pages it has not
+/// touched then fail to read (and are counted), as in bpftrace, but the
+/// traced threads never wait for a page on sdt's account.
+pub const FAULTING_READS_VARIABLE: &str = "SDT_FAULTING_READS";
+
+fn faulting_reads_wanted() -> bool {
+    std::env::var_os(FAULTING_READS_VARIABLE).is_none_or(|v| v != "0")
 }
 
 /// `max_strlen`, kept within what sdt can hold, with a warning when it
@@ -246,6 +277,15 @@ fn strlen(request: &Request, config: &Config) -> u32 {
         ));
     }
     wanted.clamp(1, u64::from(MAX_STRLEN)) as u32
+}
+
+/// `CLOCK_REALTIME - CLOCK_MONOTONIC`, wrapping.
+fn wall_offset_ns() -> u64 {
+    let wall = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    let wall = (wall.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(wall.tv_nsec as u64);
+    wall.wrapping_sub(monotonic_ns())
 }
 
 fn monotonic_ns() -> u64 {

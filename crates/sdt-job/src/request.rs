@@ -125,6 +125,9 @@ pub struct Request {
     pub cgroup: Option<PathBuf>,
     /// Whether the processes the target starts are traced too.
     pub follow: bool,
+    /// Tracepoints fire only for the target, also for a `-c` command
+    /// (BCC's tools); otherwise only with `-p`, as bpftrace's do.
+    pub scope_tracepoints: bool,
     /// Bytes of the ring buffer.
     pub ring_size: u32,
     /// The front end takes `--buffer-size`, which a report of records
@@ -152,9 +155,19 @@ pub struct Request {
     pub warnings: bool,
     /// Print `Attaching N probes...` once the programs are loaded.
     pub announce: bool,
+    /// Print `Attached N probes` on standard error once every probe is
+    /// attached, as bpftrace 0.24 and later do (its earlier versions print
+    /// only `Attaching N probes...`, on the output).
+    pub confirm_attached: bool,
     /// Print the maps at the end (and the configuration's
     /// `print_maps_on_exit` agrees).
     pub print_maps: bool,
+    /// In sdt's voice, what the job says of why nothing may fire also
+    /// goes to the output, a record each ([`sdt_output::Event::Hint`]);
+    /// a front end whose output has a fixed set of records (`sdt trace
+    /// --json`) takes them from [`Outcome::hints`](crate::Outcome::hints)
+    /// instead.
+    pub hint_records: bool,
     /// Compile only (`--dump`): the kernel is not asked which mechanism
     /// it has, so that nothing needs privileges.
     pub compile_only: bool,
@@ -177,6 +190,7 @@ impl Request {
             target: Target::Everything,
             cgroup: None,
             follow: true,
+            scope_tracepoints: false,
             ring_size: 4 << 20,
             suggest_buffer_size: false,
             map_entries: None,
@@ -189,7 +203,9 @@ impl Request {
             voice: Voice::Sdt,
             warnings: true,
             announce: false,
+            confirm_attached: false,
             print_maps: true,
+            hint_records: true,
             compile_only: false,
             in_service: false,
         }

@@ -8,10 +8,10 @@
 //! ([`sdt_proc::launch`]) gives the file that a probe without one means.
 
 use std::os::fd::AsFd;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
+use sdt_proc::launch::Launch;
 use sdt_proc::{HeldChild, Pidfd, RunningChild, Signals};
 use sdt_trace::{Cgroup, Scope};
 
@@ -49,9 +49,10 @@ pub struct Traced {
     /// Only processes of this cgroup (and below) are traced.
     pub cgroup: Option<Cgroup>,
     child: Option<HeldChild>,
-    /// The ELF program the `-c` command runs in the end (for a script,
-    /// its interpreter), when it could be told.
-    program: Option<PathBuf>,
+    /// What the `-c` command runs: the ELF program in the end (for a
+    /// script, its interpreter), when it could be told, and the steps on
+    /// the way.
+    pub launch: Option<Launch>,
     /// Until the run stops; then a thread of its own waits on them.
     /// None inside a service, which handles the signals itself.
     signals: Option<Signals>,
@@ -92,10 +93,10 @@ impl Traced {
         } else {
             Some(Signals::block()?)
         };
-        let (child, program) = match command {
+        let (child, launch) = match command {
             Some(command) => {
-                let program = sdt_proc::launch::read(command)?.program;
-                (Some(HeldChild::spawn_command(command)?), program)
+                let launch = sdt_proc::launch::read(command)?;
+                (Some(HeldChild::spawn_command(command)?), Some(launch))
             }
             None => (None, None),
         };
@@ -110,7 +111,7 @@ impl Traced {
             pidfds,
             cgroup,
             child,
-            program,
+            launch,
             signals,
             in_service,
         })
@@ -122,9 +123,18 @@ impl Traced {
     pub fn scope(&self, allow_unsafe: bool) -> Scope {
         Scope {
             pids: self.pids.clone(),
-            default_target: self.program.clone(),
+            default_target: self.launch.as_ref().and_then(|l| l.program.clone()),
             allow_unsafe,
             debug_dirs: Vec::new(),
+        }
+    }
+
+    /// What is traced, for the words of what is said about it.
+    /// `command` is the `-c` command as given.
+    pub(crate) fn view<'a>(&'a self, command: Option<&'a str>) -> crate::hints::Traced<'a> {
+        match (&self.launch, command) {
+            (Some(launch), Some(command)) => crate::hints::Traced::Command(launch, command),
+            _ => crate::hints::Traced::Processes(&self.pids),
         }
     }
 

@@ -1,14 +1,17 @@
 //! Attach points: what `usdt:...`, `uprobe:...`, `tracepoint:...`,
-//! `interval:...`, `BEGIN` and `END` mean, before anything is looked up.
+//! `interval:...`, `profile:...`, `software:...`, `hardware:...`,
+//! `BEGIN` and `END` mean, before anything is looked up.
 //!
 //! The lexer has already split an attach point at its colons (honouring
 //! quotes); this module decides what each field is, substitutes
-//! positional parameters, and refuses the probe types that belong to the
-//! kernel (kprobes, kfuncs, profile) with a message that says so.
+//! positional parameters, and refuses the probe types that attach to
+//! kernel code (kprobes, kfuncs, watchpoints) with a message that says
+//! so.
 
 use crate::diag::{Diagnostic, Span};
 use crate::hir::ProbeKind;
 use crate::lexer::RawAttachPoint;
+use crate::perf::{CounterEvent, CounterKind};
 
 /// A parsed attach point.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,6 +39,21 @@ pub enum AttachSpec {
     Tracepoint {
         category: String,
         name: String,
+    },
+    /// `profile:hz:99`, `profile:ms:10`: the CPU clock sampled on every
+    /// CPU, `count` times a second (`Hz`) or every `count` units.
+    Profile {
+        unit: TimeUnit,
+        count: u64,
+    },
+    /// `software:EVENT[:COUNT]`, `hardware:EVENT[:COUNT]`: every `count`
+    /// occurrences of a perf event, on every CPU.
+    Counter {
+        event: &'static CounterEvent,
+        /// The name as written (an alias stays an alias), for `probe`.
+        written: String,
+        /// As written; the event's default when absent.
+        count: Option<u64>,
     },
 }
 
@@ -117,7 +135,47 @@ impl AttachSpec {
             AttachSpec::Uprobe { ret: false, .. } => ProbeKind::Uprobe,
             AttachSpec::Uprobe { ret: true, .. } => ProbeKind::Uretprobe,
             AttachSpec::Tracepoint { .. } => ProbeKind::Tracepoint,
+            AttachSpec::Profile { .. } => ProbeKind::Profile,
+            AttachSpec::Counter { event, .. } => match event.kind {
+                CounterKind::Software => ProbeKind::Software,
+                CounterKind::Hardware => ProbeKind::Hardware,
+            },
         }
+    }
+
+    /// The name the `probe` builtin gives a probe of this kind that
+    /// stands for itself alone (not a USDT probe, uprobe or tracepoint,
+    /// whose names come from what they resolved to), as bpftrace writes
+    /// it: `profile:hz:99`, `software:cs`, `software:faults:10`.
+    pub fn own_name(&self) -> Option<String> {
+        Some(match self {
+            AttachSpec::Begin => "BEGIN".to_string(),
+            AttachSpec::End => "END".to_string(),
+            AttachSpec::Interval { period_ns, .. } => interval_name(*period_ns),
+            AttachSpec::Profile { unit, count } => format!("profile:{}:{count}", unit.name()),
+            AttachSpec::Counter {
+                event,
+                written,
+                count,
+            } => match count {
+                Some(n) => format!("{}:{written}:{n}", event.kind.name()),
+                None => format!("{}:{written}", event.kind.name()),
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// `interval:s:1`, `interval:ms:250`, as bpftrace names them.
+fn interval_name(ns: u64) -> String {
+    if ns % 1_000_000_000 == 0 {
+        format!("interval:s:{}", ns / 1_000_000_000)
+    } else if ns % 1_000_000 == 0 {
+        format!("interval:ms:{}", ns / 1_000_000)
+    } else if ns % 1_000 == 0 {
+        format!("interval:us:{}", ns / 1_000)
+    } else {
+        format!("interval:ns:{ns}")
     }
 }
 
@@ -225,23 +283,30 @@ pub fn parse(raw: &RawAttachPoint, params: &[String]) -> Result<AttachSpec, Diag
             },
             _ => return Err(wrong("tracepoint:CATEGORY:NAME, for example tracepoint:syscalls:sys_enter_openat")),
         },
+        "profile" | "p" => parse_profile(rest).map_err(|why| {
+            Diagnostic::error(span, why)
+                .hint("write it as profile:hz:N, profile:s:N, profile:ms:N or profile:us:N")
+        })?,
+        "software" | "s" => parse_counter(CounterKind::Software, rest, span)?,
+        "hardware" | "h" => parse_counter(CounterKind::Hardware, rest, span)?,
         "kprobe" | "k" | "kretprobe" | "kr" | "kfunc" | "f" | "kretfunc" | "fr" | "fentry" | "fexit" | "rawtracepoint" | "rt" => {
             return Err(Diagnostic::error(span, format!("`{kind}` probes trace the kernel, and sdt traces user space"))
-                .hint("use usdt, uprobe or uretprobe for programs, or a tracepoint (tracepoint:syscalls:...) for what they ask of the kernel"))
+                .hint("use usdt, uprobe or uretprobe for programs, a tracepoint (tracepoint:syscalls:...) for what they ask of the kernel, or profile:hz:99 to sample them"))
         }
-        "profile" | "p" | "software" | "s" | "hardware" | "h" | "watchpoint" | "w" | "asyncwatchpoint" | "aw" | "iter" | "it" => {
+        "watchpoint" | "w" | "asyncwatchpoint" | "aw" | "iter" | "it" => {
             return Err(Diagnostic::error(span, format!("`{kind}` probes are not supported by sdt"))
-                .hint("sdt runs usdt, uprobe, uretprobe, tracepoint, interval, BEGIN and END probes"))
+                .hint("sdt runs usdt, uprobe, uretprobe, tracepoint, profile, software, hardware, interval, BEGIN and END probes"))
         }
         _ => {
             let known = [
-                "usdt", "uprobe", "uretprobe", "tracepoint", "interval", "begin", "end",
+                "usdt", "uprobe", "uretprobe", "tracepoint", "interval", "profile", "software",
+                "hardware", "begin", "end",
             ];
             let mut d = Diagnostic::error(span, format!("unknown probe type `{kind}`"));
             if let Some(hint) = crate::diag::did_you_mean(&crate::diag::suggest(kind, known)) {
                 d = d.hint(hint);
             } else {
-                d = d.hint("probe types are usdt, uprobe, uretprobe, tracepoint, interval, begin and end");
+                d = d.hint("probe types are usdt, uprobe, uretprobe, tracepoint, profile, software, hardware, interval, begin and end");
             }
             return Err(d);
         }
@@ -250,20 +315,101 @@ pub fn parse(raw: &RawAttachPoint, params: &[String]) -> Result<AttachSpec, Diag
 }
 
 fn parse_interval(rest: &[String]) -> Option<AttachSpec> {
+    let (unit, count) = rate(rest)?;
+    let period_ns = unit.period_ns(count)?;
+    Some(AttachSpec::Interval { period_ns, unit })
+}
+
+/// `UNIT:N`, or `Nunit` in one field (`100ms`); `None` for a count of 0.
+fn rate(rest: &[String]) -> Option<(TimeUnit, u64)> {
     let (unit, count) = match rest {
-        [unit, count] => (unit.as_str(), count.parse::<u64>().ok()?),
+        [unit, count] => (unit.as_str(), crate::lexer::parse_int(count).ok()?),
         [text] => {
             let digits = text.find(|c: char| !c.is_ascii_digit())?;
             (&text[digits..], text[..digits].parse().ok()?)
         }
         _ => return None,
     };
-    if count == 0 {
-        return None;
+    (count > 0).then_some(())?;
+    Some((TimeUnit::named(unit)?, count))
+}
+
+/// `profile:hz:N`, `profile:s:N`, `profile:ms:N`, `profile:us:N`.
+fn parse_profile(rest: &[String]) -> Result<AttachSpec, String> {
+    let Some((unit, count)) = rate(rest) else {
+        return Err(match rest {
+            [unit, _] if TimeUnit::named(unit).is_none() => {
+                format!("{unit} is not an accepted unit of time")
+            }
+            [_, _] => "profile frequency should be a positive integer".to_string(),
+            _ => "profile probe must have unit of time".to_string(),
+        });
+    };
+    if unit == TimeUnit::Ns || unit.period_ns(count).is_none() {
+        return Err(format!(
+            "profile:{}:{count} is not a rate sdt can sample at",
+            unit.name()
+        ));
     }
-    let unit = TimeUnit::named(unit)?;
-    let period_ns = unit.period_ns(count)?;
-    Some(AttachSpec::Interval { period_ns, unit })
+    Ok(AttachSpec::Profile { unit, count })
+}
+
+/// `software:EVENT[:COUNT]` or `hardware:EVENT[:COUNT]`.
+fn parse_counter(kind: CounterKind, rest: &[String], span: Span) -> Result<AttachSpec, Diagnostic> {
+    let what = kind.name();
+    let (name, count) = match rest {
+        [name] => (name, None),
+        [name, count] if count.is_empty() => (name, None),
+        [name, count] => (name, Some(count)),
+        _ => {
+            return Err(Diagnostic::error(
+                span,
+                format!("{what} probe must have a {what} event name"),
+            )
+            .hint(format!("write it as {what}:EVENT or {what}:EVENT:COUNT")))
+        }
+    };
+    if name.contains(['*', '?', '[']) {
+        return Err(Diagnostic::error(
+            span,
+            format!("wildcards are not allowed for {what} probe type"),
+        )
+        .hint(format!("`sdt run -l '{what}:*'` lists the events")));
+    }
+    let Some(event) = kind.find(name) else {
+        let names = kind
+            .events()
+            .iter()
+            .flat_map(|e| std::iter::once(e.name).chain(e.alias));
+        let mut d = Diagnostic::error(span, format!("{name} is not a {what} probe"));
+        if let Some(h) = crate::diag::did_you_mean(&crate::diag::suggest(name, names)) {
+            d = d.hint(h);
+        }
+        return Err(d.hint(format!("`sdt run -l '{what}:*'` lists the events")));
+    };
+    let count = match count {
+        None => None,
+        Some(text) => match crate::lexer::parse_int(text) {
+            Ok(0) => {
+                return Err(Diagnostic::error(
+                    span,
+                    format!("{what} count should be a positive integer"),
+                ))
+            }
+            Ok(n) => Some(n),
+            Err(_) => {
+                return Err(Diagnostic::error(
+                    span,
+                    format!("{what} probe can only have an integer count"),
+                ))
+            }
+        },
+    };
+    Ok(AttachSpec::Counter {
+        event,
+        written: name.clone(),
+        count,
+    })
 }
 
 /// `PATH@FILE:LINE` or `PATH@FILE:LINE:COLUMN`, split at the colons:
@@ -552,9 +698,86 @@ mod tests {
                 name: "sys_enter_*".into()
             }
         );
+        assert!(spec("watchpoint:0x10:8:w", &[]).is_err());
         let err = spec("kprobe:do_nanosleep", &[]).unwrap_err();
         assert!(err.message.contains("kernel"), "{}", err.message);
         let err = spec("usdtt:/bin/x:a:b", &[]).unwrap_err();
         assert!(err.hints.iter().any(|h| h.contains("usdt")), "{err:?}");
+    }
+
+    #[test]
+    fn profile_forms() {
+        let p = spec("profile:hz:99", &[]).unwrap();
+        assert_eq!(
+            p,
+            AttachSpec::Profile {
+                unit: TimeUnit::Hz,
+                count: 99
+            }
+        );
+        assert_eq!(p.kind(), ProbeKind::Profile);
+        assert_eq!(p.own_name().unwrap(), "profile:hz:99");
+        assert_eq!(
+            spec("p:ms:10", &[]).unwrap().own_name().unwrap(),
+            "profile:ms:10"
+        );
+        assert_eq!(
+            spec("profile:s:$1", &["2"]).unwrap(),
+            AttachSpec::Profile {
+                unit: TimeUnit::S,
+                count: 2
+            }
+        );
+        let err = spec("profile:hz:0", &[]).unwrap_err();
+        assert!(err.message.contains("positive"), "{}", err.message);
+        let err = spec("profile:days:3", &[]).unwrap_err();
+        assert_eq!(err.message, "days is not an accepted unit of time");
+        assert!(spec("profile", &[]).is_err());
+        assert!(spec("profile:ns:100", &[]).is_err());
+    }
+
+    #[test]
+    fn counter_forms() {
+        let s = spec("software:faults:1", &[]).unwrap();
+        let AttachSpec::Counter {
+            event,
+            written,
+            count,
+        } = &s
+        else {
+            panic!("{s:?}")
+        };
+        assert_eq!((event.name, event.config), ("page-faults", 2));
+        assert_eq!((written.as_str(), *count), ("faults", Some(1)));
+        assert_eq!(s.kind(), ProbeKind::Software);
+        assert_eq!(s.own_name().unwrap(), "software:faults:1");
+        let cs = spec("s:cs", &[]).unwrap();
+        assert_eq!(cs.own_name().unwrap(), "software:cs");
+        assert_eq!(
+            spec("software:cpu:1e6", &[]).unwrap().own_name().unwrap(),
+            "software:cpu:1000000"
+        );
+        let h = spec("hardware:cycles:100000", &[]).unwrap();
+        assert_eq!(h.kind(), ProbeKind::Hardware);
+        let err = spec("software:cycles", &[]).unwrap_err();
+        assert_eq!(err.message, "cycles is not a software probe");
+        let err = spec("software:page-fault", &[]).unwrap_err();
+        assert!(
+            err.hints.iter().any(|h| h.contains("page-faults")),
+            "{err:?}"
+        );
+        assert!(spec("software:faults:0", &[])
+            .unwrap_err()
+            .message
+            .contains("positive"));
+        assert!(spec("software:faults:x", &[])
+            .unwrap_err()
+            .message
+            .contains("integer count"));
+        assert!(spec("hardware:*", &[])
+            .unwrap_err()
+            .message
+            .contains("wildcards"));
+        assert!(spec("software", &[]).is_err());
     }
 }

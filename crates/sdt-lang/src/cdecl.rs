@@ -620,7 +620,7 @@ impl DeclParser<'_> {
         let mut ty = base;
         for d in derivations.into_iter().rev() {
             ty = match d {
-                Derivation::Pointer => Ty::Ptr(Box::new(ty)),
+                Derivation::Pointer => Ty::ptr(ty),
                 Derivation::Array(len) => Ty::Array {
                     elem: Box::new(ty),
                     len,
@@ -833,7 +833,7 @@ mod tests {
                 len: 3
             }
         );
-        assert_eq!(s.fields[5].ty, Ty::Ptr(Box::new(Ty::int(1, true))));
+        assert_eq!(s.fields[5].ty, Ty::ptr(Ty::int(1, true)));
     }
 
     #[test]
@@ -877,10 +877,7 @@ mod tests {
             unreachable!()
         };
         assert_eq!(reg.field(id, "x").unwrap().offset, 24);
-        assert_eq!(
-            reg.field(id, "next").unwrap().ty,
-            Ty::Ptr(Box::new(Ty::Record(id)))
-        );
+        assert_eq!(reg.field(id, "next").unwrap().ty, Ty::ptr(Ty::Record(id)));
         assert_eq!(
             offsets(&reg, "struct pk"),
             [("c".into(), 0), ("u".into(), 1)]
@@ -918,7 +915,7 @@ mod tests {
         assert_eq!(def.name_of(6), Some("PAUSED"));
         assert!(matches!(reg.typedef("state_t"), Some(Ty::Enum { .. })));
         assert!(matches!(reg.typedef("node_t"), Some(Ty::Record(_))));
-        assert!(matches!(reg.typedef("node_p"), Some(Ty::Ptr(_))));
+        assert!(matches!(reg.typedef("node_p"), Some(Ty::Ptr(..))));
         assert_eq!(reg.typedef("u64_t"), Some(&UINT64));
         assert!(matches!(
             reg.tag("enum", "neg"),
@@ -945,10 +942,10 @@ mod tests {
             }
         );
         assert!(
-            matches!(m.fields[1].ty, Ty::Ptr(ref inner) if matches!(**inner, Ty::Array { len: 8, .. }))
+            matches!(m.fields[1].ty, Ty::Ptr(ref inner, _) if matches!(**inner, Ty::Array { len: 8, .. }))
         );
         assert!(
-            matches!(m.fields[2].ty, Ty::Array { len: 4, ref elem } if matches!(**elem, Ty::Ptr(_)))
+            matches!(m.fields[2].ty, Ty::Array { len: 4, ref elem } if matches!(**elem, Ty::Ptr(..)))
         );
         assert_eq!(m.size, 24 + 8 + 32);
     }

@@ -40,6 +40,9 @@ pub struct Program {
     /// where it happens, at run time (its result is then 1, as in
     /// bpftrace 0.25 and later).
     pub zero_division: u32,
+    /// The format of the warning an update of a full map prints where it
+    /// is, at run time, the first time on each CPU (bpftrace's words).
+    pub map_full: u32,
 }
 
 /// A map, with the types every use of it agreed on.
@@ -79,7 +82,7 @@ impl MapDecl {
             .iter()
             .map(|t| t.value_size(registry).next_multiple_of(8))
             .sum();
-        let bucket = if self.is_histogram() { 8 } else { 0 };
+        let bucket = if self.has_bucket() { 8 } else { 0 };
         (parts + bucket).max(8)
     }
 
@@ -111,6 +114,11 @@ impl MapDecl {
         self.aggregation().is_some_and(Agg::is_histogram)
     }
 
+    /// Whether the kernel's key holds a bucket after the user's keys.
+    pub fn has_bucket(&self) -> bool {
+        self.aggregation().is_some_and(Agg::has_bucket)
+    }
+
     /// Aggregations live in per-CPU maps, merged when printed.
     pub fn is_per_cpu(&self) -> bool {
         self.aggregation().is_some()
@@ -127,6 +135,12 @@ pub enum ProbeKind {
     Uprobe,
     Uretprobe,
     Tracepoint,
+    /// `profile:hz:N`: the CPU clock, sampled on every CPU.
+    Profile,
+    /// `software:EVENT`: a perf event the kernel counts.
+    Software,
+    /// `hardware:EVENT`: a perf event the CPU counts.
+    Hardware,
 }
 
 impl ProbeKind {
@@ -139,7 +153,27 @@ impl ProbeKind {
             ProbeKind::Uprobe => "uprobe",
             ProbeKind::Uretprobe => "uretprobe",
             ProbeKind::Tracepoint => "tracepoint",
+            ProbeKind::Profile => "profile",
+            ProbeKind::Software => "software",
+            ProbeKind::Hardware => "hardware",
         }
+    }
+
+    /// Runs when a perf event overflows, on whatever CPU it counts, with
+    /// the interrupted task's registers (`struct bpf_perf_event_data`)
+    /// as context: a sample of what was running.
+    pub fn is_perf_event(self) -> bool {
+        matches!(
+            self,
+            ProbeKind::Profile | ProbeKind::Software | ProbeKind::Hardware
+        )
+    }
+
+    /// Has a task of its own to describe: the traced process at a probe
+    /// of it, the task a tracepoint fired in or a perf event sampled
+    /// (`BEGIN`, `END` and intervals run for sdt itself).
+    pub fn has_task(self) -> bool {
+        self.is_uprobe() || self.is_perf_event() || self == ProbeKind::Tracepoint
     }
 
     /// Runs in the traced program, with its registers as context.
@@ -189,6 +223,8 @@ pub enum TStmt {
         map: MapId,
         keys: Vec<TExpr>,
         value: TExpr,
+        /// The whole assignment, `@m[k] = v`.
+        span: Span,
     },
     /// `@m[keys] = count()` and the other aggregations; `args` are the
     /// aggregated value (none for `count`).
@@ -507,6 +543,8 @@ pub enum TKind {
     USym(Box<TExpr>),
     /// `ustack`.
     UStack,
+    /// `kstack`: the id of the kernel stack in the stack map, or -1.
+    KStack,
     /// `strftime(fmt, ns)`.
     Strftime(Box<TExpr>),
     /// `bswap(x)`.

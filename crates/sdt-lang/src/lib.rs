@@ -33,5 +33,6 @@ pub mod hir;
 pub mod lexer;
 pub mod macros;
 pub mod parser;
+pub mod perf;
 mod rewrite;
 pub mod types;

@@ -31,8 +31,8 @@ pub enum Ty {
         bytes: u8,
         signed: bool,
     },
-    /// An address in the traced process.
-    Ptr(Box<Ty>),
+    /// An address, in the traced process's memory or the kernel's.
+    Ptr(Box<Ty>, Space),
     Array {
         elem: Box<Ty>,
         len: u64,
@@ -54,17 +54,75 @@ pub enum Ty {
     Agg(Agg),
 }
 
+/// Whose memory a pointer points into, which decides how it is read:
+/// `bpf_probe_read_user` or `bpf_probe_read_kernel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Space {
+    /// The traced process's (the current task's user memory).
+    User,
+    /// The kernel's: `curtask` and what kernel structs point at.
+    Kernel,
+}
+
 /// The aggregating functions, as map value types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Agg {
     Count,
-    Sum { signed: bool },
-    Avg { signed: bool },
-    Min { signed: bool },
-    Max { signed: bool },
-    Stats { signed: bool },
-    Hist { bits: u8 },
-    Lhist { min: i64, max: i64, step: i64 },
+    Sum {
+        signed: bool,
+    },
+    Avg {
+        signed: bool,
+    },
+    Min {
+        signed: bool,
+    },
+    Max {
+        signed: bool,
+    },
+    Stats {
+        signed: bool,
+    },
+    Hist {
+        bits: u8,
+    },
+    Lhist {
+        min: i64,
+        max: i64,
+        step: i64,
+    },
+    /// `tseries(value, interval, count[, how])`: a value for each of the
+    /// last `count` intervals of `interval_ns`, the interval's number
+    /// modulo `count` in the key.
+    TSeries {
+        interval_ns: u64,
+        count: u32,
+        how: TSeriesAgg,
+    },
+}
+
+/// How `tseries()` keeps the values of one interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TSeriesAgg {
+    /// The last value.
+    Last,
+    Sum,
+    Avg,
+    Min,
+    Max,
+}
+
+impl TSeriesAgg {
+    /// The aggregation `tseries()`'s last argument names.
+    pub fn named(name: &str) -> Option<TSeriesAgg> {
+        Some(match name {
+            "avg" => TSeriesAgg::Avg,
+            "max" => TSeriesAgg::Max,
+            "min" => TSeriesAgg::Min,
+            "sum" => TSeriesAgg::Sum,
+            _ => return None,
+        })
+    }
 }
 
 impl Agg {
@@ -78,16 +136,21 @@ impl Agg {
             Agg::Stats { .. } => "stats",
             Agg::Hist { .. } => "hist",
             Agg::Lhist { .. } => "lhist",
+            Agg::TSeries { .. } => "tseries",
         }
     }
 
-    /// Bytes of the per-CPU value: one or two `u64`s. Histograms keep, per
-    /// bucket (the bucket is in the key), the count and the sum of the
+    /// Bytes of the per-CPU value: one to three `u64`s. Histograms keep,
+    /// per bucket (the bucket is in the key), the count and the sum of the
     /// values counted there: the sum is what a Prometheus histogram's
-    /// `_sum` reports.
+    /// `_sum` reports. A time series keeps, per interval (its number
+    /// modulo the count is in the key), the value, what decides how
+    /// another value changes it (the time it was set, or how many values
+    /// an average has), and the interval's number.
     pub fn value_size(self) -> u32 {
         match self {
             Agg::Count | Agg::Sum { .. } => 8,
+            Agg::TSeries { .. } => 24,
             _ => 16,
         }
     }
@@ -101,12 +164,18 @@ impl Agg {
             | Agg::Min { signed }
             | Agg::Max { signed }
             | Agg::Avg { signed } => Some(Ty::Int { bytes: 8, signed }),
-            Agg::Stats { .. } | Agg::Hist { .. } | Agg::Lhist { .. } => None,
+            Agg::Stats { .. } | Agg::Hist { .. } | Agg::Lhist { .. } | Agg::TSeries { .. } => None,
         }
     }
 
     pub fn is_histogram(self) -> bool {
         matches!(self, Agg::Hist { .. } | Agg::Lhist { .. })
+    }
+
+    /// Whether the key holds a bucket after the user's keys: a
+    /// histogram's, or a time series' interval.
+    pub fn has_bucket(self) -> bool {
+        self.is_histogram() || matches!(self, Agg::TSeries { .. })
     }
 }
 
@@ -129,7 +198,12 @@ pub enum Shown {
     /// address, then the process id.
     USym,
     /// A user stack (`ustack`): a stack id, then the process id.
-    UStack { perf_mode: bool, depth: u32 },
+    UStack { mode: StackMode, depth: u32 },
+    /// A kernel stack (`kstack`): a stack id, negative for none (a probe
+    /// that interrupted user code has no kernel stack).
+    KStack { mode: StackMode, depth: u32 },
+    /// A kernel address, printed as the kernel symbol it is in (`ksym`).
+    KSym,
     /// A probe's full name (`probe`), by its id.
     Probe,
     /// The traced function's name (`func`), by its id.
@@ -149,12 +223,43 @@ pub enum Shown {
     Timestamp { format: u32 },
 }
 
+/// How a stack prints: bpftrace's modes (`ustack(perf)`, the
+/// `stack_mode` configuration).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum StackMode {
+    /// `symbol+offset`, indented.
+    #[default]
+    Bpftrace,
+    /// As `perf script`: the address, `symbol+offset` and the object.
+    Perf,
+    /// The address alone (bpftrace 0.18 and later).
+    Raw,
+    /// The object's build id and the file offset, for symbolizing
+    /// elsewhere (bpftrace 0.25 and later).
+    BuildId,
+}
+
+impl StackMode {
+    /// The mode a name (as bpftrace takes it) stands for.
+    pub fn named(name: &str) -> Option<StackMode> {
+        Some(match name {
+            "bpftrace" => StackMode::Bpftrace,
+            "perf" => StackMode::Perf,
+            "raw" => StackMode::Raw,
+            "build_id" => StackMode::BuildId,
+            _ => return None,
+        })
+    }
+}
+
 impl Shown {
     /// How the type reads in messages.
     pub fn name(self) -> &'static str {
         match self {
             Shown::USym => "usym",
             Shown::UStack { .. } => "ustack",
+            Shown::KStack { .. } => "kstack",
+            Shown::KSym => "ksym",
             Shown::Probe => "probe",
             Shown::Func => "func",
             Shown::Username => "username",
@@ -169,6 +274,8 @@ impl Shown {
     pub fn value_size(self) -> u32 {
         match self {
             Shown::Probe
+            | Shown::KStack { .. }
+            | Shown::KSym
             | Shown::Func
             | Shown::Username
             | Shown::Strerror
@@ -191,10 +298,12 @@ impl Shown {
     /// value's first word; `None` where they print its text.
     pub fn number(self) -> Option<Ty> {
         match self {
-            Shown::USym | Shown::Probe | Shown::Func | Shown::Timestamp { .. } => Some(UINT64),
+            Shown::USym | Shown::KSym | Shown::Probe | Shown::Func | Shown::Timestamp { .. } => {
+                Some(UINT64)
+            }
             Shown::Username => Some(UINT32),
             Shown::Strerror | Shown::SignalName => Some(INT64),
-            Shown::UStack { .. } | Shown::Inet { .. } => None,
+            Shown::UStack { .. } | Shown::KStack { .. } | Shown::Inet { .. } => None,
         }
     }
 }
@@ -222,6 +331,24 @@ impl Ty {
         Ty::Int { bytes, signed }
     }
 
+    /// A pointer into the traced process's memory.
+    pub fn ptr(pointee: Ty) -> Ty {
+        Ty::Ptr(Box::new(pointee), Space::User)
+    }
+
+    /// A pointer into the kernel's memory.
+    pub fn kernel_ptr(pointee: Ty) -> Ty {
+        Ty::Ptr(Box::new(pointee), Space::Kernel)
+    }
+
+    /// Whose memory a pointer points into; `None` for other types.
+    pub fn space(&self) -> Option<Space> {
+        match self {
+            Ty::Ptr(_, space) => Some(*space),
+            _ => None,
+        }
+    }
+
     /// Whether values of this type are integers in a register. Booleans
     /// are: as in bpftrace, they take part in arithmetic as 0 and 1.
     pub fn is_integer(&self) -> bool {
@@ -232,7 +359,7 @@ impl Ty {
     /// integer-backed values that print in their own way.
     pub fn is_scalar(&self) -> bool {
         match self {
-            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(_) => true,
+            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(..) => true,
             Ty::Shown(shown) => shown.is_scalar(),
             _ => false,
         }
@@ -254,7 +381,7 @@ impl Ty {
     pub fn value_size(&self, registry: &TypeRegistry) -> u32 {
         match self {
             Ty::Void => 0,
-            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(_) => 8,
+            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(..) => 8,
             Ty::Shown(shown) => shown.value_size(),
             Ty::Str { size } => *size,
             // The length read, then the bytes.
@@ -333,7 +460,7 @@ impl fmt::Display for TyDisplay<'_> {
                 write!(f, "{}int{}", if *signed { "" } else { "u" }, bytes * 8)
             }
             Ty::Enum { id, .. } => write!(f, "enum {}", r.enum_def(*id).name),
-            Ty::Ptr(inner) => write!(f, "{} *", inner.display(r)),
+            Ty::Ptr(inner, _) => write!(f, "{} *", inner.display(r)),
             // C's order: `int32[2][3]` is two arrays of three.
             Ty::Array { .. } => {
                 let mut dims = Vec::new();
@@ -438,6 +565,8 @@ pub struct TypeRegistry {
     typedefs: HashMap<String, Ty>,
     /// Enumerator names to their enum and value.
     enumerators: HashMap<String, (EnumId, i64)>,
+    /// Records that describe the kernel's memory (from its BTF).
+    kernel: std::collections::HashSet<RecordId>,
 }
 
 impl TypeRegistry {
@@ -467,6 +596,16 @@ impl TypeRegistry {
             Some(i) => RecordId(i as u32),
             None => self.add_record(record),
         }
+    }
+
+    /// Marks record `id` as one of the kernel's (from its BTF): pointers
+    /// to it point into the kernel's memory.
+    pub fn mark_kernel(&mut self, id: RecordId) {
+        self.kernel.insert(id);
+    }
+
+    pub fn is_kernel(&self, id: RecordId) -> bool {
+        self.kernel.contains(&id)
     }
 
     pub fn add_enum(&mut self, def: EnumDef) -> EnumId {
@@ -512,7 +651,7 @@ impl TypeRegistry {
         match ty {
             Ty::Int { bytes, .. } | Ty::Enum { bytes, .. } => u64::from(*bytes),
             Ty::Bool => 1,
-            Ty::Ptr(_) => 8,
+            Ty::Ptr(..) => 8,
             Ty::Array { elem, len } => self.c_size(elem).saturating_mul(*len),
             Ty::Record(id) => self.record(*id).size,
             Ty::Void => 1,
@@ -520,10 +659,48 @@ impl TypeRegistry {
         }
     }
 
+    /// The size bpftrace gives a value of `ty` (`sizeof`): C's for C
+    /// types; a tuple is laid out as a C struct of its items, each aligned
+    /// as bpftrace aligns it in a tuple (see [`TypeRegistry::tuple_align`]),
+    /// the whole to its largest alignment. (sdt keeps each item in 8 bytes
+    /// of its own; this is the size a script asks about.)
+    pub fn bpftrace_size(&self, ty: &Ty) -> u64 {
+        match ty {
+            Ty::Tuple(items) => {
+                let mut end = 0u64;
+                for item in items {
+                    end = end.next_multiple_of(self.tuple_align(item));
+                    end += self.bpftrace_size(item);
+                }
+                end.next_multiple_of(self.tuple_align(ty))
+            }
+            other => self.c_size(other),
+        }
+    }
+
+    /// The alignment of `ty` inside a tuple, as bpftrace 0.19 and later
+    /// give it: 1 for strings and the other values kept as bytes, a
+    /// tuple's or C type's own, an array's element's, else the size up to
+    /// 2, 4 up to 4 bytes, and 8.
+    pub fn tuple_align(&self, ty: &Ty) -> u64 {
+        match ty {
+            Ty::Str { .. } | Ty::Buf { .. } => 1,
+            Ty::Shown(Shown::Inet { .. } | Shown::Timestamp { .. }) => 1,
+            Ty::Tuple(items) => items.iter().map(|t| self.tuple_align(t)).max().unwrap_or(1),
+            Ty::Record(id) => self.record(*id).align.max(1),
+            Ty::Array { elem, .. } => self.tuple_align(elem),
+            other => match self.c_size(other) {
+                0..=2 => self.c_size(other).max(1),
+                3..=4 => 4,
+                _ => 8,
+            },
+        }
+    }
+
     pub fn c_align(&self, ty: &Ty) -> u64 {
         match ty {
             Ty::Int { bytes, .. } | Ty::Enum { bytes, .. } => u64::from(*bytes).max(1),
-            Ty::Ptr(_) => 8,
+            Ty::Ptr(..) => 8,
             Ty::Array { elem, .. } => self.c_align(elem),
             Ty::Record(id) => self.record(*id).align.max(1),
             _ => 1,
@@ -618,5 +795,50 @@ mod tests {
         let items = [INT64, Ty::Str { size: 13 }, UINT32];
         assert_eq!(Ty::tuple_offsets(&items, &reg), [0, 8, 24]);
         assert_eq!(Ty::Tuple(items.to_vec()).value_size(&reg), 32);
+    }
+
+    /// What `sizeof` says of a tuple: bpftrace's layout, not sdt's.
+    #[test]
+    fn tuples_have_bpftrace_s_sizes() {
+        let mut reg = TypeRegistry::default();
+        let int = |bytes, signed| Ty::Int { bytes, signed };
+        let size = |reg: &TypeRegistry, items: &[Ty]| reg.bpftrace_size(&Ty::Tuple(items.to_vec()));
+        assert_eq!(size(&reg, &[int(1, true), int(2, true), int(4, true)]), 8);
+        assert_eq!(size(&reg, &[int(4, true), int(2, true), int(1, true)]), 8);
+        assert_eq!(size(&reg, &[int(1, true), INT64, int(1, true), INT64]), 32);
+        // Strings align to 1; the literal 3 is 64 bits, as before 0.25.
+        let mixed = [
+            int(1, true),
+            int(1, true),
+            Ty::Str { size: 7 },
+            INT64,
+            int(4, true),
+            INT64,
+            int(1, true),
+            int(2, true),
+            Ty::Str { size: 4 },
+        ];
+        assert_eq!(size(&reg, &mixed), 48);
+        let pair = reg.add_record(Record {
+            name: "Foo".into(),
+            is_union: false,
+            size: 8,
+            align: 4,
+            fields: Vec::new(),
+            incomplete: false,
+        });
+        assert_eq!(size(&reg, &[int(4, true), Ty::Record(pair)]), 12);
+        let array = Ty::Array {
+            elem: Box::new(int(4, true)),
+            len: 4,
+        };
+        assert_eq!(size(&reg, &[int(4, true), array]), 20);
+        assert_eq!(
+            size(
+                &reg,
+                &[int(1, true), Ty::Tuple(vec![int(2, true), int(1, true)])]
+            ),
+            6
+        );
     }
 }

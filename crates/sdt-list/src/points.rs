@@ -18,6 +18,7 @@ use globset::{Glob, GlobMatcher};
 use sdt_bind::{Bound, Target};
 use sdt_lang::attach::AttachSpec;
 use sdt_lang::diag::Diagnostics;
+use sdt_lang::perf::CounterKind;
 use sdt_trace::Scope;
 
 /// The probe types sdt lists, with their one-letter forms.
@@ -27,9 +28,13 @@ const TYPES: &[(&str, &str)] = &[
     ("uretprobe", "ur"),
     ("tracepoint", "t"),
     ("interval", "i"),
+    ("profile", "p"),
+    ("software", "s"),
+    ("hardware", "h"),
 ];
 
-/// The units of `interval` probes, listed as bpftrace lists them.
+/// The units of `interval` and `profile` probes, listed as bpftrace
+/// lists them.
 const INTERVAL_UNITS: &[&str] = &["hz", "ms", "s", "us"];
 
 /// Lists the probes matching `pattern` (every probe of the process with
@@ -74,6 +79,14 @@ fn print(lines: BTreeSet<String>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The names and aliases of the perf events of `kind`.
+fn event_names(kind: CounterKind) -> Vec<&'static str> {
+    kind.events()
+        .iter()
+        .flat_map(|e| std::iter::once(e.name).chain(e.alias))
+        .collect()
+}
+
 fn matcher(glob: &str) -> anyhow::Result<GlobMatcher> {
     Ok(Glob::new(glob)?.compile_matcher())
 }
@@ -111,12 +124,19 @@ fn search(
                 };
                 tracepoints(category, event, verbose, lines)?;
             }
-            "interval" => {
+            "interval" | "profile" | "software" | "hardware" => {
+                // One line per unit, or per event name and alias, each
+                // ending in `:` where the rate or count goes.
+                let names: Vec<&str> = match name {
+                    "software" => event_names(CounterKind::Software),
+                    "hardware" => event_names(CounterKind::Hardware),
+                    _ => INTERVAL_UNITS.to_vec(),
+                };
                 let wanted = matcher(&format!("{}:", rest.join(":")))?;
-                for unit in INTERVAL_UNITS {
-                    let line = format!("{unit}:");
+                for item in names {
+                    let line = format!("{item}:");
                     if wanted.is_match(&line) || rest == ["*"] {
-                        lines.insert(format!("interval:{line}"));
+                        lines.insert(format!("{name}:{line}"));
                     }
                 }
             }
@@ -395,6 +415,12 @@ fn probe_lines(b: &Bound) -> Vec<String> {
             .collect(),
         (Target::Plain, AttachSpec::Interval { unit, .. }) => {
             vec![format!("interval:{}:", unit.name())]
+        }
+        (Target::Plain, AttachSpec::Profile { unit, .. }) => {
+            vec![format!("profile:{}:", unit.name())]
+        }
+        (Target::Plain, AttachSpec::Counter { event, written, .. }) => {
+            vec![format!("{}:{written}:", event.kind.name())]
         }
         _ => Vec::new(),
     }

@@ -303,7 +303,7 @@ impl Serialize for JsonArgs<'_> {
 }
 
 #[derive(Serialize)]
-struct JsonSite<'a> {
+pub(crate) struct JsonSite<'a> {
     note: JsonNote,
     address: u64,
     file_offset: Option<u64>,
@@ -368,7 +368,7 @@ fn json_probe<'a>(target: &'a Target, arch: &'a str, probe: sdt_elf::Probe<'a>) 
     }
 }
 
-fn json_site<'a>(site: &Site<'a>) -> JsonSite<'a> {
+pub(crate) fn json_site<'a>(site: &Site<'a>) -> JsonSite<'a> {
     JsonSite {
         note: JsonNote {
             pc: site.note.pc,

@@ -117,6 +117,7 @@ fn stack_frames(stack: &Stack) -> Box<dyn Iterator<Item = String> + '_> {
             .iter()
             .rev()
             .map(|f| match (&f.symbol, &f.module) {
+                (Some((name, _)), _) if stack.kernel => frame(&format!("{name}_[k]")),
                 (Some((name, _)), _) => frame(name),
                 (None, Some(module)) => {
                     let base = module.rsplit('/').next().unwrap_or(module);
@@ -145,13 +146,14 @@ pub(crate) fn frame(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Frame, MapKind, MapRow, MapValue};
+    use crate::model::{Frame, MapKind, MapRow, MapValue, StackStyle};
 
     fn frame_at(addr: u64, name: Option<&str>, module: Option<&str>) -> Frame {
         Frame {
             addr,
             symbol: name.map(|n| (n.to_string(), 4)),
             module: module.map(str::to_string),
+            build_id: None,
         }
     }
 
@@ -164,7 +166,8 @@ mod tests {
                 frame_at(0x10, Some("main"), Some("/bin/x")),
                 frame_at(0x8, None, None),
             ],
-            perf: false,
+            style: StackStyle::Bpftrace,
+            kernel: false,
         });
         let map = MapPrint {
             name: "@".into(),
@@ -195,6 +198,46 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "app;0x8;main;[libc.so.6];leaf:x 9\nzap;[no stack] 1\n"
+        );
+    }
+
+    #[test]
+    fn kernel_frames_are_marked_above_the_user_frames_they_came_from() {
+        let user = Datum::Stack(Stack {
+            frames: vec![
+                frame_at(0x20, Some("read_file"), Some("/bin/x")),
+                frame_at(0x10, Some("main"), Some("/bin/x")),
+            ],
+            style: StackStyle::Bpftrace,
+            kernel: false,
+        });
+        let kernel = Datum::Stack(Stack {
+            frames: vec![
+                frame_at(0xffff_ffff_8100_0020, Some("filemap_read"), None),
+                frame_at(0xffff_ffff_8100_0010, Some("do_syscall_64"), None),
+            ],
+            style: StackStyle::Bpftrace,
+            kernel: true,
+        });
+        let map = MapPrint {
+            name: "@".into(),
+            kind: MapKind::Count,
+            keyed: true,
+            rows: vec![MapRow {
+                key: vec![user, kernel],
+                value: MapValue::Number(3),
+            }],
+            div: 1,
+        };
+        let mut out = Vec::new();
+        {
+            let mut sink = Folded::new(Box::new(&mut out));
+            sink.event(Event::Map(&map));
+            sink.flush();
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "main;read_file;do_syscall_64_[k];filemap_read_[k] 3\n"
         );
     }
 }

@@ -12,8 +12,8 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::model::{
-    Arg, Bucket, Cell, Column, Datum, Hit, Losses, MapKind, MapPrint, MapValue, Note, Printed,
-    Stream, Table, TextKind, TraceSummary,
+    Arg, Bucket, Cell, Column, Datum, Hint, Histogram, Hit, Losses, MapKind, MapPrint, MapValue,
+    Note, Printed, Stream, Table, TextKind, TraceSummary,
 };
 use crate::text::{self, Context};
 use crate::{Event, Out, Sink};
@@ -81,6 +81,32 @@ impl Json<'_> {
             );
             self.out.write(line.as_bytes());
         }
+        if losses.hits > 0 {
+            let line = format!(
+                "{{\"type\": \"lost_hits\", \"count\": {n}, \"data\": {{\"hits\": {n}}}}}\n",
+                n = losses.hits
+            );
+            self.out.write(line.as_bytes());
+        }
+        if !losses.failed_reads.is_empty() {
+            let mut line = String::from("{\"type\": \"failed_reads\", \"data\": [");
+            for (n, read) in losses.failed_reads.iter().enumerate() {
+                if n > 0 {
+                    line.push_str(", ");
+                }
+                let _ = write!(
+                    line,
+                    "{{\"read\": {}, \"at\": {}, \"probe\": {}, \"count\": {}, \"error\": {}}}",
+                    string(read.what.as_bytes()),
+                    string(read.at.as_bytes()),
+                    string(read.probe.as_bytes()),
+                    read.count,
+                    read.error
+                );
+            }
+            line.push_str("]}\n");
+            self.out.write(line.as_bytes());
+        }
     }
 
     fn hit(&mut self, hit: &Hit<'_>) {
@@ -89,12 +115,25 @@ impl Json<'_> {
         self.out.write(&self.line);
     }
 
+    /// `{"summary":{"events":N,"lost":N,"sites":N}}`, with `"hints":[...]`
+    /// when there are any.
     fn summary(&mut self, summary: &TraceSummary) {
+        let hints = if summary.hints.is_empty() {
+            String::new()
+        } else {
+            let hints: Vec<String> = summary.hints.iter().map(hint_object).collect();
+            format!(",\"hints\":[{}]", hints.join(","))
+        };
         let line = format!(
-            "{{\"summary\":{{\"events\":{},\"lost\":{},\"sites\":{}}}}}\n",
+            "{{\"summary\":{{\"events\":{},\"lost\":{},\"sites\":{}{hints}}}}}\n",
             summary.events, summary.lost, summary.sites
         );
         self.out.write(line.as_bytes());
+    }
+
+    /// `{"type": "hint", "data": {"kind": ..., "probes": [...], "text": ...}}`.
+    fn hint(&mut self, hint: &Hint) {
+        self.object("hint", &hint_object(hint));
     }
 
     /// `{FIELDS, "KEY": [ROWS], NOTES}`.
@@ -123,10 +162,38 @@ impl Json<'_> {
         self.out.write(&line);
     }
 
+    /// An object of the columns JSON shows; none for an empty row (which
+    /// only asks text for its header).
     fn row(&mut self, stream: &Stream, row: &[Cell]) {
+        if row.is_empty() {
+            return;
+        }
         let mut line = Vec::new();
         write_row(&mut line, &stream.columns, row);
         line.push(b'\n');
+        self.out.write(&line);
+    }
+
+    /// `{FIELDS, "KEY": [{"low": L, "high": H, "count": N}, ...]}`, the
+    /// buckets as text shows them: from `0 -> 1` to the last with a count.
+    fn histogram(&mut self, histogram: &Histogram) {
+        let mut line = vec![b'{'];
+        for (key, value) in &histogram.fields {
+            write_key(&mut line, key);
+            write_cell(&mut line, value);
+            line.push(b',');
+        }
+        write_key(&mut line, histogram.key);
+        let buckets = histogram.shown().iter().enumerate().map(|(n, &count)| {
+            let (low, high) = Histogram::range(n + 1);
+            Cell::Fields(vec![
+                ("low", Cell::Int(low as i128)),
+                ("high", Cell::Int(high as i128)),
+                ("count", Cell::Int(count.into())),
+            ])
+        });
+        write_cell(&mut line, &Cell::List(buckets.collect()));
+        line.extend_from_slice(b"}\n");
         self.out.write(&line);
     }
 
@@ -150,9 +217,13 @@ impl Sink for Json<'_> {
             Event::Lost(losses) => self.lost(losses),
             Event::Hit(hit) => self.hit(hit),
             Event::Summary(summary) => self.summary(summary),
+            Event::Hint(hint) => self.hint(hint),
             Event::Table(table) => self.table(table),
             Event::Row(stream, row) => self.row(stream, row),
             Event::Note(note) => self.note(note),
+            Event::Histogram(histogram) => self.histogram(histogram),
+            // What a heading says, the objects carry as data.
+            Event::Heading(_) => {}
             Event::MapsFollow | Event::ProbesAdded(_) | Event::Span(_) | Event::Stacks { .. } => {}
         }
     }
@@ -164,6 +235,17 @@ impl Sink for Json<'_> {
     fn error(&self) -> Option<&std::io::Error> {
         self.out.error()
     }
+}
+
+/// `{"kind": ..., "probes": [...], "text": ...}`.
+fn hint_object(hint: &Hint) -> String {
+    let probes: Vec<String> = hint.probes.iter().map(|p| string(p.as_bytes())).collect();
+    format!(
+        "{{\"kind\": {}, \"probes\": [{}], \"text\": {}}}",
+        string(hint.kind.as_bytes()),
+        probes.join(", "),
+        string(hint.text.as_bytes())
+    )
 }
 
 /// A JSON string: `"`, `\` and control bytes escaped; other bytes kept,
@@ -254,6 +336,7 @@ pub fn map(map: &MapPrint) -> Option<String> {
     let kind = match map.kind {
         MapKind::Hist | MapKind::Lhist => "hist",
         MapKind::Avg | MapKind::Stats => "stats",
+        MapKind::TSeries => "tseries",
         _ => "map",
     };
     if map.rows.is_empty() {
@@ -280,6 +363,17 @@ pub fn map(map: &MapPrint) -> Option<String> {
                     average / i128::from(div)
                 ),
                 MapValue::Datum(v) => text::divided(v, div).unwrap_or_else(|| datum(v)),
+                // The intervals that have a value.
+                MapValue::Series { points, .. } => {
+                    let parts: Vec<String> = (points.iter())
+                        .filter_map(|(start, v)| {
+                            let v = (*v)?;
+                            let start = string(text::utc(*start).as_bytes());
+                            Some(format!("{{\"interval_start\": {start}, \"value\": {v}}}"))
+                        })
+                        .collect();
+                    format!("[{}]", parts.join(", "))
+                }
             };
             let parts: Vec<String> = row
                 .key
@@ -428,6 +522,7 @@ pub(crate) fn lossy_string(line: &mut Vec<u8>, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Layout;
 
     #[test]
     fn strings_escape() {
@@ -458,8 +553,10 @@ mod tests {
         let stream = Stream {
             name: "test",
             columns: columns.clone(),
+            layout: Layout::default(),
         };
         json.row(&stream, &row(42, 101.0, "a \"quoted\"\nname"));
+        json.row(&stream, &[]);
         json.table(&Table {
             key: "rows",
             columns,
@@ -471,6 +568,16 @@ mod tests {
                 lines: Vec::new(),
                 value: Cell::Fields(vec![("running_at_end", Cell::Int(0))]),
             }],
+            layout: Layout::sdt(),
+        });
+        let mut slots = vec![0; 4];
+        slots[3] = 2;
+        json.histogram(&Histogram {
+            key: "buckets",
+            label: "usecs".into(),
+            slots,
+            fields: vec![("unit", Cell::Text("usecs".into()))],
+            above: vec!["not in JSON".into()],
         });
         json.note(&Note {
             key: "lost",
@@ -484,6 +591,8 @@ mod tests {
             "{\"pid\":42,\"rate\":101.0,\"name\":\"a \\\"quoted\\\"\\nname\"}\n\
              {\"interval_s\":5,\"rows\":[{\"pid\":1,\"rate\":0.30000000000000004,\"name\":\"x\"},\
              {\"pid\":2,\"rate\":null,\"name\":\"y\"}],\"unpaired\":{\"running_at_end\":0}}\n\
+             {\"unit\":\"usecs\",\"buckets\":[{\"low\":0,\"high\":1,\"count\":0},\
+             {\"low\":2,\"high\":3,\"count\":0},{\"low\":4,\"high\":7,\"count\":2}]}\n\
              {\"lost\":[\"3 events lost\"]}\n"
         );
     }

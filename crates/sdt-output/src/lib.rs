@@ -5,8 +5,9 @@
 //! What comes in: the resolved data of [`model`]: `printf` records, map
 //! prints, values, the text of `time()`, `join()`, `system()` and `cat()`,
 //! probe hits of `sdt trace`, what was lost, how many probes attached, the
-//! summary at the end, and the language tools' reports (tables, rows of a
-//! stream, notes). What goes out: bytes on a writer, laid out by
+//! summary at the end, and the tools' reports (tables, rows of a stream,
+//! notes, log2 histograms, and the headings of BCC's tools' reports).
+//! What goes out: bytes on a writer, laid out by
 //! the format. A format never asks the traced system anything: the
 //! runtime has resolved symbols, names and times before a value gets
 //! here, so this crate depends on no other sdt crate, and none of them on
@@ -47,8 +48,9 @@ pub mod timeline;
 use std::io::{self, Write};
 
 pub use model::{
-    Align, Arg, Bucket, Cell, Column, Datum, Frame, Hit, Losses, MapKind, MapPrint, MapRow,
-    MapValue, Note, Printed, Span, Stack, Stamp, Stream, Table, TextKind, Thread, TraceSummary,
+    Align, Arg, Bucket, Cell, Column, Datum, FailedRead, Frame, Hint, Histogram, Hit, Layout,
+    Losses, MapKind, MapPrint, MapRow, MapValue, Note, Printed, Span, Stack, StackStyle, Stamp,
+    Stream, Table, TextKind, Thread, TraceSummary,
 };
 
 /// Receives what a run produces, in the order it happens: one
@@ -102,6 +104,9 @@ pub enum Event<'a> {
     Hit(&'a Hit<'a>),
     /// `sdt trace`'s counts at the end.
     Summary(&'a TraceSummary),
+    /// Why the run may show nothing: for JSON, which standard error's
+    /// text does not reach.
+    Hint(&'a Hint),
 
     // The language tools' reports.
     /// A report, whole (`sdt calls`, once an interval).
@@ -112,6 +117,12 @@ pub enum Event<'a> {
     /// What a tool says after a stream's last row: what could not be
     /// paired, what was lost.
     Note(&'a Note),
+    /// A line of a tool's report that carries no data of its own (that
+    /// tracing started, a time, `Detaching...`): text shows it; JSON,
+    /// whose objects carry the data, leaves it out.
+    Heading(&'a str),
+    /// A log2 histogram (BCC's `funclatency`, `argdist -H`).
+    Histogram(&'a Histogram),
     /// Something a thread did over a time, paired by a tool that knows
     /// the pair.
     Span(&'a Span<'a>),
@@ -138,9 +149,12 @@ impl Event<'_> {
             Event::Lost(losses) => Event::Lost(losses),
             Event::Hit(hit) => Event::Hit(hit),
             Event::Summary(summary) => Event::Summary(summary),
+            Event::Hint(hint) => Event::Hint(hint),
             Event::Table(table) => Event::Table(table),
             Event::Row(stream, row) => Event::Row(stream, row),
             Event::Note(note) => Event::Note(note),
+            Event::Heading(line) => Event::Heading(line),
+            Event::Histogram(histogram) => Event::Histogram(histogram),
             Event::Span(span) => Event::Span(span),
             Event::Stacks {
                 name,

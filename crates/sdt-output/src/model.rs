@@ -71,22 +71,43 @@ impl Datum {
     }
 }
 
-/// A user stack, innermost frame first.
+/// A user or kernel stack, innermost frame first.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stack {
     pub frames: Vec<Frame>,
-    /// `ustack(perf)`: each frame as `perf script` prints it.
-    pub perf: bool,
+    pub style: StackStyle,
+    /// A kernel stack (`kstack`): its frames are the kernel's, with no
+    /// object to name in `perf` mode, and folded stacks mark them `_[k]`
+    /// as `perf script` folded through `stackcollapse-perf --kernel` does.
+    pub kernel: bool,
+}
+
+/// How a stack's frames print, as bpftrace's stack modes say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StackStyle {
+    /// `symbol+offset`, indented.
+    #[default]
+    Bpftrace,
+    /// As `perf script`: the address, `symbol+offset` and the object.
+    Perf,
+    /// The address in hex, alone.
+    Raw,
+    /// The object's build id and the address's offset in the file; the
+    /// address where that is not known.
+    BuildId,
 }
 
 /// One frame of a stack.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Frame {
     pub addr: u64,
     /// The function (demangled) and the offset into it, when known.
     pub symbol: Option<(String, u64)>,
     /// The object the address is in, when known.
     pub module: Option<String>,
+    /// The build id of that object and the address's offset in its file,
+    /// when known (for `StackStyle::BuildId`).
+    pub build_id: Option<(Vec<u8>, u64)>,
 }
 
 /// The kind of a map's values, which decides how it prints.
@@ -102,6 +123,7 @@ pub enum MapKind {
     Stats,
     Hist,
     Lhist,
+    TSeries,
 }
 
 /// A map printed by `print(@m)` or at the end of a run.
@@ -144,6 +166,13 @@ pub enum MapValue {
     /// `hist` and `lhist`: the buckets from the first with a count to the
     /// last, empty ones between included.
     Buckets(Vec<Bucket>),
+    /// `tseries`: the intervals of `interval_ns` from this entry's first
+    /// with a value to the map's last, each by its start (nanoseconds
+    /// since the Unix epoch, UTC) with its value, if it has one.
+    Series {
+        interval_ns: u64,
+        points: Vec<(i128, Option<i64>)>,
+    },
 }
 
 impl MapValue {
@@ -156,6 +185,11 @@ impl MapValue {
             MapValue::Number(n) => *n,
             MapValue::Stats { average, .. } => *average,
             MapValue::Buckets(b) => b.iter().map(|b| i128::from(b.count)).sum(),
+            MapValue::Series { points, .. } => points
+                .iter()
+                .rev()
+                .find_map(|(_, v)| *v)
+                .map_or(0, i128::from),
         }
     }
 }
@@ -206,11 +240,64 @@ pub struct Losses {
     pub stacks: u64,
     /// `(map name, updates refused because the map was full)`.
     pub full_maps: Vec<(String, u64)>,
+    /// Hits dropped because the kernel had no memory for the thread's
+    /// scratch space.
+    pub hits: u64,
+    /// Reads of the traced process's memory that failed, by place.
+    pub failed_reads: Vec<FailedRead>,
 }
 
 impl Losses {
     pub fn any(&self) -> bool {
-        self.events > 0 || self.stacks > 0 || !self.full_maps.is_empty()
+        self.events > 0
+            || self.stacks > 0
+            || !self.full_maps.is_empty()
+            || self.hits > 0
+            || !self.failed_reads.is_empty()
+    }
+}
+
+/// Reads of the traced process's memory at one place that failed, as the
+/// kernel counted them: what they read showed as zeros (an empty string).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FailedRead {
+    /// What was read: the script's text there (`str(arg1)`), or for `sdt
+    /// trace` which argument (`arg1 as a string`).
+    pub what: String,
+    /// Where in the script (`script.bt:3:14`); empty where the program
+    /// is sdt's own.
+    pub at: String,
+    /// The probe, as the script names it.
+    pub probe: String,
+    /// Reads that failed.
+    pub count: u64,
+    /// The last failure's error, negative (-14 is EFAULT).
+    pub error: i64,
+}
+
+impl FailedRead {
+    /// `str(arg1) at script.bt:3:14 in usdt:./app:p:n failed 12 times,
+    /// error -14 (EFAULT)`.
+    pub fn sentence(&self) -> String {
+        let at = if self.at.is_empty() {
+            String::new()
+        } else {
+            format!(" at {}", self.at)
+        };
+        let name = match self.error {
+            -14 => " (EFAULT: a bad address, or a page not in memory that could not be faulted in)",
+            -22 => " (EINVAL)",
+            -7 => " (E2BIG)",
+            _ => "",
+        };
+        format!(
+            "{}{at} in {} failed {} time{}, error {}{name}",
+            self.what,
+            self.probe,
+            self.count,
+            if self.count == 1 { "" } else { "s" },
+            self.error
+        )
     }
 }
 
@@ -264,7 +351,7 @@ pub enum Arg<'a> {
 }
 
 /// The counts at the end of `sdt trace`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TraceSummary {
     /// Hits delivered.
     pub events: u64,
@@ -272,6 +359,25 @@ pub struct TraceSummary {
     pub lost: u64,
     /// Sites attached.
     pub sites: usize,
+    /// Why the trace may show nothing ([`Hint`]), said during the run.
+    pub hints: Vec<Hint>,
+}
+
+/// What sdt says about why a run may show nothing, for a reader of
+/// JSON; standard error has the same sentence, as a warning or a hint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hint {
+    /// What it is about: `no_probe` (the traced program has no such
+    /// probe), `wrapper` (the command reaches its program through a
+    /// script that decides what it runs), `loaded` (the probe is in an
+    /// object the program loads when it runs), `unattached` (an attach
+    /// point never found its probe), `switch` (probes that wait for a
+    /// runtime's switch fired too little).
+    pub kind: &'static str,
+    /// The attach points or probes it is about.
+    pub probes: Vec<String>,
+    /// The sentence.
+    pub text: String,
 }
 
 /// A thread of a traced process: what a timeline makes a track of.
@@ -334,6 +440,10 @@ pub struct Column {
     pub align: Align,
     /// Digits after the point of a [`Cell::Float`] in text.
     pub decimals: usize,
+    /// Text shows the cell under its row rather than in it, each line
+    /// after this indent: a list one item a line (a stack's frames),
+    /// anything else on one line; an empty text or list shows nothing.
+    pub below: Option<&'static str>,
 }
 
 impl Column {
@@ -345,6 +455,7 @@ impl Column {
             width: 0,
             align: Align::Left,
             decimals: 0,
+            below: None,
         }
     }
 
@@ -380,6 +491,14 @@ impl Column {
     /// Floats with `decimals` digits after the point in text.
     pub const fn decimals(self, decimals: usize) -> Column {
         Column { decimals, ..self }
+    }
+
+    /// Shown by text under its row, each line after `indent`.
+    pub const fn below(self, indent: &'static str) -> Column {
+        Column {
+            below: Some(indent),
+            ..self
+        }
     }
 
     /// The same column under another header (`TIME(ms)` for `TIME(us)`).
@@ -420,15 +539,92 @@ pub struct Table {
     /// What the report says besides its rows: under them in text, after
     /// them in JSON.
     pub notes: Vec<Note>,
+    /// How text sets it apart.
+    pub layout: Layout,
+}
+
+/// How text sets a report apart from what comes before and after it:
+/// sdt's tools end a table with a blank line; BCC's tools start a report
+/// with one, put a time or a probe's label above it, indent it with a
+/// tab, or leave a blank line after each stack.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// Lines above the header (a time, a label); JSON carries what they
+    /// say as fields.
+    pub above: Vec<String>,
+    /// What the header and each row start with (`\t`).
+    pub indent: &'static str,
+    /// A blank line before it (before the lines above).
+    pub blank_before: bool,
+    /// A blank line after it.
+    pub blank_after: bool,
+    /// A blank line after each row (after the cells shown under it).
+    pub blank_between: bool,
+}
+
+impl Layout {
+    /// sdt's tools' tables: a blank line after each.
+    pub fn sdt() -> Layout {
+        Layout {
+            blank_after: true,
+            ..Layout::default()
+        }
+    }
 }
 
 /// A report printed a row at a time, as events come (`sdt flow`,
-/// `sdt gc`, ...): text shows its header before its first row.
+/// `sdt gc`, ...): text shows its header before its first row. A row
+/// without cells shows only the header (once), for a tool that shows it
+/// as soon as tracing starts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stream {
     /// Its name, the same for all its rows.
     pub name: &'static str,
     pub columns: Vec<Column>,
+    /// How text sets its rows apart (`above` goes above the header;
+    /// `blank_before` and `blank_after` are not used).
+    pub layout: Layout,
+}
+
+/// A log2 histogram, laid out in text as BCC's tools lay one out
+/// (`funclatency`, `argdist -H`): a row for each power of two from
+/// `0 -> 1` up to the highest with a count, with a bar of stars; nothing
+/// at all when no slot has a count.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    /// The JSON key of its buckets.
+    pub key: &'static str,
+    /// What is counted, above the counts in text: `nsecs`, an expression.
+    pub label: String,
+    /// `slots[i]` counts the values whose highest set bit is bit `i - 1`
+    /// (values 0 and 1 in slot 1, 2 and 3 in slot 2, 4 to 7 in slot 3);
+    /// slot 0 is not shown. At most 65 slots.
+    pub slots: Vec<u64>,
+    /// Values JSON shows before the buckets (the function, the unit).
+    pub fields: Vec<(&'static str, Cell)>,
+    /// Lines text shows above it when it has counts (`Function = f`).
+    pub above: Vec<String>,
+}
+
+impl Histogram {
+    /// The lowest and highest value of slot `i`, as BCC labels it.
+    pub fn range(i: usize) -> (u128, u128) {
+        let high = (1u128 << i) - 1;
+        let low = (1u128 << i) >> 1;
+        if low == high {
+            (low.saturating_sub(1), high)
+        } else {
+            (low, high)
+        }
+    }
+
+    /// The slots shown: 1 to the highest with a count.
+    pub fn shown(&self) -> &[u64] {
+        match self.slots.iter().rposition(|&n| n > 0) {
+            Some(last) if last > 0 => &self.slots[1..=last],
+            _ => &[],
+        }
+    }
 }
 
 /// What a report says besides its rows, in words for text and as data

@@ -7,8 +7,12 @@
 //! they are ([`Context`]): a stack in a key is indented less than one in a
 //! value.
 //!
-//! The language tools' reports are aligned columns under a header, as
-//! BCC's tools print them.
+//! The tools' reports are aligned columns under a header, as BCC's tools
+//! print them, set apart as their [`Layout`] says; cells of a column
+//! shown `below` (a stack's frames) go under their row. Log2 histograms
+//! are BCC's: `     nsecs               : count     distribution` over
+//! rows of `%10d -> %-10d : %-8d |stars|`, twice as wide when a count
+//! lies past 2^32.
 //!
 //! Hits are the hot path of `sdt trace` (millions a second can arrive),
 //! so each is formatted into a reused buffer with `itoa` rather than
@@ -20,8 +24,8 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::model::{
-    Align, Arg, Bucket, Cell, Column, Datum, Hit, MapKind, MapPrint, MapValue, Printed, Stream,
-    Table, TextKind,
+    Align, Arg, Bucket, Cell, Column, Datum, Histogram, Hit, Layout, MapKind, MapPrint, MapValue,
+    Printed, StackStyle, Stream, Table, TextKind,
 };
 use crate::{Event, Out, Sink};
 
@@ -114,12 +118,19 @@ impl Text<'_> {
         self.out.write(&self.line);
     }
 
-    /// The header, the rows, the notes that have sentences under a
-    /// heading each, then a blank line.
+    /// As its layout says: the lines above, the header, each row (with
+    /// what shows under it), the notes that have sentences under a
+    /// heading each.
     fn table(&mut self, table: &Table) {
-        let mut text = header(&table.columns);
+        let layout = &table.layout;
+        let mut text = String::new();
+        if layout.blank_before {
+            text.push('\n');
+        }
+        text.push_str(&above(&layout.above));
+        text.push_str(&header(&table.columns, layout.indent));
         for row in &table.rows {
-            text.push_str(&row_line(&table.columns, row));
+            text.push_str(&row_lines(&table.columns, row, layout));
         }
         for note in table.notes.iter().filter(|n| !n.lines.is_empty()) {
             let _ = writeln!(text, "\n{}", note.heading);
@@ -127,16 +138,29 @@ impl Text<'_> {
                 let _ = writeln!(text, "  {line}");
             }
         }
-        text.push('\n');
+        if layout.blank_after {
+            text.push('\n');
+        }
         self.out.write(text.as_bytes());
     }
 
+    /// The header before the stream's first row (or its first empty
+    /// row, which shows nothing else).
     fn row(&mut self, stream: &Stream, row: &[Cell]) {
         if !self.headed.contains(&stream.name) {
             self.headed.push(stream.name);
-            self.out.write(header(&stream.columns).as_bytes());
+            let mut text = above(&stream.layout.above);
+            text.push_str(&header(&stream.columns, stream.layout.indent));
+            self.out.write(text.as_bytes());
         }
-        self.out.write(row_line(&stream.columns, row).as_bytes());
+        if !row.is_empty() {
+            let text = row_lines(&stream.columns, row, &stream.layout);
+            self.out.write(text.as_bytes());
+        }
+    }
+
+    fn histogram(&mut self, histogram: &Histogram) {
+        self.out.write(histogram_lines(histogram).as_bytes());
     }
 }
 
@@ -152,11 +176,17 @@ impl Sink for Text<'_> {
             Event::Hit(hit) => self.hit(hit),
             Event::Table(table) => self.table(table),
             Event::Row(stream, row) => self.row(stream, row),
+            Event::Heading(line) => {
+                self.out.write(line.as_bytes());
+                self.out.write(b"\n");
+            }
+            Event::Histogram(histogram) => self.histogram(histogram),
             // Losses and `sdt trace`'s summary are told on standard
             // error, by whoever ran the program; so are the notes after
             // a stream, by the tool.
             Event::Lost(_)
             | Event::Summary(_)
+            | Event::Hint(_)
             | Event::Note(_)
             | Event::ProbesAdded(_)
             | Event::Span(_)
@@ -265,15 +295,25 @@ pub fn datum(value: &Datum, context: Context) -> String {
                     Some((name, offset)) => format!("{name}+{offset}"),
                     None => format!("{:#x}", frame.addr),
                 };
-                if stack.perf {
-                    let module = match (&frame.symbol, &frame.module) {
-                        (Some(_), Some(module)) => module.as_str(),
-                        _ => "[unknown]",
-                    };
-                    let _ = writeln!(out, "\t{:x} {name} ({module})", frame.addr);
-                } else {
-                    let _ = writeln!(out, "{indent}{name}");
-                }
+                let _ = match stack.style {
+                    StackStyle::Bpftrace => writeln!(out, "{indent}{name}"),
+                    StackStyle::Perf if stack.kernel => writeln!(out, "\t{:x} {name}", frame.addr),
+                    StackStyle::Perf => {
+                        let module = match (&frame.symbol, &frame.module) {
+                            (Some(_), Some(module)) => module.as_str(),
+                            _ => "[unknown]",
+                        };
+                        writeln!(out, "\t{:x} {name} ({module})", frame.addr)
+                    }
+                    StackStyle::Raw => writeln!(out, "{:x}", frame.addr),
+                    StackStyle::BuildId => match &frame.build_id {
+                        Some((id, offset)) => {
+                            let id: String = id.iter().map(|b| format!("{b:02x}")).collect();
+                            writeln!(out, "{id} {offset:#04x}")
+                        }
+                        None => writeln!(out, "{:x}", frame.addr),
+                    },
+                };
             }
             out
         }
@@ -357,6 +397,10 @@ pub fn map(map: &MapPrint) -> String {
                 histogram(map.kind, buckets, div, &mut out);
                 out.push('\n');
             }
+            MapValue::Series { points, .. } => {
+                let _ = writeln!(out, "{name}{key}:");
+                series::series(points, &mut out);
+            }
             MapValue::Number(v) => {
                 let _ = writeln!(out, "{name}{key}: {}", v / i128::from(div));
             }
@@ -395,24 +439,83 @@ pub(crate) fn divided(value: &Datum, div: u64) -> Option<String> {
     }
 }
 
-/// A report's header line: the headers of the columns text shows.
-fn header(columns: &[Column]) -> String {
-    aligned(
-        columns
-            .iter()
-            .filter_map(|c| Some((c, c.header?.to_string()))),
-    )
+/// Lines above a report, each ended.
+fn above(lines: &[String]) -> String {
+    lines.iter().map(|line| format!("{line}\n")).collect()
 }
 
-/// A report's row as a line: its cells in the columns text shows.
-fn row_line(columns: &[Column], row: &[Cell]) -> String {
-    aligned(
-        columns
-            .iter()
-            .zip(row)
-            .filter(|(c, _)| c.header.is_some())
-            .map(|(c, cell)| (c, self::cell(cell, c.decimals))),
-    )
+/// A report's header line: the headers of the columns text shows in
+/// rows, after `indent`; none when every such header is empty.
+fn header(columns: &[Column], indent: &str) -> String {
+    let inline = || columns.iter().filter(|c| c.below.is_none());
+    if inline().all(|c| c.header.is_none_or(str::is_empty)) {
+        return String::new();
+    }
+    let headers = inline().filter_map(|c| Some((c, c.header?.to_string())));
+    format!("{indent}{}", aligned(headers))
+}
+
+/// A report's row as text: its cells in the columns text shows in rows
+/// (after `indent`, when there are any), then the cells of columns shown
+/// below it, then a blank line when the layout has one between rows.
+fn row_lines(columns: &[Column], row: &[Cell], layout: &Layout) -> String {
+    let shown = || columns.iter().zip(row).filter(|(c, _)| c.header.is_some());
+    let mut text = String::new();
+    if shown().any(|(c, _)| c.below.is_none()) {
+        let cells = shown()
+            .filter(|(c, _)| c.below.is_none())
+            .map(|(c, cell)| (c, self::cell(cell, c.decimals)));
+        text.push_str(layout.indent);
+        text.push_str(&aligned(cells));
+    }
+    for (column, cell) in shown() {
+        let Some(indent) = column.below else { continue };
+        let items = match cell {
+            Cell::List(items) => items.iter().collect(),
+            Cell::Text(text) if text.is_empty() => Vec::new(),
+            other => vec![other],
+        };
+        for item in items {
+            let _ = writeln!(text, "{indent}{}", self::cell(item, column.decimals));
+        }
+    }
+    if layout.blank_between {
+        text.push('\n');
+    }
+    text
+}
+
+/// A log2 histogram as BCC prints it: nothing without counts; else the
+/// lines above, the header with the label, and a row for each slot from
+/// `0 -> 1` to the highest with a count, with up to 40 stars (20, and
+/// wider numbers, when that slot is past 2^32).
+pub fn histogram_lines(histogram: &Histogram) -> String {
+    let shown = histogram.shown();
+    if shown.is_empty() {
+        return String::new();
+    }
+    let (indent, label, number, bar) = if shown.len() > 32 {
+        (15, 29, 20, 20)
+    } else {
+        (5, 19, 10, 40)
+    };
+    let mut text = above(&histogram.above);
+    let _ = writeln!(
+        text,
+        "{:indent$}{:<label$} : count     distribution",
+        "", histogram.label
+    );
+    let max = shown.iter().copied().max().unwrap_or(1).max(1);
+    for (n, &count) in shown.iter().enumerate() {
+        let (low, high) = Histogram::range(n + 1);
+        let stars = (u128::from(count) * bar as u128 / u128::from(max)).min(bar as u128);
+        let _ = writeln!(
+            text,
+            "{low:>number$} -> {high:<number$} : {count:<8} |{:<bar$}|",
+            "*".repeat(stars as usize),
+        );
+    }
+    text
 }
 
 /// Texts padded to their columns' widths, with a space between.
@@ -516,6 +619,9 @@ fn monotonic_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
+
+mod series;
+pub(crate) use series::utc;
 
 #[cfg(test)]
 mod tests;

@@ -32,11 +32,15 @@ use std::path::{Path, PathBuf};
 
 use crate::Error;
 
+/// Programs that run scripts which may run anything, decided when they
+/// run: shells.
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
+
 /// The kernel follows at most 4 nested interpreters; `env` adds a step.
 const MAX_STEPS: usize = 10;
 
 /// What a command line starts.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Launch {
     /// The ELF program it executes in the end, if it could be followed to
     /// one.
@@ -66,6 +70,27 @@ impl Launch {
             return None;
         }
         std::env::var_os(name)
+    }
+
+    /// The script the command runs through a shell, when its program is
+    /// one: a shim (pyenv's, rbenv's) or a wrapper script, which decides
+    /// what it runs only when it runs. Its name as asked for and its file
+    /// (see [`last_script`](Self::last_script)).
+    pub fn wrapper(&self) -> Option<(&str, &Path)> {
+        let program = self.program.as_deref()?.file_name()?.to_str()?;
+        SHELLS.contains(&program).then(|| self.last_script())?
+    }
+
+    /// The script the program runs, when the command reaches its program
+    /// through one (a `#!` line, or a file without one, which `/bin/sh`
+    /// runs): the name the script was asked for by (`python3.11` for
+    /// `#!/usr/bin/env python3.11`) and its file. Such a program may be
+    /// only a step: a shim or a wrapper script decides what it runs only
+    /// when it runs, which nothing here can read.
+    pub fn last_script(&self) -> Option<(&str, &Path)> {
+        self.program.as_ref()?;
+        let n = self.files.len().checked_sub(2)?;
+        Some((self.names.get(n)?.as_str(), self.files[n].as_path()))
     }
 }
 
@@ -276,11 +301,33 @@ mod tests {
         let launch = launched(dir.path(), "via-env", "#!/usr/bin/env sh\necho\n");
         assert_eq!(launch.program, Some(sh()));
         assert_eq!(launch.names, ["via-env", "sh"]);
+        let via_env = dir.path().join("via-env");
+        assert_eq!(launch.last_script(), Some(("via-env", via_env.as_path())));
+        assert_eq!(launch.wrapper(), Some(("via-env", via_env.as_path())));
+        assert_eq!(read("/bin/sh -c true").unwrap().last_script(), None);
 
         let text = "#!/usr/bin/env -S FOO=1 sh -e\necho\n";
         let launch = launched(dir.path(), "split", text);
         assert_eq!(launch.program, Some(sh()));
         assert_eq!(launch.assignments, [("FOO".into(), "1".into())]);
+    }
+
+    #[test]
+    fn only_a_script_that_a_shell_runs_is_a_wrapper() {
+        let dir = tempfile::tempdir().unwrap();
+        // `true` runs the script but runs nothing it names: not a wrapper.
+        let true_path = find_program("true", Some("/usr/bin:/bin".into())).unwrap();
+        let text = format!("#!{}\n", true_path.display());
+        let launch = launched(dir.path(), "by-true", &text);
+        let script = dir.path().join("by-true");
+        assert_eq!(launch.last_script(), Some(("by-true", script.as_path())));
+        assert_eq!(launch.wrapper(), None);
+        // A file without `#!` runs under /bin/sh: a wrapper.
+        let launch = launched(dir.path(), "bare", "exec \"$@\"\n");
+        let bare = dir.path().join("bare");
+        assert_eq!(launch.wrapper(), Some(("bare", bare.as_path())));
+        // A program reached without a script.
+        assert_eq!(read("true").unwrap().wrapper(), None);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! is looked at once, by device and inode, however many processes map it.
 
 use std::collections::{BTreeSet, HashSet};
+use std::path::PathBuf;
 
 use sdt_bpf::{MappingEvents, ProcessEvent};
 use sdt_elf::FileId;
@@ -20,6 +21,28 @@ use sdt_script::{Compilation, Growth};
 use sdt_trace::Session;
 
 use crate::Runtime;
+
+/// Attach points that waited for objects mapped after the start and
+/// never found their probe in one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Unattached {
+    /// Each attach point.
+    pub specs: Vec<Waited>,
+    /// The programs the traced processes were seen running (by
+    /// `/proc/PID/exe`), each once, in the order seen.
+    pub programs: Vec<PathBuf>,
+}
+
+/// An attach point that waited for objects mapped later.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Waited {
+    /// As written in the script.
+    pub text: String,
+    /// The object, as written, if one was (a glob over the process's).
+    pub target: Option<String>,
+    /// Its `provider:name` pattern.
+    pub probe: String,
+}
 
 /// The watch over the traced trees' new objects.
 pub(crate) struct LaterObjects {
@@ -35,6 +58,9 @@ pub(crate) struct LaterObjects {
     processes: BTreeSet<u32>,
     /// Processes to list at the next poll whatever the records say.
     unlisted: BTreeSet<u32>,
+    /// The programs the listed processes ran, each once, in the order
+    /// seen: what to name when an attach point never found its probe.
+    programs: Vec<PathBuf>,
 }
 
 impl LaterObjects {
@@ -62,6 +88,7 @@ impl LaterObjects {
             seen: HashSet::new(),
             processes: pids.iter().copied().collect(),
             unlisted: BTreeSet::new(),
+            programs: Vec::new(),
         };
         for site in &compilation.sites {
             if let Ok(stat) = rustix::fs::fstat(&*site.attach_fd) {
@@ -86,6 +113,23 @@ impl LaterObjects {
     /// Marks an object as looked at; whether it was new.
     fn look_at(&mut self, id: FileId) -> bool {
         self.seen.insert(id)
+    }
+
+    /// What was never attached, and the programs seen running.
+    pub fn unattached(&self, compilation: &Compilation) -> Unattached {
+        Unattached {
+            specs: self
+                .growth
+                .unattached(compilation)
+                .into_iter()
+                .map(|spec| Waited {
+                    text: spec.text.clone(),
+                    target: spec.target.clone(),
+                    probe: spec.probe.clone(),
+                })
+                .collect(),
+            programs: self.programs.clone(),
+        }
     }
 
     /// Attaches to what the tree mapped since the last call; returns
@@ -128,6 +172,11 @@ impl LaterObjects {
                 continue;
             };
             self.processes.insert(pid);
+            if let Ok(program) = std::fs::read_link(format!("/proc/{pid}/exe")) {
+                if !self.programs.contains(&program) {
+                    self.programs.push(program);
+                }
+            }
             for object in objects {
                 if !self.look_at(object.id) {
                     continue;

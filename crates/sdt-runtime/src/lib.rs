@@ -20,6 +20,7 @@
 pub mod event;
 mod later;
 mod maps;
+pub mod reads;
 pub mod run;
 pub mod scrape;
 mod symbols;
@@ -150,6 +151,16 @@ impl<'p> Runtime<'p> {
     /// attached after the start.
     pub fn sites(&self) -> usize {
         self.tables.sites.len()
+    }
+
+    /// How many sites of the USDT probe `provider:name` the programs
+    /// serve, with those of objects attached after the start.
+    pub fn sites_of(&self, provider: &str, name: &str) -> usize {
+        self.tables
+            .sites
+            .iter()
+            .filter(|s| s.provider == provider && s.name == name)
+            .count()
     }
 
     /// The hits of `sdt trace` so far.
@@ -625,6 +636,14 @@ impl Env for RuntimeEnv<'_> {
 
     fn module(&mut self, pid: u32, addr: u64) -> Option<String> {
         self.symbols.module(pid, addr)
+    }
+
+    fn build_id(&mut self, pid: u32, addr: u64) -> Option<(Vec<u8>, u64)> {
+        self.symbols.build_id(pid, addr)
+    }
+
+    fn kernel_symbol(&mut self, addr: u64) -> Option<Symbol> {
+        self.symbols.kernel_symbol(addr)
     }
 
     fn stack(&mut self, id: u32) -> Vec<u64> {

@@ -9,6 +9,7 @@ use sdt_bpf::{Map, Mechanism};
 use sdt_trace::{Options as SessionOptions, Session};
 
 use crate::later::LaterObjects;
+pub use crate::later::{Unattached, Waited};
 use crate::{Action, Entry, Maps, Runtime};
 use sdt_codegen::layout;
 use sdt_lang::hir::MapId;
@@ -51,10 +52,30 @@ pub struct Summary {
     pub lost_stacks: u64,
     /// `(map name, updates refused because the map was full)`.
     pub full_maps: Vec<(String, u64)>,
+    /// Hits dropped because the kernel had no memory for a thread's
+    /// scratch space.
+    pub lost_hits: u64,
+    /// Reads of the traced process's memory that failed, by place.
+    pub failed_reads: Vec<sdt_output::FailedRead>,
     /// The code `exit(N)` gave, if any.
     pub exit_code: Option<i64>,
     /// Whether the program called `exit()`.
     pub exited: bool,
+    /// The hits of each counted probe ([`sdt_script::Options::counted`]).
+    pub counted: Vec<ProbeHits>,
+    /// Attach points that waited for objects mapped later, in vain.
+    pub unattached: Unattached,
+}
+
+/// How often a counted probe fired, counted by its programs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeHits {
+    pub provider: String,
+    pub name: String,
+    /// Its sites attached, at the start and later: 0 when nothing had it.
+    pub sites: usize,
+    /// Its hits while the run lasted.
+    pub hits: u64,
 }
 
 /// How a run ended.
@@ -396,12 +417,39 @@ impl<'c> Runner<'c> {
             .map(|(i, m)| (m.display_name(), lost(layout::LOST_MAP_UPDATES + i as u32)))
             .filter(|(_, n)| *n > 0)
             .collect();
+        let counted = self
+            .compilation
+            .counted
+            .iter()
+            .enumerate()
+            .map(|(i, (provider, name))| ProbeHits {
+                provider: provider.clone(),
+                name: name.clone(),
+                sites: self.runtime.sites_of(provider, name),
+                hits: self
+                    .session
+                    .per_cpu_sum(layout::HITS_MAP as usize, i as u32),
+            })
+            .collect();
+        let unattached = self
+            .later
+            .as_ref()
+            .map(|later| later.unattached(self.compilation))
+            .unwrap_or_default();
+        let failed_reads = crate::reads::ReadSites::new(self.compilation).failed(|index| {
+            self.session
+                .per_cpu_values(layout::LOST_MAP as usize, index)
+        });
         let summary = Summary {
             lost_events: lost(layout::LOST_EVENTS),
             lost_stacks: lost(layout::LOST_STACKS),
             full_maps,
+            lost_hits: lost(layout::LOST_HITS),
+            failed_reads,
             exit_code,
             exited,
+            counted,
+            unattached,
         };
         let attached = self.session.take_attachments();
         Ok(Finished {

@@ -21,6 +21,7 @@ use sdt_output::Losses;
 use sdt_script::{Compilation, Names};
 
 use crate::maps::{map_snapshot, MapSnapshot};
+use crate::reads::ReadSites;
 use crate::run::Runner;
 use crate::symbols::Symbols;
 use crate::{wall_offset, Entry, Maps, RuntimeEnv};
@@ -39,6 +40,8 @@ struct Inner {
     maps: Vec<Map>,
     stacks: Option<Map>,
     lost: Option<Map>,
+    /// The read sites, whose failures the lost map counts.
+    reads: ReadSites,
     wall_offset: i128,
 }
 
@@ -76,6 +79,7 @@ impl MapReader {
                 maps,
                 stacks: dup(layout::STACK_MAP)?,
                 lost: dup(layout::LOST_MAP)?,
+                reads: ReadSites::new(compilation),
                 wall_offset: wall_offset(),
             }),
         })
@@ -124,6 +128,8 @@ impl MapReader {
                 })
                 .filter(|(_, n)| *n > 0)
                 .collect(),
+            hits: inner.lost(layout::LOST_HITS),
+            failed_reads: inner.reads.failed(|index| inner.lost_per_cpu(index)),
         };
         (Snapshot { maps, losses }, errors)
     }
@@ -144,8 +150,13 @@ fn declarations(compilation: &Compilation) -> Program {
 impl Inner {
     /// Counter `index` of the lost map, summed over CPUs.
     fn lost(&self, index: u32) -> u64 {
+        self.lost_per_cpu(index).iter().sum()
+    }
+
+    /// Each CPU's counter `index` of the lost map.
+    fn lost_per_cpu(&self, index: u32) -> Vec<u64> {
         let Some(map) = &self.lost else {
-            return 0;
+            return Vec::new();
         };
         match map.lookup_per_cpu(&index.to_ne_bytes()) {
             Ok(Some(values)) => values
@@ -155,8 +166,8 @@ impl Inner {
                         .and_then(|b| b.try_into().ok())
                         .map_or(0, u64::from_ne_bytes)
                 })
-                .sum(),
-            _ => 0,
+                .collect(),
+            _ => Vec::new(),
         }
     }
 }

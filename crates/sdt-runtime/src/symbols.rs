@@ -10,7 +10,8 @@
 //! `/proc/PID/maps` before the process is gone; other processes, and
 //! anything the records missed, are read from `/proc/PID/maps` when an
 //! address is not found. The symbol lookup itself, with demangling of C++
-//! and Rust names, is `blazesym`'s.
+//! and Rust names, is `blazesym`'s. Kernel addresses (`ksym`, `kstack`)
+//! are looked up in `/proc/kallsyms`, read once when the first is.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -47,6 +48,11 @@ pub struct Symbols {
     files: HashMap<(u64, u64), std::sync::Arc<File>>,
     /// The kernel's records of the traced processes' mappings.
     events: Option<MappingEvents>,
+    /// Each open file's build id, by `dev:inode`, once read.
+    build_ids: HashMap<(u64, u64), Option<Vec<u8>>>,
+    /// The kernel's symbols, read from `/proc/kallsyms` when a kernel
+    /// address is first resolved (an empty table if it cannot be read).
+    kernel: Option<sdt_kernel::KernelSymbols>,
 }
 
 impl Default for Symbols {
@@ -59,6 +65,8 @@ impl Default for Symbols {
             seen: HashMap::new(),
             files: HashMap::new(),
             events: None,
+            build_ids: HashMap::new(),
+            kernel: None,
         }
     }
 }
@@ -238,6 +246,41 @@ impl Symbols {
                 }),
                 _ => None,
             }
+        })
+    }
+
+    /// The build id of the object mapped at `addr` in `pid`, and the
+    /// address's offset in its file (after [`symbol`](Symbols::symbol)
+    /// has looked for it): what `ustack(build_id)` prints, for
+    /// symbolizing elsewhere.
+    pub fn build_id(&mut self, pid: u32, addr: u64) -> Option<(Vec<u8>, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let (file, file_offset, _) = self.find(pid, addr)?;
+        let meta = file.metadata().ok()?;
+        let id = self
+            .build_ids
+            .entry((meta.dev(), meta.ino()))
+            .or_insert_with(|| {
+                let copy = file.try_clone().ok()?;
+                sdt_elf::ElfFile::from_file(copy, "mapped object")
+                    .ok()?
+                    .build_id()
+            })
+            .clone()?;
+        Some((id, file_offset))
+    }
+
+    /// The kernel symbol `addr` is in, with the offset into it (`ksym`,
+    /// `kstack`).
+    pub fn kernel_symbol(&mut self, addr: u64) -> Option<Symbol> {
+        let kernel = self
+            .kernel
+            .get_or_insert_with(|| sdt_kernel::KernelSymbols::load().unwrap_or_default());
+        let found = kernel.symbol(addr)?;
+        Some(Symbol {
+            name: found.name.to_string(),
+            offset: found.offset,
+            module: "[kernel.kallsyms]".to_string(),
         })
     }
 

@@ -62,6 +62,7 @@ impl Later {
             name: "reserve".to_string(),
             display: String::new(),
             site_address: None,
+            counted: None,
         }
     }
 }
@@ -72,6 +73,9 @@ pub struct Growth {
     lowering: Lowering,
     /// The output layouts, the compilation's first.
     pub outputs: Vec<OutputInfo>,
+    /// The probe instances of the attach points that have sites in an
+    /// object mapped later.
+    attached: std::collections::HashSet<usize>,
 }
 
 /// What one object added.
@@ -102,10 +106,33 @@ impl Growth {
                 roles: Vec::new(),
                 attach: Vec::new(),
                 cookies: compilation.later.cookies,
+                counted: compilation.counted.clone(),
                 warnings: Vec::new(),
             },
             outputs: compilation.compiled.outputs.clone(),
+            attached: std::collections::HashSet::new(),
         }
+    }
+
+    /// The attach points that mean objects mapped later, yet have no
+    /// site: none matched when the script was planned, and none in any
+    /// object mapped since. What the user wrote, for messages.
+    pub fn unattached<'c>(&self, compilation: &'c Compilation) -> Vec<&'c ProbeSpec> {
+        compilation
+            .later
+            .points
+            .iter()
+            .filter(|point| {
+                let instance = &compilation.program.probes[point.instance];
+                let at_start =
+                    match &compilation.bound[instance.block][instance.attach_point].target {
+                        sdt_bind::Target::Usdt(sites) => !sites.is_empty(),
+                        _ => true,
+                    };
+                !at_start && !self.attached.contains(&point.instance)
+            })
+            .map(|point| &point.spec)
+            .collect()
     }
 
     pub fn names(&self) -> &Names {
@@ -124,6 +151,7 @@ impl Growth {
         let mut added = Added::default();
         let mut lowering = self.lowering.clone();
         let first_unit = lowering.units.len();
+        let mut attached = Vec::new();
         for point in &compilation.later.points {
             let plan = sdt_trace::plan_mapped(&point.spec, object);
             added.warnings.extend(plan.warnings);
@@ -146,6 +174,7 @@ impl Growth {
                 ));
                 continue;
             }
+            attached.push(point.instance);
             for site in &lowering.sites[first_site..] {
                 let probe = format!(
                     "usdt:{}:{}:{}",
@@ -203,6 +232,7 @@ impl Growth {
         lowering.roles.clear();
         lowering.attach.clear();
         self.lowering = lowering;
+        self.attached.extend(attached);
         self.outputs = compiled.outputs;
         added
     }

@@ -19,17 +19,18 @@ mod later;
 use std::collections::HashMap;
 
 use sdt_bpf::arg::ArgSource;
-use sdt_bpf::{Mechanism, ProgramType};
+use sdt_bpf::{Mechanism, PerfEvent, PerfType, ProgramType, Sampling};
 use sdt_trace::{Attach, AttachSite, PlannedSite, ProgramSpec, Scope};
 
 use sdt_bind::{Bound, ObjectFacts, Target};
 use sdt_codegen::{ArgAccess, Compiled, Ids, Unit};
 use sdt_lang::ast::Script;
-use sdt_lang::attach::AttachSpec;
+use sdt_lang::attach::{AttachSpec, TimeUnit};
 use sdt_lang::check::{self, CheckOptions, NoObjects};
 use sdt_lang::config::MissingProbes;
 use sdt_lang::diag::{Diagnostic, Diagnostics};
 use sdt_lang::hir::{ProbeInstance, ProbeKind, Program};
+use sdt_lang::perf::CounterKind;
 
 use later::LaterPoint;
 pub use later::{Added, Growth, Later};
@@ -52,6 +53,10 @@ pub struct Options {
     /// What an attach point that matches nothing does (`missing_probes`).
     pub missing_probes: MissingProbes,
     pub codegen: sdt_codegen::Options,
+    /// USDT probes whose hits are counted, as `(provider, name)`: the
+    /// programs of their sites add one to counter N of the hits map for
+    /// the Nth, at each hit (see [`Compilation::counted`]).
+    pub counted: Vec<(String, String)>,
 }
 
 /// What a program is run for.
@@ -82,7 +87,8 @@ pub struct Compilation {
     pub sites: Vec<PlannedSite>,
     /// Probes as bpftrace counts them, for `Attaching N probes...`.
     pub probe_count: usize,
-    /// Sites refused and notes skipped, one line each.
+    /// Sites refused and notes skipped, one line each. (Warnings about
+    /// places in the script are the program's, located.)
     pub warnings: Vec<String>,
     /// The script's text and the name messages give it (`stdin` for
     /// `-e`), for messages about places in it at run time (`errorf`).
@@ -93,6 +99,9 @@ pub struct Compilation {
     pub skipped: Vec<Diagnostic>,
     /// What attaching to objects mapped later needs (see [`Growth`]).
     pub later: Later,
+    /// The probes whose hits are counted, by counter (see
+    /// [`Options::counted`]).
+    pub counted: Vec<(String, String)>,
 }
 
 impl Compilation {
@@ -118,6 +127,7 @@ fn program_specs(programs: &[sdt_codegen::CompiledProgram], attach: &[Attach]) -
             prog_type: p.prog_type,
             insns: p.insns.clone(),
             attach: attach.clone(),
+            sleepable: p.sleepable,
         })
         .collect()
 }
@@ -148,12 +158,6 @@ pub fn compile_parsed(
     let mut compilation = compile_script(script, options)?;
     compilation.source = source.to_string();
     compilation.source_name = name.to_string();
-    for w in &compilation.program.warnings {
-        let (line, column) = w.line_column(source);
-        compilation
-            .warnings
-            .push(format!("line {line}, column {column}: {}", w.message));
-    }
     Ok(compilation)
 }
 
@@ -194,6 +198,7 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         roles: Vec::new(),
         attach: Vec::new(),
         cookies: options.mechanism.supports_cookies(),
+        counted: options.counted.clone(),
         warnings: Vec::new(),
     };
     for (index, instance) in program.probes.iter().enumerate() {
@@ -221,10 +226,14 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         })
         .collect();
     let reserve: Vec<Unit> = later_points.iter().map(Later::reserve_unit).collect();
+    let codegen = sdt_codegen::Options {
+        hit_counters: options.counted.len() as u32,
+        ..options.codegen.clone()
+    };
     let mut compiled = sdt_codegen::compile(
         &program,
         &[lowering.units.as_slice(), &reserve].concat(),
-        &options.codegen,
+        &codegen,
     )
     .map_err(Diagnostics)?;
     // The reserving programs are never loaded.
@@ -233,15 +242,17 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         points: later_points,
         units: lowering.units.clone(),
         reserve,
-        codegen: options.codegen.clone(),
+        codegen,
         cookies: lowering.cookies,
     };
     let probe_count = bound.iter().flatten().map(Bound::probe_count).sum();
+    let faulting = faulting_notes(&script, &program, &compiled, &options.codegen);
     let warnings = bound
         .iter()
         .flatten()
         .flat_map(|b| b.warnings.clone())
         .chain(lowering.warnings)
+        .chain(faulting)
         .collect();
     Ok(Compilation {
         script,
@@ -258,7 +269,48 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         source_name: "stdin".to_string(),
         skipped,
         later,
+        counted: options.counted.clone(),
     })
+}
+
+/// What to say about reads of the traced process's memory that cannot
+/// fault pages in: once, why the kernel cannot, if it cannot and a
+/// program reads that memory; else, for each probe whose programs read
+/// without faulting although the kernel could, why.
+fn faulting_notes(
+    script: &Script,
+    program: &Program,
+    compiled: &Compiled,
+    codegen: &sdt_codegen::Options,
+) -> Vec<String> {
+    if compiled.read_sites.is_empty() {
+        return Vec::new();
+    }
+    match codegen.machine.faulting {
+        sdt_codegen::Faulting::NotAsked => return Vec::new(),
+        sdt_codegen::Faulting::No => {
+            // Asked before, so the answer is known: this asks nothing.
+            let why = sdt_bpf::FaultingReads::detect().err().unwrap_or_default();
+            return vec![format!(
+                "strings and other memory of the traced process are read only from pages it has in memory, because {why}; a read of a page it has not touched yet (a string literal it never read itself) fails, and is counted"
+            )];
+        }
+        sdt_codegen::Faulting::Yes(_) => {}
+    }
+    compiled
+        .nonfaulting
+        .iter()
+        .map(|(instance, why)| {
+            let probe = program
+                .probes
+                .get(*instance)
+                .and_then(|p| script.probes.get(p.block)?.attach_points.get(p.attach_point))
+                .map_or("a probe", |a| a.text.as_str());
+            format!(
+                "{probe} reads the traced process's memory only from pages it has in memory ({why}); reads that fail are counted"
+            )
+        })
+        .collect()
 }
 
 /// Compiles as if every attach point matched something: each USDT probe
@@ -294,6 +346,9 @@ pub fn compile_offline(
                     (ProgramType::Kprobe, ArgAccess::Registers)
                 }
                 ProbeKind::Tracepoint => (ProgramType::Tracepoint, ArgAccess::None),
+                ProbeKind::Profile | ProbeKind::Software | ProbeKind::Hardware => {
+                    (ProgramType::PerfEvent, ArgAccess::None)
+                }
             };
             Unit {
                 instance,
@@ -303,6 +358,7 @@ pub fn compile_offline(
                 name: format!("p{instance}"),
                 display: p.kind.name().to_string(),
                 site_address: None,
+                counted: None,
             }
         })
         .collect();
@@ -322,6 +378,8 @@ struct Lowering {
     roles: Vec<Role>,
     attach: Vec<Attach>,
     cookies: bool,
+    /// The probes whose hits are counted (see [`Options::counted`]).
+    counted: Vec<(String, String)>,
     /// Sites left out because the script reads an argument there that
     /// cannot be read, one line each.
     warnings: Vec<String>,
@@ -360,42 +418,8 @@ impl Lowering {
         instance: &ProbeInstance,
         b: &Bound,
     ) -> Result<(), Diagnostic> {
-        let n = self.units.len();
-        let target = instance.target;
-        // Sites share a program through cookies, unless the program must
-        // know its site's address.
-        let cookies = self.cookies && !instance.per_site;
-        let unit = |prog_type, args, ids, name: String, display: String| Unit {
-            instance: index,
-            prog_type,
-            args,
-            ids,
-            name,
-            display,
-            site_address: None,
-        };
         match &b.target {
-            Target::Plain => {
-                let (role, display, short) = match b.spec {
-                    AttachSpec::Begin => (Role::Begin, "BEGIN".to_string(), "begin"),
-                    AttachSpec::End => (Role::End, "END".to_string(), "end"),
-                    AttachSpec::Interval { period_ns, .. } => (
-                        Role::Interval { period_ns },
-                        interval_name(period_ns),
-                        "interval",
-                    ),
-                    _ => unreachable!("plain targets are BEGIN, END and intervals"),
-                };
-                let probe = self.probe_id(display.clone());
-                let u = unit(
-                    ProgramType::RawTracepoint,
-                    ArgAccess::None,
-                    Ids::Const { probe, site: 0 },
-                    format!("{short}_{n}"),
-                    display,
-                );
-                self.push(u, role, Attach::Triggered);
-            }
+            Target::Plain => self.plain(index, b),
             Target::Usdt(planned) => {
                 let written = match &b.spec {
                     AttachSpec::Usdt { path, .. } => path.clone(),
@@ -403,83 +427,13 @@ impl Lowering {
                 };
                 self.usdt(index, instance, planned, written.as_deref())?;
             }
-            Target::Functions(functions) => {
-                let (written, ret) = match &b.spec {
-                    AttachSpec::Uprobe { path, ret, .. } => (path.clone(), *ret),
-                    _ => (None, false),
-                };
-                let kind_name = if ret { "uretprobe" } else { "uprobe" };
-                let mut sites = Vec::new();
-                let mut first_display = None;
-                for f in functions {
-                    let display = format!(
-                        "{kind_name}:{}:{}",
-                        shown_path(written.as_deref(), &f.path),
-                        f.symbol
-                    );
-                    let probe = self.probe_id(display.clone());
-                    let func = self.func_id(&f.function);
-                    let site = AttachSite {
-                        path: f.path.clone(),
-                        attach_path: f.attach_path.clone(),
-                        attach_fd: f.attach_fd.clone(),
-                        offset: f.file_offset,
-                        ref_ctr_offset: None,
-                        cookie: if cookies {
-                            (u64::from(probe) << 32) | u64::from(func)
-                        } else {
-                            0
-                        },
-                    };
-                    if cookies {
-                        first_display.get_or_insert(display);
-                        sites.push(site);
-                    } else {
-                        let u = unit(
-                            ProgramType::Kprobe,
-                            ArgAccess::Registers,
-                            Ids::Const { probe, site: func },
-                            format!("up_{}", self.units.len()),
-                            display,
-                        );
-                        let u = Unit {
-                            site_address: Some(f.address),
-                            ..u
-                        };
-                        self.push(
-                            u,
-                            Role::Probe,
-                            Attach::Uprobe {
-                                sites: vec![site],
-                                retprobe: ret,
-                            },
-                        );
-                    }
-                }
-                if !sites.is_empty() {
-                    let display = first_display.unwrap_or_default();
-                    let u = unit(
-                        ProgramType::Kprobe,
-                        ArgAccess::Registers,
-                        Ids::Cookie,
-                        format!("up_{}", self.units.len()),
-                        display,
-                    );
-                    self.push(
-                        u,
-                        Role::Probe,
-                        Attach::Uprobe {
-                            sites,
-                            retprobe: ret,
-                        },
-                    );
-                }
-            }
+            Target::Functions(functions) => self.functions(index, instance, functions, b),
             Target::Tracepoints(tps) => {
-                let tp = &tps[target];
+                let tp = &tps[instance.target];
                 let display = format!("tracepoint:{}:{}", tp.category, tp.name);
                 let probe = self.probe_id(display.clone());
                 let u = unit(
+                    index,
                     ProgramType::Tracepoint,
                     ArgAccess::None,
                     Ids::Const { probe, site: 0 },
@@ -490,6 +444,133 @@ impl Lowering {
             }
         }
         Ok(())
+    }
+
+    /// A BEGIN, END, interval or perf-event probe: one program, triggered
+    /// by hand or on every CPU's event.
+    fn plain(&mut self, index: usize, b: &Bound) {
+        let n = self.units.len();
+        let display = b.spec.own_name().unwrap_or_default();
+        let probe = self.probe_id(display.clone());
+        let (role, short, attach) = match b.spec {
+            AttachSpec::Begin => (Role::Begin, "begin", Attach::Triggered),
+            AttachSpec::End => (Role::End, "end", Attach::Triggered),
+            AttachSpec::Interval { period_ns, .. } => {
+                (Role::Interval { period_ns }, "interval", Attach::Triggered)
+            }
+            _ => match perf_event(&b.spec) {
+                Some(event) => (
+                    Role::Probe,
+                    "perf",
+                    Attach::PerfEvent {
+                        event,
+                        probe: display.clone(),
+                    },
+                ),
+                None => {
+                    unreachable!("plain targets are BEGIN, END, intervals and perf events")
+                }
+            },
+        };
+        let prog_type = match attach {
+            Attach::PerfEvent { .. } => ProgramType::PerfEvent,
+            _ => ProgramType::RawTracepoint,
+        };
+        let u = unit(
+            index,
+            prog_type,
+            ArgAccess::None,
+            Ids::Const { probe, site: 0 },
+            format!("{short}_{n}"),
+            display,
+        );
+        self.push(u, role, attach);
+    }
+
+    /// A uprobe or uretprobe at `functions`: one program sharing them
+    /// through cookies, or one each where it must know its site.
+    fn functions(
+        &mut self,
+        index: usize,
+        instance: &ProbeInstance,
+        functions: &[sdt_trace::FunctionSite],
+        b: &Bound,
+    ) {
+        // Sites share a program through cookies, unless the program must
+        // know its site's address.
+        let cookies = self.cookies && !instance.per_site;
+        let (written, ret) = match &b.spec {
+            AttachSpec::Uprobe { path, ret, .. } => (path.clone(), *ret),
+            _ => (None, false),
+        };
+        let kind_name = if ret { "uretprobe" } else { "uprobe" };
+        let mut sites = Vec::new();
+        let mut first_display = None;
+        for f in functions {
+            let display = format!(
+                "{kind_name}:{}:{}",
+                shown_path(written.as_deref(), &f.path),
+                f.symbol
+            );
+            let probe = self.probe_id(display.clone());
+            let func = self.func_id(&f.function);
+            let site = AttachSite {
+                path: f.path.clone(),
+                attach_path: f.attach_path.clone(),
+                attach_fd: f.attach_fd.clone(),
+                offset: f.file_offset,
+                ref_ctr_offset: None,
+                cookie: if cookies {
+                    (u64::from(probe) << 32) | u64::from(func)
+                } else {
+                    0
+                },
+            };
+            if cookies {
+                first_display.get_or_insert(display);
+                sites.push(site);
+            } else {
+                let u = unit(
+                    index,
+                    ProgramType::Kprobe,
+                    ArgAccess::Registers,
+                    Ids::Const { probe, site: func },
+                    format!("up_{}", self.units.len()),
+                    display,
+                );
+                let u = Unit {
+                    site_address: Some(f.address),
+                    ..u
+                };
+                self.push(
+                    u,
+                    Role::Probe,
+                    Attach::Uprobe {
+                        sites: vec![site],
+                        retprobe: ret,
+                    },
+                );
+            }
+        }
+        if !sites.is_empty() {
+            let display = first_display.unwrap_or_default();
+            let u = unit(
+                index,
+                ProgramType::Kprobe,
+                ArgAccess::Registers,
+                Ids::Cookie,
+                format!("up_{}", self.units.len()),
+                display,
+            );
+            self.push(
+                u,
+                Role::Probe,
+                Attach::Uprobe {
+                    sites,
+                    retprobe: ret,
+                },
+            );
+        }
     }
 
     /// The programs of a USDT probe instance at `planned` sites: sites
@@ -506,7 +587,7 @@ impl Lowering {
         // Sites share a program through cookies, unless the program must
         // know its site's address.
         let cookies = self.cookies && !instance.per_site;
-        let unit = |args, ids, name: String, display: String, site_address| Unit {
+        let unit = |args, ids, name: String, display: String, site_address, counted| Unit {
             instance: index,
             prog_type: ProgramType::Kprobe,
             args,
@@ -514,9 +595,11 @@ impl Lowering {
             name,
             display,
             site_address,
+            counted,
         };
-        // Sites whose arguments live in the same places share a program.
-        let mut groups: Vec<(Vec<Option<ArgSource>>, Vec<AttachSite>, String)> = Vec::new();
+        // Sites whose arguments live in the same places, and whose hits
+        // add to the same counter (if any), share a program.
+        let mut groups: Vec<(Shape, Vec<AttachSite>, String)> = Vec::new();
         let mut refused = Vec::new();
         for site in planned {
             if let Some(why) = unreadable_read(site, instance.args_read) {
@@ -547,8 +630,15 @@ impl Lowering {
                 ref_ctr_offset: site.semaphore_offset,
                 cookie: if cookies { cookie } else { 0 },
             };
-            let shape: Vec<Option<ArgSource>> =
-                site.args.iter().map(|a| a.source.clone().ok()).collect();
+            let counted = self
+                .counted
+                .iter()
+                .position(|(provider, name)| *provider == site.provider && *name == site.name)
+                .map(|n| n as u32);
+            let shape = Shape {
+                args: site.args.iter().map(|a| a.source.clone().ok()).collect(),
+                counted,
+            };
             if cookies {
                 match groups.iter_mut().find(|g| g.0 == shape) {
                     Some(g) => g.1.push(attach_site),
@@ -556,7 +646,7 @@ impl Lowering {
                 }
             } else {
                 let u = unit(
-                    ArgAccess::Usdt(shape),
+                    ArgAccess::Usdt(shape.args),
                     Ids::Const {
                         probe,
                         site: site_id,
@@ -564,6 +654,7 @@ impl Lowering {
                     format!("usdt_{}", self.units.len()),
                     display,
                     Some(site.address),
+                    shape.counted,
                 );
                 self.push(
                     u,
@@ -584,11 +675,12 @@ impl Lowering {
         self.warnings.extend(refused);
         for (shape, sites, display) in groups {
             let u = unit(
-                ArgAccess::Usdt(shape),
+                ArgAccess::Usdt(shape.args),
                 Ids::Cookie,
                 format!("usdt_{}", self.units.len()),
                 display,
                 None,
+                shape.counted,
             );
             self.push(
                 u,
@@ -601,6 +693,35 @@ impl Lowering {
         }
         Ok(())
     }
+}
+
+/// A unit of probe instance `index`, attached at no single address.
+fn unit(
+    index: usize,
+    prog_type: ProgramType,
+    args: ArgAccess,
+    ids: Ids,
+    name: String,
+    display: String,
+) -> Unit {
+    Unit {
+        instance: index,
+        prog_type,
+        args,
+        ids,
+        name,
+        display,
+        site_address: None,
+        counted: None,
+    }
+}
+
+/// What sites must have alike to share a program: where each argument
+/// is, and the hit counter they add to.
+#[derive(PartialEq)]
+struct Shape {
+    args: Vec<Option<ArgSource>>,
+    counted: Option<u32>,
 }
 
 /// Why `site` cannot run a program that reads the arguments in `read`
@@ -622,15 +743,25 @@ fn shown_path(written: Option<&str>, path: &std::path::Path) -> String {
     }
 }
 
-/// `interval:s:1`, `interval:ms:250`, as bpftrace names them.
-fn interval_name(ns: u64) -> String {
-    if ns % 1_000_000_000 == 0 {
-        format!("interval:s:{}", ns / 1_000_000_000)
-    } else if ns % 1_000_000 == 0 {
-        format!("interval:ms:{}", ns / 1_000_000)
-    } else if ns % 1_000 == 0 {
-        format!("interval:us:{}", ns / 1_000)
-    } else {
-        format!("interval:ns:{ns}")
-    }
+/// The perf event a `profile`, `software` or `hardware` probe samples.
+fn perf_event(spec: &AttachSpec) -> Option<PerfEvent> {
+    Some(match spec {
+        AttachSpec::Profile {
+            unit: TimeUnit::Hz,
+            count,
+        } => PerfEvent::cpu_clock(*count),
+        AttachSpec::Profile { unit, count } => PerfEvent {
+            sampling: Sampling::Period(unit.period_ns(*count)?),
+            ..PerfEvent::cpu_clock(1)
+        },
+        AttachSpec::Counter { event, count, .. } => PerfEvent {
+            kind: match event.kind {
+                CounterKind::Software => PerfType::Software,
+                CounterKind::Hardware => PerfType::Hardware,
+            },
+            config: event.config,
+            sampling: Sampling::Period(count.unwrap_or(event.default_count)),
+        },
+        _ => return None,
+    })
 }

@@ -22,6 +22,7 @@ fn concatenated(parts: &[&[u8]], size: u32) -> Option<Vec<u8>> {
         mechanism: sdt_trace::mechanism(None).expect("a uprobe mechanism"),
         missing_probes: sdt_lang::config::Config::default().missing_probes,
         codegen: Default::default(),
+        counted: Vec::new(),
     };
     let mut compilation =
         sdt_script::compile(r#"BEGIN { @s = "placeholder"; }"#, &options).expect("compiles");

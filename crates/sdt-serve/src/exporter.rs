@@ -7,7 +7,11 @@
 //! itself clears its map. Then sdt's own health: `sdt_up`,
 //! `sdt_probes_attached`, `sdt_program_load_seconds`,
 //! `sdt_events_lost_total`, `sdt_map_updates_dropped_total` (updates a
-//! full map refused) and `sdt_dropped_series_total`.
+//! full map refused), `sdt_dropped_series_total`, `sdt_hits_lost_total`
+//! (hits the kernel had no scratch memory for) and
+//! `sdt_failed_reads_total` (reads of the traced process's memory that
+//! failed, by probe and the script's text and place of the read: the
+//! series a label such as `arg0=""` came from).
 //!
 //! **Cardinality is bounded** per map: the first `series_limit` label
 //! sets a scrape meets are exported from then on, and any other is left
@@ -215,6 +219,19 @@ impl Source for Exporter {
                     .full
                     .push(series(&labels, Value::Number(i128::from(*n))));
             }
+            health
+                .hits
+                .push(series(&constant, Value::Number(i128::from(losses.hits))));
+            for read in &losses.failed_reads {
+                let mut labels = constant.clone();
+                labels.extend([
+                    ("probe".to_string(), read.probe.clone()),
+                    ("read".to_string(), read.what.clone()),
+                    ("at".to_string(), read.at.clone()),
+                ]);
+                let count = Value::Number(i128::from(read.count));
+                health.failed_reads.push(series(&labels, count));
+            }
             for (map, limiter) in &program.limits {
                 let labels = with_map(&constant, map);
                 let dropped = Value::Number(i128::from(limiter.dropped_total));
@@ -256,6 +273,8 @@ struct Health {
     lost: Vec<Series>,
     full: Vec<Series>,
     dropped: Vec<Series>,
+    hits: Vec<Series>,
+    failed_reads: Vec<Series>,
 }
 
 impl Health {
@@ -296,6 +315,18 @@ impl Health {
                 "Keys of a map left out of the metrics because the map had more series than the limit",
                 Kind::Counter,
                 self.dropped,
+            ),
+            Family::new(
+                "sdt_hits_lost",
+                "Hits dropped because the kernel had no memory for the thread's scratch space",
+                Kind::Counter,
+                self.hits,
+            ),
+            Family::new(
+                "sdt_failed_reads",
+                "Reads of the traced process's memory that failed, by probe and by the script's read (what they read showed as zeros or an empty string)",
+                Kind::Counter,
+                self.failed_reads,
             ),
         ]
     }

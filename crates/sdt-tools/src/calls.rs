@@ -305,6 +305,7 @@ impl Calls {
             } else {
                 Vec::new()
             },
+            layout: sdt_output::Layout::sdt(),
         }
     }
 }

@@ -78,7 +78,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         common,
         program,
         language: None,
-        objects: vec![server],
+        shown: server.display().to_string(),
         reports: None,
     };
     let spans = options.spans.clone().map(|sender| QuerySpans {

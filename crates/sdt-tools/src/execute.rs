@@ -11,7 +11,6 @@
 
 use std::cell::Cell;
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
 
@@ -19,7 +18,7 @@ use sdt_job::{Hooks, Job, Request, Source, Target};
 use sdt_output::{Event, Losses, Note, Sink};
 
 use crate::report::Report;
-use crate::runtimes::{self, Detected, Language};
+use crate::runtimes::{self, Language};
 use crate::{Common, Tool, Traces};
 
 /// Fills a tool's program: each `{{NAME}}` is replaced by its value.
@@ -94,9 +93,9 @@ pub(crate) struct ToolJob<'a> {
     /// The runtime whose probes are traced, which the `-c` command gets
     /// switched on ([`Traces::Runtime`]).
     pub language: Option<&'static Language>,
-    /// The files whose probes are traced, for the message that tracing
-    /// has started.
-    pub objects: Vec<PathBuf>,
+    /// Where the probes are traced (files, or what the command maps), for
+    /// the message that tracing has started.
+    pub shown: String,
     /// The reports to stop after (`INTERVAL COUNT`), if any.
     pub reports: Option<Reports>,
 }
@@ -115,19 +114,20 @@ impl<'a> ToolJob<'a> {
         let Traces::Runtime(probes) = tool.traces else {
             anyhow::bail!("sdt {} traces no runtime (a bug in sdt)", tool.name);
         };
-        let Detected { language, objects } = runtimes::detect(
+        let detected = runtimes::detect(
             common.lang.as_deref(),
             common.pid(),
             common.command.as_deref(),
         )?;
-        let mut values = runtimes::placeholders(language, probes, &objects)?;
+        let language = detected.language;
+        let mut values = runtimes::placeholders(&detected, probes)?;
         values.extend(more(language));
         Ok(ToolJob {
             tool,
             common,
             program: fill(template, &values),
             language: Some(language),
-            objects,
+            shown: detected.shown(),
             reports: None,
         })
     }
@@ -149,7 +149,7 @@ impl<'a> ToolJob<'a> {
             common,
             program,
             language,
-            objects,
+            shown,
             reports,
         } = self;
         if common.print_program {
@@ -170,19 +170,9 @@ impl<'a> ToolJob<'a> {
             }
             _ => None,
         };
-        let target = match (common.pids.as_slice(), &common.command) {
-            ([_, ..], _) => Target::Pids(common.pids.clone()),
-            ([], Some(command)) => Target::Command(command.clone()),
-            ([], None) => Target::Everything,
-        };
         let request = Request {
-            target,
-            cgroup: common.cgroup.clone(),
             strlen: Some(tool.strlen()),
-            // As `sdt run`: a full map is reported, never silent.
-            map_entries: Some(4096),
-            print_maps: false,
-            ..Request::new(Source::inline(program))
+            ..common.request(program)
         };
         let job = Job::compile(request).map_err(|failure| {
             anyhow::anyhow!(
@@ -190,38 +180,78 @@ impl<'a> ToolJob<'a> {
                 failure.without_script()
             )
         })?;
-        let adapter = Adapter {
-            report,
-            out: sdt_output::tee::Tee::of(
-                common.format.sink(Box::new(io::stdout())),
-                common.pictures.take(),
-            ),
-            reports: reports.clone(),
-        };
         // On standard error, whatever the format: it says when tracing
         // starts.
-        let hooks = Hooks {
-            started: Box::new(|_| {
-                eprintln!(
-                    "Tracing {} in {}... Ctrl-C to end.",
-                    match common.pids.as_slice() {
-                        [pid] => format!("process {pid}"),
-                        [_, ..] => format!("processes {}", list_of(&common.pids)),
-                        [] if common.command.is_some() => "the command".to_string(),
-                        [] => "every process".to_string(),
-                    },
-                    runtimes::list(&objects)
-                );
-            }),
-            stop_asked: Box::new(|| reports.as_ref().is_some_and(Reports::ended)),
-            ..Hooks::default()
+        let started = move |_: &mut dyn Sink| {
+            eprintln!(
+                "Tracing {} in {}... Ctrl-C to end.",
+                match common.pids.as_slice() {
+                    [pid] => format!("process {pid}"),
+                    [_, ..] => format!("processes {}", list_of(&common.pids)),
+                    [] if common.command.is_some() => "the command".to_string(),
+                    [] => "every process".to_string(),
+                },
+                shown
+            );
         };
-        let outcome = job
-            .run(Box::new(adapter), hooks)
-            .map_err(sdt_job::Failure::without_script)?;
-        let _ = io::stdout().flush();
-        Ok(ExitCode::from(outcome.status))
+        execute(job, common, report, reports, started)
     }
+}
+
+impl Common {
+    /// A request to run `program` on what these options trace, as the
+    /// tools run theirs: maps of 4,096 entries, printed by the program
+    /// itself.
+    pub(crate) fn request(&self, program: String) -> Request {
+        let target = match (self.pids.as_slice(), &self.command) {
+            ([_, ..], _) => Target::Pids(self.pids.clone()),
+            ([], Some(command)) => Target::Command(command.clone()),
+            ([], None) => Target::Everything,
+        };
+        Request {
+            target,
+            cgroup: self.cgroup.clone(),
+            // As `sdt run`: a full map is reported, never silent.
+            map_entries: Some(4096),
+            print_maps: false,
+            ..Request::new(Source::inline(program))
+        }
+    }
+}
+
+/// Runs a compiled tool's job: its output goes to `report`, whose own
+/// output goes to the format of `common`, beside its pictures; `started`
+/// says that tracing has started, into that output or elsewhere; the run
+/// stops once `reports` are printed. Returns the exit status (the
+/// command's, with `-c`).
+pub(crate) fn execute(
+    job: Job,
+    common: &Common,
+    report: impl Report + 'static,
+    reports: Option<Reports>,
+    started: impl FnOnce(&mut dyn Sink),
+) -> anyhow::Result<ExitCode> {
+    let adapter = Adapter {
+        report,
+        out: sdt_output::tee::Tee::of(
+            common.format.sink(Box::new(io::stdout())),
+            common.pictures.take(),
+        ),
+        reports: reports.clone(),
+    };
+    let hooks = Hooks {
+        started: Box::new(|run| {
+            started(run.sink());
+            run.flush();
+        }),
+        stop_asked: Box::new(|| reports.as_ref().is_some_and(Reports::ended)),
+        ..Hooks::default()
+    };
+    let outcome = job
+        .run(Box::new(adapter), hooks)
+        .map_err(sdt_job::Failure::without_script)?;
+    let _ = io::stdout().flush();
+    Ok(ExitCode::from(outcome.status))
 }
 
 /// `1, 2, 3`.
@@ -265,6 +295,13 @@ impl<R: Report> Adapter<'_, R> {
                 "{n} updates of {map} were dropped because it was full"
             ));
         }
+        if losses.hits > 0 {
+            lines.push(format!(
+                "{} hits were dropped because the kernel had no memory for a thread's scratch space",
+                losses.hits
+            ));
+        }
+        lines.extend(losses.failed_reads.iter().map(|read| read.sentence()));
         if !lines.is_empty() {
             let value =
                 sdt_output::Cell::List(lines.iter().cloned().map(sdt_output::Cell::Text).collect());
@@ -290,7 +327,12 @@ impl<R: Report> Sink for Adapter<'_, R> {
             }
             Event::Map(map) if !self.done() => self.report.map(map, &mut *self.out),
             Event::Lost(losses) => self.lost(losses),
-            event @ (Event::Table(_) | Event::Row(..) | Event::Note(_)) => self.out.event(event),
+            event @ (Event::Table(_)
+            | Event::Row(..)
+            | Event::Note(_)
+            | Event::Heading(_)
+            | Event::Histogram(_)
+            | Event::Stacks { .. }) => self.out.event(event),
             _ => {}
         }
     }
@@ -370,8 +412,8 @@ mod tests {
         assert!(reports.ended());
         adapter.event(Event::Lost(&Losses {
             events: 3,
-            stacks: 0,
             full_maps: vec![("@x".into(), 2)],
+            ..Losses::default()
         }));
         drop(adapter);
         assert_eq!(maps.get(), 2, "the third is past COUNT");

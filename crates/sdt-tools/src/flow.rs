@@ -85,6 +85,7 @@ impl Flow {
             stream: Stream {
                 name: TOOL.name,
                 columns: TOOL.columns.to_vec(),
+                layout: sdt_output::Layout::default(),
             },
             stacks: HashMap::new(),
             clock: Clock::default(),

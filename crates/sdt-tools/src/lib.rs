@@ -3,8 +3,9 @@
 //!
 //! Each tool is a [`Tool`]: its program (the `.bt` files in `programs/`,
 //! shipped inside the binary and shown by `--print-program`) with
-//! placeholders for probe names, which come from one table of runtimes
-//! ([`runtimes`]); which of a runtime's probes it uses, and so what must
+//! placeholders for probe names, which come from the one table of
+//! runtimes (`sdt_languages`, read through [`runtimes`]); which of a
+//! runtime's probes it uses, and so what must
 //! be switched on for them to fire; and the columns of its report. The
 //! program runs as `sdt run` runs it; its output comes back as data
 //! through [`sdt_output::Sink`], to the tool's logic (pairing entries with
@@ -33,6 +34,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bcc;
 pub mod calls;
 pub mod dbslower;
 mod execute;

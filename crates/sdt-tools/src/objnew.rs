@@ -80,6 +80,7 @@ impl Report for Objects {
             rows,
             fields: Vec::new(),
             notes: Vec::new(),
+            layout: sdt_output::Layout::sdt(),
         }));
         self.reports.add();
     }

@@ -32,7 +32,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         common,
         program: fill(TOOL.program, &[("BASH", bash.display().to_string())]),
         language: None,
-        objects: vec![bash],
+        shown: bash.display().to_string(),
         reports: None,
     };
     job.run(Rows::new(&TOOL, TOOL.columns.to_vec(), |args, clock| {

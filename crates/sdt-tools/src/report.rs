@@ -76,6 +76,7 @@ where
             stream: Stream {
                 name: tool.name,
                 columns,
+                layout: sdt_output::Layout::default(),
             },
             clock: Clock::default(),
             spans: None,

@@ -55,13 +55,10 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
             .collect(),
     };
     let mut probes = String::new();
-    let mut objects = Vec::new();
+    let mut shown = Vec::new();
     let mut used = BTreeSet::new();
-    for runtimes::Detected {
-        language,
-        objects: files,
-    } in detected
-    {
+    for detected in detected {
+        let language = detected.language;
         if let Some(advice) = runtimes::advice(language, Probes::Methods, pid) {
             eprintln!("sdt: note: {advice}");
         }
@@ -69,7 +66,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
             if let Some(probe) = probe {
                 probes.push_str(&format!(
                     "{} {{\n  {kind}[pid, \"{}\"] = count();\n}}\n",
-                    runtimes::attach_points(language, &files, probe),
+                    detected.attach_points(probe),
                     language.name
                 ));
                 used.insert(kind);
@@ -81,9 +78,9 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         add("@threads", language.threads.as_ref().map(|t| t.start));
         add("@classes", language.class_load);
         add("@exceptions", language.exception);
-        objects.extend(files);
+        shown.push(detected.shown());
     }
-    if objects.is_empty() {
+    if shown.is_empty() {
         anyhow::bail!("no Java, Python, Ruby or PHP with probes found: name one with -l LANG");
     }
     let mut report = String::new();
@@ -119,7 +116,7 @@ pub fn run(common: &Common, options: &Options) -> anyhow::Result<ExitCode> {
         common,
         program,
         language: None,
-        objects,
+        shown: shown.join(", "),
         reports: Some(reports),
     };
     job.run(view)
@@ -281,5 +278,6 @@ fn table(processes: &[Process], interval: u64) -> Table {
         rows,
         fields: vec![("interval_s", Cell::Int(interval.into()))],
         notes: Vec::new(),
+        layout: sdt_output::Layout::sdt(),
     }
 }

@@ -196,6 +196,7 @@ impl TreeMaps {
             name: name.to_owned(),
             expected_attach_type: None,
             prog_type: ProgramType::RawTracepoint,
+            sleepable: false,
         };
         Program::load(&insns, &options).map_err(|source| Error::Load {
             program: name.to_owned(),

@@ -94,6 +94,12 @@ pub enum Error {
     #[error("{0}")]
     Follow(String),
 
+    #[error("cannot attach {probe}")]
+    PerfEvent {
+        probe: String,
+        source: sdt_bpf::Error,
+    },
+
     #[error("{0}")]
     Cgroup(String),
 

@@ -37,6 +37,9 @@ pub struct ProgramSpec {
     /// Map references hold indices into the session's map specs.
     pub insns: Vec<Insn>,
     pub attach: Attach,
+    /// Loaded with `BPF_F_SLEEPABLE`: it reads the traced process's
+    /// memory through calls that may fault pages in (uprobes only).
+    pub sleepable: bool,
 }
 
 /// Where a program is attached.
@@ -51,6 +54,14 @@ pub enum Attach {
     Tracepoint { id: u64 },
     /// A raw tracepoint, by name (no tracefs needed).
     RawTracepoint { name: String },
+    /// A perf event on every online CPU (`profile`, `software`,
+    /// `hardware`). With a traced process, the program first checks that
+    /// the sampled task belongs to it (and its tree, when followed).
+    PerfEvent {
+        event: sdt_bpf::PerfEvent,
+        /// The probe as messages name it (`hardware:cycles`).
+        probe: String,
+    },
     /// Not attached: run by [`Session::trigger`] (BEGIN, END, interval).
     Triggered,
 }
@@ -207,6 +218,16 @@ impl Session {
                     self.attachments.push(attachment);
                     count += 1;
                 }
+                Attach::PerfEvent { event, probe } => {
+                    let attachment = event.attach(program, self.mechanism).map_err(|source| {
+                        Error::PerfEvent {
+                            probe: probe.clone(),
+                            source,
+                        }
+                    })?;
+                    self.attachments.push(attachment);
+                    count += 1;
+                }
                 Attach::RawTracepoint { name } => {
                     let attachment =
                         sdt_bpf::attach_raw_tracepoint(program, name).map_err(Error::Bpf)?;
@@ -328,8 +349,14 @@ impl Session {
 
     /// The sum over CPUs of `u64` counter `key` of per-CPU array `map`.
     pub fn per_cpu_sum(&self, map: usize, key: u32) -> u64 {
+        self.per_cpu_values(map, key).iter().sum()
+    }
+
+    /// Each CPU's `u64` counter `key` of per-CPU array `map` (none if it
+    /// cannot be read).
+    pub fn per_cpu_values(&self, map: usize, key: u32) -> Vec<u64> {
         let Some(map) = self.map(map) else {
-            return 0;
+            return Vec::new();
         };
         match map.lookup_per_cpu(&key.to_ne_bytes()) {
             Ok(Some(values)) => values
@@ -340,8 +367,8 @@ impl Session {
                         .map(u64::from_ne_bytes)
                         .unwrap_or(0)
                 })
-                .sum(),
-            _ => 0,
+                .collect(),
+            _ => Vec::new(),
         }
     }
 }
@@ -369,7 +396,9 @@ fn load_program(
             }
             mechanism.expected_attach_type()
         }
-        Attach::Tracepoint { .. } if options.filter_tracepoints => {
+        Attach::Tracepoint { .. } | Attach::PerfEvent { .. }
+            if options.filter_tracepoints || matches!(spec.attach, Attach::PerfEvent { .. }) =>
+        {
             match (follow, options.pids.as_slice()) {
                 (Some(follow), _) => {
                     insns.splice(0..0, follow.filter()?);
@@ -385,8 +414,10 @@ fn load_program(
     };
     // The cgroup's filter goes first: it is the cheaper test, and it
     // applies to every program that runs in a process's context.
-    if let (Some(cgroup), Attach::Uprobe { .. } | Attach::Tracepoint { .. }) =
-        (&options.cgroup, &spec.attach)
+    if let (
+        Some(cgroup),
+        Attach::Uprobe { .. } | Attach::Tracepoint { .. } | Attach::PerfEvent { .. },
+    ) = (&options.cgroup, &spec.attach)
     {
         insns.splice(0..0, crate::cgroup::cgroup_filter(cgroup)?);
     }
@@ -394,6 +425,7 @@ fn load_program(
         name: spec.name.clone(),
         expected_attach_type,
         prog_type: spec.prog_type,
+        sleepable: spec.sleepable,
     };
     Program::load(&insns, &opts).map_err(|source| Error::Load {
         program: spec.name.clone(),

@@ -5,7 +5,8 @@
 //! installed) as `ucalls`, `uflow`, `ugc`, `uobjnew`, `uthreads`,
 //! `ustat`, `dbslower` or `bashreadline` (also with BCC's `.py` or
 //! Debian's `-bpfcc` suffix), sdt runs the matching tool with that tool's
-//! command line, as clap's multicall mode parses it:
+//! command line, as clap's multicall mode parses it (`trace`, `funccount`,
+//! ... are `sdt-bcc`'s):
 //!
 //! | name | command line | as |
 //! | --- | --- | --- |
@@ -61,10 +62,7 @@ enum Bcc {
 /// The BCC tool a program name stands for (`ucalls`, `ucalls.py`,
 /// `ucalls-bpfcc`), if any.
 pub fn tool_named(invoked_as: &str) -> Option<&'static str> {
-    let name = invoked_as
-        .strip_suffix(".py")
-        .or_else(|| invoked_as.strip_suffix("-bpfcc"))
-        .unwrap_or(invoked_as);
+    let name = sdt_bcc::bcc_name(invoked_as);
     sdt_tools::TOOLS
         .iter()
         .map(|tool| tool.bcc)
@@ -98,11 +96,11 @@ mod tests {
 
     #[test]
     fn bcc_names_with_and_without_suffixes() {
-        assert_eq!(tool_named("ucalls"), Some("ucalls"));
-        assert_eq!(tool_named("dbslower.py"), Some("dbslower"));
-        assert_eq!(tool_named("ugc-bpfcc"), Some("ugc"));
-        assert_eq!(tool_named("sdt"), None);
-        assert_eq!(tool_named("bpftrace"), None);
+        let names = ["ucalls", "dbslower.py", "ugc-bpfcc", "sdt", "trace"].map(tool_named);
+        assert_eq!(
+            names,
+            [Some("ucalls"), Some("dbslower"), Some("ugc"), None, None]
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::{Checker, Scope, Stop, R};
 use crate::ast::{Expr, ExprKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{HelperValue, Output, Param, ProbeKind, TExpr, TKind, TStmt};
-use crate::types::{Agg, Shown, Ty, INT64, UINT32, UINT64};
+use crate::types::{Agg, Shown, Space, StackMode, TSeriesAgg, Ty, INT64, UINT32, UINT64};
 
 /// The kernel's ids (`enum bpf_func_id`) of the helpers builtins lower to.
 /// The front end calls nothing; these are data for the code generator.
@@ -135,9 +135,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     variable("numaid", |c, u, _| {
         helper(c, u, helper::GET_NUMA_NODE_ID, 0, 32, UINT32)
     }),
-    variable("curtask", |c, u, _| {
-        helper(c, u, helper::GET_CURRENT_TASK, 0, 64, UINT64)
-    }),
+    variable("curtask", curtask),
     variable("cpid", |_, u, _| {
         value(u, TKind::Param(Param::Cpid), UINT32)
     }),
@@ -151,9 +149,6 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     variable("args", |c, u, scope| {
         Ok(Checked::Value(c.args_record(u.span, scope)?))
     }),
-    variable("kstack", kernel_only),
-    variable("ksym", kernel_only),
-    variable("kaddr", kernel_only),
     variable("ctx", |c, u, _| {
         Err(c.error(Diagnostic::error(
             u.span,
@@ -167,6 +162,14 @@ pub(crate) const BUILTINS: &[Builtin] = &[
         role: Role::Value,
         check: ustack,
     },
+    Builtin {
+        name: "kstack",
+        shape: Shape::Both { min: 0, max: 2 },
+        role: Role::Value,
+        check: kstack,
+    },
+    function("ksym", 1, 1, ksym),
+    function("kaddr", 1, 1, kaddr),
     function("str", 1, 2, str),
     function("buf", 1, 3, buf),
     function("usym", 1, 1, usym),
@@ -225,6 +228,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     aggregation("stats", 1, 1, sum_like),
     aggregation("hist", 1, 2, hist),
     aggregation("lhist", 4, 4, lhist),
+    aggregation("tseries", 3, 4, tseries),
 ];
 
 /// `getopt(name[, default[, description]])`: a named program parameter,
@@ -464,7 +468,9 @@ fn pid_or_tid(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> 
 /// processes; `BEGIN` and `END` run for sdt itself, from user space.
 fn usermode(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     match scope.kind {
-        k if k.is_uprobe() => value(use_, TKind::UserMode, crate::types::UINT8),
+        k if k.is_uprobe() || k.is_perf_event() => {
+            value(use_, TKind::UserMode, crate::types::UINT8)
+        }
         ProbeKind::Begin | ProbeKind::End => value(use_, TKind::Int(1), crate::types::UINT8),
         other => Err(c.error(Diagnostic::error(
             use_.span,
@@ -489,6 +495,17 @@ fn probetype(_: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checke
             size: name.len() as u32 + 1,
         },
     )
+}
+
+/// `curtask`: the current task, a `struct task_struct *` into the kernel
+/// where the kernel's BTF describes it (so `curtask->real_parent->tgid`
+/// reads), else its address as an integer.
+fn curtask(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    let ty = match c.kernel_type("struct task_struct") {
+        Some(task @ Ty::Record(_)) => Ty::kernel_ptr(task),
+        _ => UINT64,
+    };
+    helper(c, use_, helper::GET_CURRENT_TASK, 0, 64, ty)
 }
 
 fn comm(_: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
@@ -548,48 +565,109 @@ fn retval(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
     value(use_, TKind::Retval, UINT64)
 }
 
-fn kernel_only(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
-    Err(c.error(Diagnostic::error(
-        use_.span,
-        format!(
-            "`{}` reads the kernel, and sdt traces user space",
-            use_.name
-        ),
-    )))
-}
-
-fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
-    let mut perf_mode = false;
+/// The mode and depth of `ustack(...)` or `kstack(...)`: `ustack`,
+/// `ustack(N)`, `ustack(MODE)`, `ustack(MODE, N)`; without a mode, the
+/// configuration's `stack_mode`.
+fn stack_args(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<(StackMode, u32)> {
+    let mut mode = c.options.stack_mode;
     let mut depth = 127u32;
-    for a in use_.args {
+    for (i, a) in use_.args.iter().enumerate() {
         match &a.kind {
-            ExprKind::Ident(mode) if mode == "perf" => perf_mode = true,
-            ExprKind::Ident(mode) if mode == "bpftrace" => perf_mode = false,
+            ExprKind::Ident(name) if i == 0 => {
+                mode = StackMode::named(name).ok_or_else(|| {
+                    c.error(
+                        Diagnostic::error(a.span, format!("Error parsing stack mode: {name}"))
+                            .hint("the modes are bpftrace, perf, raw and build_id"),
+                    )
+                })?;
+            }
+            _ if i == 1 && !matches!(use_.args[0].kind, ExprKind::Ident(_)) => {
+                return Err(c.error(Diagnostic::error(
+                    use_.args[0].span,
+                    "Expected stack mode as first argument",
+                )));
+            }
             _ => {
-                let n = c.literal_int(a, scope, "ustack()'s depth")?;
+                let what = format!("{}()'s depth", use_.name);
+                let n = c.literal_int(a, scope, &what)?;
                 if !(1..=127).contains(&n) {
                     return Err(c.error(Diagnostic::error(
                         a.span,
-                        "ustack()'s depth must be between 1 and 127",
+                        format!("{what} must be between 1 and 127"),
                     )));
                 }
                 depth = n as u32;
             }
         }
     }
+    Ok((mode, depth))
+}
+
+fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let (mode, depth) = stack_args(c, use_, scope)?;
     value(
         use_,
         TKind::UStack,
-        Ty::Shown(Shown::UStack { perf_mode, depth }),
+        Ty::Shown(Shown::UStack { mode, depth }),
     )
+}
+
+/// `kstack`: the kernel's stack where the probe fired. A probe of a
+/// process interrupts user code, where the kernel has no stack: it is
+/// empty there, as in bpftrace, and the checker says so.
+fn kstack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let (mode, depth) = stack_args(c, use_, scope)?;
+    if scope.kind.is_uprobe() {
+        c.warn(
+            Diagnostic::warning(
+                use_.span,
+                format!(
+                    "kstack is always empty in a {} probe, which interrupts user code",
+                    scope.kind.name()
+                ),
+            )
+            .hint("kernel stacks come from tracepoints, and from profile and software probes that sample the kernel"),
+        );
+    }
+    value(
+        use_,
+        TKind::KStack,
+        Ty::Shown(Shown::KStack { mode, depth }),
+    )
+}
+
+/// `ksym(addr)`: a kernel address, printed as the symbol it is in.
+fn ksym(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let v = c.expr(&use_.args[0], scope)?;
+    let v = c.value(v)?;
+    if !matches!(v.ty, Ty::Int { .. } | Ty::Ptr(..)) && v.ty != Ty::Shown(Shown::KSym) {
+        return Err(c.error(Diagnostic::error(
+            use_.args[0].span,
+            format!(
+                "ksym() takes a kernel address, and this is {}",
+                v.ty.display(&c.registry)
+            ),
+        )));
+    }
+    value(use_, TKind::Retype(Box::new(v)), Ty::Shown(Shown::KSym))
+}
+
+/// `kaddr("name")`: the address of a kernel symbol, from
+/// `/proc/kallsyms` when the script is compiled.
+fn kaddr(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
+    let name = c.literal_string(&use_.args[0], "kaddr()'s symbol name")?;
+    let name = String::from_utf8_lossy(&name).into_owned();
+    match c.objects.kernel_symbol(&name) {
+        Ok(address) => value(use_, TKind::Int(address as i64), UINT64),
+        Err(refusal) => Err(c.refused(use_.span, refusal)),
+    }
 }
 
 fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let args = use_.args;
-    // A length is how many bytes to keep, the NUL not counted: `str(p, 5)`
-    // keeps at most 5, as bpftrace 0.17 does and as the `sdt` crate's
-    // `str(argN, argN+1)` for a `&str` expects. (Newer bpftrace, 0.26
-    // among them, counts the NUL in it and keeps 4.)
+    // A length counts the NUL, as in bpftrace 0.23 and later: `str(p, 5)`
+    // keeps at most 4 bytes. (bpftrace up to 0.22 kept 5.) A `&str` of
+    // the `sdt` crate is read whole with `str(argN, argN+1 + 1)`.
     let len = match args.get(1) {
         Some(e) => {
             let v = c.expr(e, scope)?;
@@ -604,9 +682,23 @@ fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
         }
         None => None,
     };
-    let size = match len.as_ref().map(|l| &l.kind) {
-        Some(TKind::Int(n)) => n.saturating_add(1).clamp(1, i64::from(c.options.strlen)) as u32,
-        _ => c.options.strlen,
+    let strlen = c.options.strlen;
+    let size = match len.as_ref().map(|l| (&l.kind, l.span)) {
+        Some((&TKind::Int(n), span)) if n < 0 => {
+            return Err(c.error(Diagnostic::error(
+                span,
+                format!("str() cannot use a negative length ({n})"),
+            )))
+        }
+        Some((&TKind::Int(n), span)) if n > i64::from(strlen) => {
+            c.warn(Diagnostic::warning(
+                span,
+                format!("length param ({n}) is too long and will be shortened to {strlen} bytes (see BPFTRACE_MAX_STRLEN)"),
+            ));
+            strlen
+        }
+        Some((&TKind::Int(n), _)) => n.max(1) as u32,
+        _ => strlen,
     };
     // `str($1)` is the parameter's text, also when it is a number
     // (`str($1)` of 42 is "42", not a read at address 42), and
@@ -632,7 +724,7 @@ fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let size = match ptr.ty {
         // A string value is cut to the length.
         Ty::Str { size: have } => size.min(have),
-        Ty::Int { .. } | Ty::Ptr(_) => size,
+        Ty::Int { .. } | Ty::Ptr(..) => size,
         _ => {
             return Err(c.error(Diagnostic::error(
                 args[0].span,
@@ -680,7 +772,7 @@ fn buf(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     };
     if !matches!(
         ptr.ty,
-        Ty::Int { .. } | Ty::Ptr(_) | Ty::Str { .. } | Ty::Array { .. } | Ty::Record(_)
+        Ty::Int { .. } | Ty::Ptr(..) | Ty::Str { .. } | Ty::Array { .. } | Ty::Record(_)
     ) {
         return Err(c.error(Diagnostic::error(
             args[0].span,
@@ -730,7 +822,7 @@ fn buf(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
 fn usym(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let v = c.expr(&use_.args[0], scope)?;
     let v = c.value(v)?;
-    if !matches!(v.ty, Ty::Int { .. } | Ty::Ptr(_)) {
+    if !matches!(v.ty, Ty::Int { .. } | Ty::Ptr(..)) {
         return Err(c.error(Diagnostic::error(
             use_.args[0].span,
             "usym() takes an address",
@@ -750,9 +842,31 @@ fn uaddr(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     )?))
 }
 
+/// `kptr(p)`, `uptr(p)`: `p` pointing into the kernel's memory or the
+/// traced process's; an integer becomes a `void *` there.
 fn pointer(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let space = if use_.name.ends_with("kptr") {
+        Space::Kernel
+    } else {
+        Space::User
+    };
     let v = c.expr(&use_.args[0], scope)?;
-    Ok(Checked::Value(c.value(v)?))
+    let v = c.value(v)?;
+    let ty = match &v.ty {
+        Ty::Ptr(pointee, _) => Ty::Ptr(pointee.clone(), space),
+        t if t.is_integer() => Ty::Ptr(Box::new(Ty::Void), space),
+        other => {
+            return Err(c.error(Diagnostic::error(
+                use_.args[0].span,
+                format!(
+                    "{}() takes an address, and this is {}",
+                    use_.name,
+                    other.display(&c.registry)
+                ),
+            )))
+        }
+    };
+    Ok(Checked::Value(TExpr { ty, ..v }))
 }
 
 /// Registers by the names `reg()` takes, at their `pt_regs` offsets.
@@ -792,7 +906,9 @@ const REGISTERS: &[(&str, i16)] = &[
 ];
 
 fn reg(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
-    if !scope.kind.is_uprobe() {
+    // Probes of processes and perf events have the interrupted task's
+    // registers as their context.
+    if !scope.kind.is_uprobe() && !scope.kind.is_perf_event() {
         return Err(c.error(Diagnostic::error(
             use_.span,
             format!("reg() is not available in {} probes", scope.kind.name()),
@@ -863,7 +979,7 @@ fn sizeof_value(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Che
     let v = c.expr(&use_.args[0], scope)?;
     let v = c.value(v)?;
     c.not_void(&v)?;
-    let size = c.registry.c_size(&v.ty);
+    let size = c.registry.bpftrace_size(&v.ty);
     value(use_, TKind::Int(size as i64), UINT64)
 }
 
@@ -920,7 +1036,7 @@ fn strlen(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
     let v = c.value(v)?;
     let s = if v.ty.is_string() {
         v
-    } else if matches!(v.ty, Ty::Ptr(_) | Ty::Array { .. }) {
+    } else if matches!(v.ty, Ty::Ptr(..) | Ty::Array { .. }) {
         let call = Expr {
             kind: ExprKind::Call {
                 name: "str".to_string(),
@@ -1292,8 +1408,12 @@ fn map_entry_args(
     }
     let decl = c.maps[id].clone();
     for (i, (key, ty)) in keys.iter().zip(&decl.keys).enumerate() {
+        // The key fits where it is laid out as the map's keys are (an
+        // integer in a tuple takes 8 bytes whatever its width).
         let fits = match super::unify(ty, &super::widen(&key.ty)) {
-            Some(unified) => &unified == ty || matches!(ty, Ty::Int { .. }),
+            Some(unified) => {
+                super::stored(&unified) == super::stored(ty) || matches!(ty, Ty::Int { .. })
+            }
             None => false,
         };
         if !fits {
@@ -1332,7 +1452,9 @@ fn len(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let v = c.expr(arg, scope)?;
     let v = c.value(v)?;
     match v.ty {
-        Ty::Shown(Shown::UStack { .. }) => value(use_, TKind::StackLen(Box::new(v)), INT64),
+        Ty::Shown(Shown::UStack { .. } | Shown::KStack { .. }) => {
+            value(use_, TKind::StackLen(Box::new(v)), INT64)
+        }
         _ => Err(c.error(Diagnostic::error(
             arg.span,
             format!(
@@ -1364,7 +1486,7 @@ fn join(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let args = use_.args;
     let array = c.expr(&args[0], scope)?;
     let array = c.value(array)?;
-    if !matches!(array.ty, Ty::Ptr(_) | Ty::Int { .. }) {
+    if !matches!(array.ty, Ty::Ptr(..) | Ty::Int { .. }) {
         return Err(c.error(Diagnostic::error(
             args[0].span,
             "join() takes a pointer to an array of string pointers (char **)",
@@ -1459,6 +1581,65 @@ fn lhist(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
         ));
     }
     Ok(Checked::Aggregation(Agg::Lhist { min, max, step }, Some(v)))
+}
+
+/// `tseries(value, interval, count[, how])` (bpftrace 0.24): the interval
+/// a non-negative literal number of nanoseconds (`100ms`), the count of
+/// intervals kept a literal below a million, `how` one of `"avg"`,
+/// `"max"`, `"min"` and `"sum"` (else the last value of an interval).
+fn tseries(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let args = use_.args;
+    let v = c.integer_arg(use_.name, &args[0], scope)?;
+    let mut literal = |c: &mut Checker<'_>, e: &Expr, what: &str| -> R<u64> {
+        let value = c.expr(e, scope)?;
+        match value.kind {
+            TKind::Int(n) if n >= 0 => Ok(n as u64),
+            _ => Err(c.error(Diagnostic::error(
+                e.span,
+                format!("tseries: invalid {what} value (must be non-negative literal)"),
+            ))),
+        }
+    };
+    let interval_ns = literal(c, &args[1], "interval_ns")?;
+    let count = literal(c, &args[2], "num_intervals")?;
+    for (n, what, span) in [
+        (interval_ns, "interval_ns", args[1].span),
+        (count, "num_intervals", args[2].span),
+    ] {
+        if n < 1 {
+            return Err(c.error(Diagnostic::error(
+                span,
+                format!("tseries() {what} must be >= 1 ({n} provided)"),
+            )));
+        }
+    }
+    if count >= 1_000_000 {
+        return Err(c.error(Diagnostic::error(
+            args[2].span,
+            format!("tseries() num_intervals must be < 1000000 ({count} provided)"),
+        )));
+    }
+    let how = match args.get(3) {
+        None => TSeriesAgg::Last,
+        Some(e) => {
+            let name = c.literal_string(e, "tseries()'s aggregation")?;
+            let name = String::from_utf8_lossy(&name).into_owned();
+            TSeriesAgg::named(&name).ok_or_else(|| {
+                c.error(Diagnostic::error(
+                    e.span,
+                    format!("tseries() expects one of the following aggregation functions: avg, max, min, sum (\"{name}\" provided)"),
+                ))
+            })?
+        }
+    };
+    Ok(Checked::Aggregation(
+        Agg::TSeries {
+            interval_ns,
+            count: count as u32,
+            how,
+        },
+        Some(v),
+    ))
 }
 
 #[cfg(test)]

@@ -34,11 +34,17 @@ impl Checker<'_> {
         )))
     }
 
-    /// A constant string argument.
+    /// A constant string argument: a literal, a positional parameter, or a
+    /// macro that gives a literal (`macro fmt() { "%d\n" }`), which
+    /// expands to a block with nothing in it but that value.
     pub(crate) fn literal_string(&mut self, e: &Expr, what: &str) -> R<Vec<u8>> {
         match &e.kind {
             ExprKind::Str(s) => Ok(s.clone()),
             ExprKind::Param(n) => Ok(self.positional(*n).unwrap_or_default().as_bytes().to_vec()),
+            ExprKind::Block {
+                stmts,
+                value: Some(value),
+            } if stmts.is_empty() => self.literal_string(value, what),
             _ => Err(self.error(Diagnostic::error(
                 e.span,
                 format!("{what} must be a string literal"),
@@ -102,7 +108,7 @@ impl Checker<'_> {
             ));
         }
         for (spec, arg) in specs.iter().zip(args) {
-            let integer_like = arg.ty.is_integer() || matches!(arg.ty, Ty::Ptr(_));
+            let integer_like = arg.ty.is_integer() || matches!(arg.ty, Ty::Ptr(..));
             let ok = match spec.conv {
                 Conv::Str => !matches!(arg.ty, Ty::Agg(_) | Ty::Void),
                 c if c.is_raw() => matches!(arg.ty, Ty::Buf { .. } | Ty::Str { .. }),
@@ -149,7 +155,7 @@ impl Checker<'_> {
     pub(crate) fn integer_arg(&mut self, name: &str, e: &Expr, scope: &mut Scope) -> R<TExpr> {
         let v = self.expr(e, scope)?;
         let v = self.value(v)?;
-        if !v.ty.is_integer() && !matches!(v.ty, Ty::Ptr(_)) {
+        if !v.ty.is_integer() && !matches!(v.ty, Ty::Ptr(..)) {
             return Err(self.error(Diagnostic::error(
                 e.span,
                 format!(
@@ -204,7 +210,7 @@ impl Checker<'_> {
                 self.per_site = true;
                 Ok(TExpr {
                     kind: TKind::UAddr(address),
-                    ty: Ty::Ptr(Box::new(Ty::int(bytes, false))),
+                    ty: Ty::ptr(Ty::int(bytes, false)),
                     span,
                 })
             }

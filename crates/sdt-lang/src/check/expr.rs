@@ -1,10 +1,10 @@
 //! Expressions: builtins, operators, casts, and reading C data.
 
 use super::{Checker, Scope, Stop, UsdtArg, R};
-use crate::ast::{BinOp, Expr, ExprKind, MapRef, Stmt, TypeName, UnOp};
+use crate::ast::{ArrayLen, BinOp, Expr, ExprKind, MapRef, Stmt, TypeName, UnOp};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{ProbeKind, TExpr, TKind};
-use crate::types::{Ty, BOOL, INT64, UINT64};
+use crate::types::{Space, Ty, BOOL, INT64, UINT64};
 
 use super::builtins::{self, Checked, Role, Use};
 
@@ -50,7 +50,13 @@ impl Checker<'_> {
                 otherwise,
             } => self.ternary(cond, then, otherwise, span, scope),
             ExprKind::Cast { ty, expr } => {
-                let target = self.resolve_type(ty)?;
+                if ty.array == Some(ArrayLen::FromValue) {
+                    let value = self.expr(expr, scope)?;
+                    let value = self.value(value)?;
+                    let target = self.array_to_fit(ty, &value)?;
+                    return self.cast(value, target, span);
+                }
+                let target = self.type_in_scope(ty, scope)?;
                 let value = self.expr(expr, scope)?;
                 self.cast(value, target, span)
             }
@@ -77,8 +83,12 @@ impl Checker<'_> {
                 self.block_value(stmts, value.as_deref(), span, scope)
             }
             ExprKind::SizeofType(ty) => {
-                let t = self.resolve_type(ty)?;
-                Ok(TExpr::int(self.registry.c_size(&t) as i64, UINT64, span))
+                let t = self.type_in_scope(ty, scope)?;
+                Ok(TExpr::int(
+                    self.registry.bpftrace_size(&t) as i64,
+                    UINT64,
+                    span,
+                ))
             }
             ExprKind::Offsetof { ty, field } => self.offsetof(ty, field, span),
         }
@@ -96,6 +106,10 @@ impl Checker<'_> {
                 ty: scope.vars[i].1.clone(),
                 span,
             });
+        }
+        if self.read_after_block(name, span, scope) && !self.final_pass {
+            // Read again once the variable is one for the whole probe.
+            return Err(Stop);
         }
         if scope.ended(name) {
             return Err(self.error(
@@ -263,7 +277,8 @@ impl Checker<'_> {
             self.not_void(&v)?;
             values.push(v);
         }
-        let ty = Ty::Tuple(values.iter().map(|v| super::widen(&v.ty)).collect());
+        // Items keep their types (`(int8)1` is one byte to `sizeof`).
+        let ty = Ty::Tuple(values.iter().map(|v| v.ty.clone()).collect());
         Ok(TExpr {
             kind: TKind::Tuple(values),
             ty,
@@ -635,7 +650,7 @@ impl Checker<'_> {
         let e = self.value(e)?;
         if matches!(
             e.ty,
-            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(_)
+            Ty::Int { .. } | Ty::Bool | Ty::Enum { .. } | Ty::Ptr(..)
         ) {
             return Ok(e);
         }
@@ -660,7 +675,7 @@ impl Checker<'_> {
         match op {
             UnOp::Deref => {
                 let value = self.value(value)?;
-                let Ty::Ptr(pointee) = value.ty.clone() else {
+                let Ty::Ptr(pointee, _) = value.ty.clone() else {
                     return Err(self.error(
                         Diagnostic::error(
                             span,
@@ -674,6 +689,13 @@ impl Checker<'_> {
                 };
                 self.pointee_place(value, *pointee, span)
             }
+            // A variable's address (bpftrace 0.24 and later): it lives in
+            // the program's own memory, the kernel's, while the probe runs.
+            UnOp::AddrOf if matches!(value.kind, TKind::Var(_)) => Ok(TExpr {
+                ty: Ty::Ptr(Box::new(value.ty.clone()), Space::Kernel),
+                kind: TKind::AddrOf(Box::new(value)),
+                span,
+            }),
             UnOp::AddrOf => {
                 if !matches!(
                     value.kind,
@@ -684,7 +706,7 @@ impl Checker<'_> {
                 ) {
                     return Err(self.error(Diagnostic::error(
                         span,
-                        "`&` needs a field or an element of traced memory",
+                        "`&` needs a variable, or a field or an element of traced memory",
                     )));
                 }
                 let (place, ty) = match value.kind {
@@ -697,15 +719,16 @@ impl Checker<'_> {
                         "a tracepoint's fields have no address in the traced program",
                     )));
                 }
+                let space = place_space(&place);
                 Ok(TExpr {
                     kind: TKind::AddrOf(Box::new(place)),
-                    ty: Ty::Ptr(Box::new(ty)),
+                    ty: Ty::Ptr(Box::new(ty), space),
                     span,
                 })
             }
             UnOp::Neg | UnOp::BitNot | UnOp::Not => {
                 let value = self.value(value)?;
-                if !value.ty.is_integer() && !matches!(value.ty, Ty::Ptr(_)) {
+                if !value.ty.is_integer() && !matches!(value.ty, Ty::Ptr(..)) {
                     return Err(self.error(Diagnostic::error(
                         span,
                         format!(
@@ -742,7 +765,7 @@ impl Checker<'_> {
                 }
                 let ty = match (op, &value.ty) {
                     (UnOp::Not, _) => BOOL,
-                    (_, Ty::Ptr(_)) => UINT64,
+                    (_, Ty::Ptr(..)) => UINT64,
                     (_, ty) => super::widen(ty),
                 };
                 Ok(TExpr {
@@ -759,6 +782,7 @@ impl Checker<'_> {
 
     /// What `*ptr` is: a scalar read, or a place for a struct or array.
     pub(crate) fn pointee_place(&mut self, ptr: TExpr, pointee: Ty, span: Span) -> R<TExpr> {
+        self.complete(&pointee, span)?;
         match pointee {
             Ty::Void => Err(self.error(
                 Diagnostic::error(span, "cannot read through a `void *`")
@@ -774,7 +798,7 @@ impl Checker<'_> {
                 )
                 .hint("define the struct in the script"),
             )),
-            ty @ (Ty::Record(_) | Ty::Array { .. }) => Ok(TExpr {
+            ty @ (Ty::Record(_) | Ty::Array { .. } | Ty::Tuple(_)) => Ok(TExpr {
                 kind: TKind::UserPlace(Box::new(ptr)),
                 ty,
                 span,
@@ -849,12 +873,12 @@ impl Checker<'_> {
         }
         // Pointer arithmetic scales by the pointee's size, as in C.
         let (l, r) = match (&l.ty, &r.ty, op) {
-            (Ty::Ptr(p), t, BinOp::Add | BinOp::Sub) if t.is_integer() => {
+            (Ty::Ptr(p, _), t, BinOp::Add | BinOp::Sub) if t.is_integer() => {
                 let size = self.registry.c_size(p).max(1) as i64;
                 let scaled = scale(r, size);
                 (l, scaled)
             }
-            (t, Ty::Ptr(p), BinOp::Add) if t.is_integer() => {
+            (t, Ty::Ptr(p, _), BinOp::Add) if t.is_integer() => {
                 let size = self.registry.c_size(p).max(1) as i64;
                 (scale(l, size), r)
             }
@@ -866,11 +890,11 @@ impl Checker<'_> {
                 && matches!(op, BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor))
         {
             BOOL
-        } else if let (Ty::Ptr(_), Ty::Ptr(_), BinOp::Sub) = (&l.ty, &r.ty, op) {
+        } else if let (Ty::Ptr(..), Ty::Ptr(..), BinOp::Sub) = (&l.ty, &r.ty, op) {
             INT64
-        } else if let Ty::Ptr(_) = l.ty {
+        } else if let Ty::Ptr(..) = l.ty {
             l.ty.clone()
-        } else if let (Ty::Ptr(_), BinOp::Add) = (&r.ty, op) {
+        } else if let (Ty::Ptr(..), BinOp::Add) = (&r.ty, op) {
             r.ty.clone()
         } else {
             Ty::arithmetic(&l.ty, &r.ty)
@@ -895,13 +919,13 @@ impl Checker<'_> {
         // As in C, an array in traced memory cast to a pointer is the
         // address of its first element: `(struct s *)$p->one_element_array`.
         let value = match (&target, &value.ty) {
-            (Ty::Ptr(_), Ty::Array { elem, .. })
+            (Ty::Ptr(..), Ty::Array { elem, .. })
                 if value.is_place()
                     && !super::expr_is_ctx(&value)
                     && !super::in_program_memory(&value) =>
             {
                 TExpr {
-                    ty: Ty::Ptr(elem.clone()),
+                    ty: Ty::Ptr(elem.clone(), place_space(&value)),
                     span: value.span,
                     kind: TKind::AddrOf(Box::new(value)),
                 }
@@ -946,19 +970,61 @@ impl Checker<'_> {
                     span,
                 },
             }),
-            (Ty::Ptr(_), from) if from.is_scalar() => Ok(TExpr {
-                ty: target,
+            // A pointer keeps whose memory it points into; an integer
+            // takes the space the target type was resolved with.
+            (Ty::Ptr(pointee, space), from) if from.is_scalar() => Ok(TExpr {
+                ty: Ty::Ptr(pointee.clone(), from.space().unwrap_or(*space)),
                 span,
                 ..value
             }),
-            (Ty::Array { elem, len }, Ty::Int { .. })
-                if matches!(**elem, Ty::Int { .. }) && self.registry.c_size(&target) <= 8 =>
+            // An integer's bytes, lowest first, as an array of at most 8
+            // bytes (bpftrace 0.19 and later; booleans 0.24).
+            (Ty::Array { elem, .. }, Ty::Int { .. } | Ty::Bool)
+                if bytes_like(elem) && self.registry.c_size(&target) <= 8 =>
             {
-                let _ = len;
-                Err(self.error(Diagnostic::error(
+                let bytes = self.registry.c_size(&target) as u8;
+                let int = Ty::Int {
+                    bytes,
+                    signed: value.ty.is_signed(),
+                };
+                let part = self.cast(value, int, span)?;
+                Ok(TExpr {
+                    kind: TKind::Fields(vec![(0, part)]),
+                    ty: target,
                     span,
-                    "casting an integer to an array is not supported",
-                )))
+                })
+            }
+            // A string's bytes, its NUL and the padding after included
+            // (bpftrace 0.24.2 and later).
+            (Ty::Array { elem, len }, Ty::Str { size })
+                if matches!(**elem, Ty::Int { bytes: 1, .. }) && *len == u64::from(*size) =>
+            {
+                Ok(TExpr {
+                    kind: TKind::Retype(Box::new(value)),
+                    ty: target,
+                    span,
+                })
+            }
+            // An array's bytes read as one integer of the same size.
+            (Ty::Int { bytes, .. }, Ty::Array { elem, .. })
+                if bytes_like(elem) && self.registry.c_size(&value.ty) == u64::from(*bytes) =>
+            {
+                let place = TExpr {
+                    kind: TKind::Field {
+                        base: Box::new(value),
+                        offset: 0,
+                    },
+                    ty: target.clone(),
+                    span,
+                };
+                Ok(TExpr {
+                    kind: TKind::Load {
+                        place: Box::new(place),
+                        bitfield: None,
+                    },
+                    ty: target,
+                    span,
+                })
             }
             (to, from) => Err(self.error(
                 Diagnostic::error(
@@ -976,6 +1042,70 @@ impl Checker<'_> {
                 }),
             )),
         }
+    }
+
+    /// `type[]` in a cast: an array of as many elements as the value's
+    /// bytes make (`(int8[])12345` is `int8[8]`: integer literals are 64
+    /// bits wide).
+    fn array_to_fit(&mut self, ty: &TypeName, value: &TExpr) -> R<Ty> {
+        let elem = self.resolve_type(&TypeName {
+            array: None,
+            ..ty.clone()
+        })?;
+        let elem_size = self.registry.c_size(&elem);
+        let bytes = match value.ty {
+            Ty::Int { .. } | Ty::Bool | Ty::Str { .. } | Ty::Array { .. } => {
+                self.registry.c_size(&value.ty)
+            }
+            _ => {
+                return Err(self.error(Diagnostic::error(
+                    ty.span,
+                    format!(
+                        "Could not determine size of the array: {} has no bytes to count",
+                        value.ty.display(&self.registry)
+                    ),
+                )))
+            }
+        };
+        if elem_size == 0 || bytes % elem_size != 0 {
+            return Err(self.error(Diagnostic::error(
+                ty.span,
+                format!("Cannot determine array size: the element size is incompatible with the cast integer size ({bytes} bytes in elements of {elem_size})"),
+            )));
+        }
+        Ok(Ty::Array {
+            elem: Box::new(elem),
+            len: bytes / elem_size,
+        })
+    }
+
+    /// A type written where variables are seen: `typeof(EXPR)` is the
+    /// type of the expression, which is checked but never run.
+    pub(crate) fn type_in_scope(&mut self, ty: &TypeName, scope: &mut Scope) -> R<Ty> {
+        let Some(of) = &ty.of else {
+            return self.resolve_type(ty);
+        };
+        let value = self.expr(of, scope)?;
+        let value = self.value(value)?;
+        self.not_void(&value)?;
+        let mut t = value.ty;
+        // A pointer to it points where its own pointers do, else as a
+        // written type's (see `resolve_type`).
+        let space = match &t {
+            Ty::Record(id) if self.registry.is_kernel(*id) => Space::Kernel,
+            Ty::Ptr(_, space) => *space,
+            _ => self.default_space,
+        };
+        for _ in 0..ty.pointers {
+            t = Ty::Ptr(Box::new(t), space);
+        }
+        if let Some(ArrayLen::Known(len)) = ty.array {
+            t = Ty::Array {
+                elem: Box::new(t),
+                len,
+            };
+        }
+        Ok(t)
     }
 
     pub(crate) fn resolve_type(&mut self, ty: &crate::ast::TypeName) -> R<Ty> {
@@ -1007,14 +1137,29 @@ impl Checker<'_> {
             }
             return Err(self.error(d));
         };
+        // A pointer to a kernel struct points into the kernel; others
+        // into the probe's default memory (see `default_space`).
+        let space = match &t {
+            Ty::Record(id) if self.registry.is_kernel(*id) => Space::Kernel,
+            _ => self.default_space,
+        };
         for _ in 0..ty.pointers {
-            t = Ty::Ptr(Box::new(t));
+            t = Ty::Ptr(Box::new(t), space);
         }
-        if let Some(len) = ty.array {
-            t = Ty::Array {
-                elem: Box::new(t),
-                len,
-            };
+        match ty.array {
+            Some(ArrayLen::Known(len)) => {
+                t = Ty::Array {
+                    elem: Box::new(t),
+                    len,
+                }
+            }
+            Some(ArrayLen::FromValue) => {
+                return Err(self.error(
+                    Diagnostic::error(ty.span, "`[]` takes its length from a value cast to it")
+                        .hint("write the length here, as in int8[4]"),
+                ))
+            }
+            None => {}
         }
         if t == Ty::Void {
             return Err(self.error(Diagnostic::error(ty.span, "cannot cast to void")));
@@ -1039,7 +1184,7 @@ impl Checker<'_> {
             (Ty::Record(_), _) => base,
             // `.` reads through a pointer to a struct, as `->` does
             // (bpftrace 0.25 and later prefer it).
-            (Ty::Ptr(pointee), _) => {
+            (Ty::Ptr(pointee, _), _) => {
                 let pointee = (**pointee).clone();
                 if !matches!(pointee, Ty::Record(_)) {
                     return Err(self.error(Diagnostic::error(
@@ -1148,8 +1293,9 @@ impl Checker<'_> {
                 (base, Ty::int(1, true))
             }
             Ty::Tuple(_) => return self.tuple_item(base, index, span),
-            Ty::Ptr(pointee) => {
+            Ty::Ptr(pointee, _) => {
                 let elem = *pointee;
+                self.complete(&elem, span)?;
                 if elem == Ty::Void {
                     return Err(self.error(Diagnostic::error(span, "cannot index a `void *`")));
                 }
@@ -1394,4 +1540,22 @@ impl Checker<'_> {
             _ => Err(Stop),
         }
     }
+}
+
+/// Whose memory a place is in: the kernel's when it is reached through a
+/// kernel pointer, else the traced process's.
+pub(crate) fn place_space(place: &TExpr) -> Space {
+    match &place.kind {
+        TKind::UserPlace(ptr) => ptr.ty.space().unwrap_or(Space::User),
+        TKind::Field { base, .. } | TKind::Index { base, .. } | TKind::Load { place: base, .. } => {
+            place_space(base)
+        }
+        _ => Space::User,
+    }
+}
+
+/// Whether an array of `elem` is bytes an integer's may become: integers
+/// and booleans.
+fn bytes_like(elem: &Ty) -> bool {
+    matches!(elem, Ty::Int { .. } | Ty::Bool)
 }

@@ -7,6 +7,14 @@
 //! run reports errors. Variables belong to one probe block and take their
 //! type from their first assignment, in text order, as in bpftrace.
 //!
+//! A variable belongs to the block that first assigns it (bpftrace 0.22
+//! and later). Scripts written for older bpftrace assign a variable in
+//! both arms of an `if` and read it after; such a read, which 0.22 and
+//! later refuse, is taken as before 0.22: that variable is one for the
+//! whole probe, zero until assigned, and a warning says so. The run that
+//! finds such a read notes the variable and runs again, so that its first
+//! assignment already defines it at the probe's level.
+//!
 //! Each probe block is checked once per attach point, and once per
 //! tracepoint of a tracepoint glob, because `args` differs between
 //! tracepoints.
@@ -23,7 +31,7 @@ use std::collections::HashMap;
 use crate::ast::{self, BinOp, Expr, ExprKind, Script, Stmt, StmtKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Diagnostics, Span};
 use crate::hir::{MapDecl, MapId, ProbeInstance, ProbeKind, Program, TExpr, TKind, TStmt, VarId};
-use crate::types::{Field, Record, RecordId, Ty, TypeRegistry};
+use crate::types::{Agg, Field, Record, RecordId, Space, Ty, TypeRegistry};
 
 pub use self::objects::{
     FunctionArgs, FunctionParam, NoObjects, Objects, ParamPlace, Refusal, UsdtArg,
@@ -44,6 +52,8 @@ pub struct CheckOptions {
     /// Whether `__sdt_event(...)`, the statement behind `sdt trace`, may
     /// be used. Scripts from users never have it.
     pub internal: bool,
+    /// How `ustack` prints when the call gives no mode (`stack_mode`).
+    pub stack_mode: crate::types::StackMode,
 }
 
 impl Default for CheckOptions {
@@ -54,6 +64,7 @@ impl Default for CheckOptions {
             allow_unsafe: false,
             named_params: HashMap::new(),
             internal: false,
+            stack_mode: crate::types::StackMode::Bpftrace,
         }
     }
 }
@@ -143,6 +154,10 @@ pub struct TracepointFormat {
 const ZERO_DIVISION: &str =
     "Divide or modulo by 0 detected. This can lead to unexpected results. 1 is being used as the result.";
 
+/// What an update of a full map prints, in bpftrace's words (0.24 and
+/// later); the update is dropped.
+const MAP_FULL: &str = "Map full; can't update element. Try increasing max_map_keys config or manually setting the max entries in a map declaration e.g. `let @a = hash(5000)`";
+
 pub fn check(
     script: &Script,
     attach: &[Vec<AttachInfo>],
@@ -170,7 +185,8 @@ pub fn check(
     checker.final_pass = true;
     checker.errors.clear();
     let probes = checker.run(script, attach);
-    let warnings = checker.apply_declarations(&script.map_declarations);
+    let mut warnings = std::mem::take(&mut checker.warnings);
+    warnings.extend(checker.apply_declarations(&script.map_declarations));
     if !checker.errors.is_empty() {
         return Err(Diagnostics(checker.errors));
     }
@@ -179,9 +195,15 @@ pub fn check(
         crate::format::Format::parse(ZERO_DIVISION.as_bytes())
             .expect("the zero-division warning is a valid format"),
     );
+    let map_full = checker.formats.len() as u32;
+    checker.formats.push(
+        crate::format::Format::parse(MAP_FULL.as_bytes())
+            .expect("the full-map warning is a valid format"),
+    );
     Ok(Program {
         warnings,
         zero_division,
+        map_full,
         registry: checker.registry,
         maps: checker.maps,
         probes,
@@ -267,12 +289,17 @@ pub(crate) struct Checker<'o> {
     pub(crate) time_formats: Vec<String>,
     pub(crate) join_separators: Vec<String>,
     errors: Vec<Diagnostic>,
+    /// Warnings of the last run (see [`Checker::warn`]).
+    warnings: Vec<Diagnostic>,
     /// Whether this run reports errors (the last one).
     final_pass: bool,
     /// Whether this run learned something new about a map.
     learned: bool,
     /// What the probe instance being checked attaches to.
     current_target: TargetInfo,
+    /// Whose memory an integer cast to a pointer points into, in the
+    /// probe instance being checked (see [`default_space`]).
+    default_space: Space,
     /// The current probe instance needs a program per site.
     per_site: bool,
     /// The current probe instance has `for` loops.
@@ -288,6 +315,10 @@ pub(crate) struct Checker<'o> {
     /// it (`$t = ("a", 1); print($t); $t = ("longer", 2);`) sees the
     /// layout the variable really has.
     var_types: HashMap<VarKey, Ty>,
+    /// Variables that a probe block reads after the block that assigned
+    /// them has ended, by probe block and name, with where the first such
+    /// read is: bpftrace before 0.22 had one variable for the whole probe.
+    probe_wide: HashMap<(usize, String), Span>,
 }
 
 /// A variable: its probe instance, its name, and where it is first
@@ -310,6 +341,13 @@ pub(crate) struct Scope {
     /// The tracepoint's record and its `__data_loc` fields.
     pub tracepoint: Option<(RecordId, HashMap<String, u32>)>,
     pub loops: u32,
+    /// Names given to a block on purpose, with `let` or as a loop's
+    /// variable: a read after that block is an error, never taken as
+    /// before bpftrace 0.22.
+    pub block_scoped: std::collections::HashSet<String>,
+    /// Variables defined for the whole probe as bpftrace before 0.22
+    /// did, which the probe's code first sets to zero.
+    pub probe_wide: Vec<VarId>,
 }
 
 impl<'o> Checker<'o> {
@@ -353,6 +391,8 @@ impl<'o> Checker<'o> {
             time_formats: Vec::new(),
             join_separators: Vec::new(),
             errors: Vec::new(),
+            warnings: Vec::new(),
+            default_space: Space::User,
             final_pass: false,
             learned: false,
             current_target: TargetInfo::default(),
@@ -362,6 +402,7 @@ impl<'o> Checker<'o> {
             current_instance: (0, 0, 0),
             var_definitions: Vec::new(),
             var_types: HashMap::new(),
+            probe_wide: HashMap::new(),
         };
         Ok(checker)
     }
@@ -405,10 +446,11 @@ impl<'o> Checker<'o> {
                 }
             };
             let Some(&id) = self.map_index.get(&d.name) else {
-                warnings.push(Diagnostic::warning(
-                    d.span,
-                    format!("unused map: @{} is declared but no probe uses it", d.name),
-                ));
+                // bpftrace's words, which wrappers may look for.
+                warnings.push(
+                    Diagnostic::warning(d.span, format!("Unused map: @{}", d.name))
+                        .hint("it is declared, but no probe uses it"),
+                );
                 continue;
             };
             let decl = &self.maps[id];
@@ -458,6 +500,14 @@ impl<'o> Checker<'o> {
         self.error(d)
     }
 
+    /// A warning, said once however many instances check the place.
+    pub(crate) fn warn(&mut self, d: Diagnostic) {
+        let said = (self.warnings.iter()).any(|w| w.span == d.span && w.message == d.message);
+        if self.final_pass && !said {
+            self.warnings.push(d);
+        }
+    }
+
     pub(crate) fn error(&mut self, d: Diagnostic) -> Stop {
         if self.final_pass {
             self.errors.push(d);
@@ -497,6 +547,7 @@ impl<'o> Checker<'o> {
         info: &TargetInfo,
     ) -> Option<ProbeInstance> {
         self.current_target = info.clone();
+        self.default_space = default_space(kind, info);
         self.current_instance = (block, attach_point, target);
         self.var_definitions.clear();
         self.per_site = false;
@@ -513,6 +564,8 @@ impl<'o> Checker<'o> {
             declared: HashMap::new(),
             tracepoint,
             loops: 0,
+            block_scoped: Default::default(),
+            probe_wide: Vec::new(),
         };
         let predicate = match &probe.predicate {
             Some(p) => {
@@ -521,7 +574,9 @@ impl<'o> Checker<'o> {
             }
             None => None,
         };
-        let body = self.block(&probe.body, &mut scope);
+        let mut body = self.block(&probe.body, &mut scope);
+        // Zero where the block that assigns them does not run.
+        body.splice(0..0, scope.probe_wide.iter().map(|&v| TStmt::ZeroVar(v)));
         Some(ProbeInstance {
             block,
             attach_point,
@@ -570,7 +625,7 @@ impl<'o> Checker<'o> {
                 });
                 continue;
             }
-            let ty = tracepoint_field_type(&self.registry, f);
+            let ty = self.tracepoint_field_type(f, self.default_space);
             fields.push(Field {
                 name: f.name.clone(),
                 ty,
@@ -605,8 +660,17 @@ impl<'o> Checker<'o> {
 
     fn statements(&mut self, stmts: &[Stmt], scope: &mut Scope) -> Vec<TStmt> {
         let mut out = Vec::new();
-        for stmt in stmts {
+        for (i, stmt) in stmts.iter().enumerate() {
             if let Ok(s) = self.stmt(stmt, scope) {
+                if let (Some(s), Some(next)) = (&s, stmts.get(i + 1)) {
+                    if leaves(s) {
+                        // bpftrace's words (0.25 and later).
+                        self.warn(
+                            Diagnostic::warning(next.span, "Unreachable statement.")
+                                .label("the statement before never lets the code come here"),
+                        );
+                    }
+                }
                 out.extend(s);
             }
         }
@@ -663,17 +727,25 @@ impl<'o> Checker<'o> {
             }
             StmtKind::Unroll { count, body } => {
                 let n = self.expr(count, scope)?;
+                // bpftrace's words, which its users and tests know.
                 let TKind::Int(n_value) = n.kind else {
                     return Err(self.error(
-                        Diagnostic::error(count.span, "the unroll count must be a constant")
+                        Diagnostic::error(count.span, "invalid unroll value")
+                            .label("the count must be a constant")
                             .hint("write unroll (5) { ... }"),
                     ));
                 };
                 if !(1..=100).contains(&n_value) {
-                    return Err(self.error(Diagnostic::error(
-                        count.span,
-                        format!("unroll count {n_value} is not between 1 and 100"),
-                    )));
+                    let limit = if n_value < 1 {
+                        "unroll minimum value is 1"
+                    } else {
+                        "unroll maximum value is 100"
+                    };
+                    return Err(self.error(
+                        Diagnostic::error(count.span, limit)
+                            .label(format!("{n_value} times"))
+                            .hint("for more repetitions, use while or for ($i : 0..N)"),
+                    ));
                 }
                 let body = self.block(body, scope);
                 TStmt::Unroll {
@@ -735,6 +807,9 @@ impl<'o> Checker<'o> {
             ));
         }
         if let Some(var) = scope.lookup(name) {
+            if let Ty::Record(holds) = scope.vars[var].1 {
+                value = self.record_in_order(value, holds, scope)?;
+            }
             if let Some(declared) = scope.declared.get(&var).cloned() {
                 if declared.is_integer() && value.ty.is_integer() {
                     let span = value.span;
@@ -760,6 +835,78 @@ impl<'o> Checker<'o> {
         Ok(TStmt::AssignVar { var, value })
     }
 
+    /// A record literal for a variable that holds records of the same
+    /// names in another order (`$a = (x=1, y=2); $a = (y=3, x=4)`): laid
+    /// out in the variable's order, its values evaluated in the order
+    /// written, as bpftrace 0.25 does. Anything else is left as it is.
+    fn record_in_order(&mut self, value: TExpr, holds: RecordId, scope: &mut Scope) -> R<TExpr> {
+        let Ty::Record(made) = value.ty else {
+            return Ok(value);
+        };
+        let TKind::Retype(tuple) = &value.kind else {
+            return Ok(value);
+        };
+        let TKind::Tuple(items) = &tuple.kind else {
+            return Ok(value);
+        };
+        if made == holds {
+            return Ok(value);
+        }
+        let names = |id: RecordId, registry: &TypeRegistry| -> Vec<(String, Ty)> {
+            (registry.record(id).fields.iter())
+                .map(|f| (f.name.clone(), f.ty.clone()))
+                .collect()
+        };
+        let (wanted, written) = (names(holds, &self.registry), names(made, &self.registry));
+        let mut sorted = (wanted.clone(), written.clone());
+        sorted.0.sort_by(|a, b| a.0.cmp(&b.0));
+        sorted.1.sort_by(|a, b| a.0.cmp(&b.0));
+        if sorted.0 != sorted.1 {
+            return Ok(value);
+        }
+        // Each value into a variable of its own, in the order written,
+        // then the record from those, in the variable's order.
+        let span = value.span;
+        let mut stmts = Vec::new();
+        let mut temps = HashMap::new();
+        for ((name, _), item) in written.iter().zip(items) {
+            let temp = format!("\0record{}.{name}", span.start);
+            let var = self.define_var(scope, &temp, item.ty.clone(), span)?;
+            stmts.push(TStmt::AssignVar {
+                var,
+                value: item.clone(),
+            });
+            temps.insert(name.clone(), (var, item.ty.clone()));
+        }
+        let parts = (wanted.iter())
+            .map(|(name, _)| {
+                let (var, ty) = temps[name].clone();
+                TExpr {
+                    kind: TKind::Var(var),
+                    ty: widen(&ty),
+                    span,
+                }
+            })
+            .collect::<Vec<_>>();
+        let tuple = TExpr {
+            ty: Ty::Tuple(parts.iter().map(|p| p.ty.clone()).collect()),
+            kind: TKind::Tuple(parts),
+            span,
+        };
+        Ok(TExpr {
+            kind: TKind::Block {
+                stmts,
+                value: Box::new(TExpr {
+                    kind: TKind::Retype(Box::new(tuple)),
+                    ty: Ty::Record(holds),
+                    span,
+                }),
+            },
+            ty: Ty::Record(holds),
+            span,
+        })
+    }
+
     /// `let $name [: type] [= value];`: a new variable of this block.
     fn let_stmt(
         &mut self,
@@ -782,8 +929,9 @@ impl<'o> Checker<'o> {
                     .hint("a variable is declared once in a block and the blocks inside it; assign it without `let`"),
             ));
         }
+        scope.block_scoped.insert(name.to_string());
         let declared = match ty {
-            Some(t) => Some(self.resolve_type(t)?),
+            Some(t) => Some(self.type_in_scope(t, scope)?),
             None => None,
         };
         let var = scope.vars.len();
@@ -870,6 +1018,7 @@ impl<'o> Checker<'o> {
         };
         self.loops = true;
         scope.blocks.push(Vec::new());
+        scope.block_scoped.insert(var.to_string());
         let id = self.define_var(scope, var, var_ty, var_span)?;
         scope.loops += 1;
         let body = self.statements(body, scope);
@@ -1020,6 +1169,7 @@ impl<'o> Checker<'o> {
             map: id,
             keys,
             value,
+            span,
         })
     }
 
@@ -1038,7 +1188,7 @@ impl<'o> Checker<'o> {
             }
             keys.push(key);
         }
-        Ok(keys)
+        Ok(spread_tuple_key(keys))
     }
 
     /// Records that `map` holds `value` under `keys`, unifying with what
@@ -1102,6 +1252,15 @@ impl<'o> Checker<'o> {
             }
         }
         let Some(new_value) = unify(&decl.value, &value) else {
+            if let (Ty::Agg(Agg::TSeries { .. }), Ty::Agg(Agg::TSeries { .. })) =
+                (&decl.value, &value)
+            {
+                return Err(self.error(
+                    Diagnostic::error(span, "Different tseries bounds in a single map unsupported")
+                        .related(decl.span, "first assigned here")
+                        .hint("give each interval and count a map of its own"),
+                ));
+            }
             return Err(self.error(
                 Diagnostic::error(
                     span,
@@ -1191,10 +1350,58 @@ impl<'o> Checker<'o> {
         scope.vars.push((name.to_string(), ty.clone()));
         self.var_definitions.push(span);
         self.remember_var_type(id, name, &ty);
-        if let Some(blocks) = scope.blocks.last_mut() {
-            blocks.push((name.to_string(), id));
+        let probe_wide = self.probe_wide_read(name, span, scope);
+        let block = if probe_wide {
+            scope.probe_wide.push(id);
+            scope.blocks.first_mut()
+        } else {
+            scope.blocks.last_mut()
+        };
+        if let Some(block) = block {
+            block.push((name.to_string(), id));
         }
         Ok(id)
+    }
+
+    /// Whether the variable `name`, first assigned at `assigned`, is read
+    /// after its block has ended, and so is one for the whole probe as
+    /// before bpftrace 0.22; says so once.
+    fn probe_wide_read(&mut self, name: &str, assigned: Span, scope: &Scope) -> bool {
+        if scope.block_scoped.contains(name) {
+            return false;
+        }
+        let key = (self.current_instance.0, name.to_string());
+        let Some(&read) = self.probe_wide.get(&key) else {
+            return false;
+        };
+        self.warn(
+            Diagnostic::warning(
+                read,
+                format!(
+                    "${name} is read after the block that assigns it: bpftrace 0.22 and later scope a variable to its block and refuse this; sdt takes it as earlier bpftrace did, as one variable for the whole probe, 0 until assigned"
+                ),
+            )
+            .related(assigned, "first assigned here, inside a block")
+            .hint(format!(
+                "declare it before the block with `let ${name};` to write it for bpftrace 0.22 and later"
+            )),
+        );
+        true
+    }
+
+    /// A read of `name` that no open block has, where an ended block
+    /// assigned it: the variable is one for the whole probe, as before
+    /// bpftrace 0.22, from the next run on. Whether that is so.
+    pub(crate) fn read_after_block(&mut self, name: &str, span: Span, scope: &Scope) -> bool {
+        if scope.block_scoped.contains(name) || !scope.ended(name) {
+            return false;
+        }
+        let key = (self.current_instance.0, name.to_string());
+        if let std::collections::hash_map::Entry::Vacant(entry) = self.probe_wide.entry(key) {
+            entry.insert(span);
+            self.learned = true;
+        }
+        true
     }
 
     fn var_key(&self, name: &str, definition: Span) -> VarKey {
@@ -1260,16 +1467,72 @@ impl Scope {
     }
 }
 
+/// Whether a statement never lets control go on to the next one:
+/// `return`, `break`, `continue`, `exit()`, or an `if` both of whose arms
+/// are such.
+fn leaves(stmt: &TStmt) -> bool {
+    let ends = |stmts: &[TStmt]| stmts.iter().any(leaves);
+    match stmt {
+        TStmt::Return | TStmt::Break | TStmt::Continue => true,
+        TStmt::Output(crate::hir::Output::Exit(_)) => true,
+        TStmt::If {
+            then, otherwise, ..
+        } => ends(then) && ends(otherwise),
+        TStmt::Block(body) => ends(body),
+        _ => false,
+    }
+}
+
+/// Keys as bpftrace 0.22 and later take them: several keys are one tuple,
+/// so a key that is a tuple (`@m[(1, "a")]`, `@m[$t]`) is the same as its
+/// items (`@m[1, "a"]`), and the map is written and printed as one with
+/// several keys. A tuple that is not written out is read item by item.
+fn spread_tuple_key(keys: Vec<TExpr>) -> Vec<TExpr> {
+    let items = match keys.as_slice() {
+        [TExpr {
+            ty: Ty::Tuple(items),
+            ..
+        }] if items.len() > 1 => items.clone(),
+        _ => return keys,
+    };
+    let Some(key) = keys.into_iter().next() else {
+        return Vec::new();
+    };
+    match key.kind {
+        TKind::Tuple(parts) => parts,
+        _ => (items.iter().enumerate())
+            .map(|(index, ty)| TExpr {
+                kind: TKind::TupleIndex {
+                    tuple: Box::new(key.clone()),
+                    index,
+                },
+                ty: ty.clone(),
+                span: key.span,
+            })
+            .collect(),
+    }
+}
+
 /// The type a value has once stored in a variable or a map: integers of
-/// any width become 64-bit, as in registers.
+/// any width become 64-bit, as in registers. A tuple keeps its items'
+/// types, which its layout in bpftrace (`sizeof`) depends on; each item
+/// takes 8 bytes anyway (see [`Ty::value_size`]).
 pub(crate) fn widen(ty: &Ty) -> Ty {
     match ty {
         Ty::Int { signed, .. } => Ty::Int {
             bytes: 8,
             signed: *signed,
         },
-        Ty::Tuple(items) => Ty::Tuple(items.iter().map(widen).collect()),
         other => other.clone(),
+    }
+}
+
+/// `ty` as it is laid out in memory: integers 64 bits wide, also inside
+/// tuples, whose items keep their widths for `sizeof` only.
+pub(crate) fn stored(ty: &Ty) -> Ty {
+    match ty {
+        Ty::Tuple(items) => Ty::Tuple(items.iter().map(stored).collect()),
+        other => widen(other),
     }
 }
 
@@ -1287,8 +1550,8 @@ pub(crate) fn unify(a: &Ty, b: &Ty) -> Option<Ty> {
                 signed: *signed,
             }
         }
-        (Ty::Ptr(_), Ty::Int { .. }) | (Ty::Int { .. }, Ty::Ptr(_)) => a.clone(),
-        (Ty::Ptr(_), Ty::Ptr(_)) => a.clone(),
+        (Ty::Ptr(..), Ty::Int { .. }) | (Ty::Int { .. }, Ty::Ptr(..)) => a.clone(),
+        (Ty::Ptr(..), Ty::Ptr(..)) => a.clone(),
         (Ty::Str { size: x }, Ty::Str { size: y }) => Ty::Str { size: *x.max(y) },
         (Ty::Buf { size: x }, Ty::Buf { size: y }) => Ty::Buf { size: *x.max(y) },
         (Ty::Tuple(xs), Ty::Tuple(ys)) if xs.len() == ys.len() => Ty::Tuple(
@@ -1329,62 +1592,109 @@ pub(crate) fn plural(n: usize) -> &'static str {
     }
 }
 
-/// The type of a tracepoint field, from its declaration and the size and
-/// sign the format states (which are what the kernel wrote).
-fn tracepoint_field_type(registry: &TypeRegistry, f: &TracepointField) -> Ty {
-    let decl = f.c_type.trim();
-    let int = Ty::Int {
-        bytes: u8::try_from(f.size)
-            .ok()
-            .filter(|s| [1, 2, 4, 8].contains(s))
-            .unwrap_or(8),
-        signed: f.signed,
-    };
-    if let Some(open) = decl.rfind('[') {
-        let len: u64 = decl[open + 1..]
-            .trim_end_matches(']')
-            .trim()
-            .parse()
-            .unwrap_or(0);
-        let base = decl[..open].trim();
-        let elem = if base.ends_with('*') {
-            Ty::Ptr(Box::new(Ty::int(1, true)))
-        } else {
-            let words: Vec<&str> = base.split_whitespace().collect();
-            let named = crate::cdecl::base_type(registry, &words.join(" "));
-            match named {
-                Some(t @ Ty::Int { .. }) => t,
-                _ if len > 0 => Ty::Int {
-                    bytes: u8::try_from(u64::from(f.size) / len)
-                        .ok()
-                        .filter(|s| [1, 2, 4, 8].contains(s))
-                        .unwrap_or(1),
-                    signed: f.signed,
-                },
-                _ => Ty::int(1, true),
-            }
-        };
-        return Ty::Array {
-            elem: Box::new(elem),
-            len,
-        };
+/// Whose memory an integer cast to a pointer points into in a probe of
+/// `kind` (as bpftrace decides it): the traced process's in its probes
+/// and in the system-call tracepoints, whose pointers are what the
+/// process passed; the kernel's in other tracepoints and in probes that
+/// sample the CPU (`profile`, `software`, `hardware`), and wherever no
+/// process is traced (`BEGIN`, `END`, `interval`). A pointer keeps its
+/// own space through casts; `uptr()` and `kptr()` set it.
+fn default_space(kind: ProbeKind, info: &TargetInfo) -> Space {
+    match kind {
+        k if k.is_uprobe() => Space::User,
+        ProbeKind::Tracepoint => match &info.tracepoint {
+            Some(tp) if tp.name.starts_with("syscalls:") => Space::User,
+            _ => Space::Kernel,
+        },
+        _ => Space::Kernel,
     }
-    if decl.ends_with('*') {
-        // `const char *const *argv`: every `*` is a level of pointer.
-        let spaced = decl.replace('*', " * ");
-        let words: Vec<&str> = spaced
-            .split_whitespace()
-            .filter(|w| !matches!(*w, "const" | "volatile" | "__user"))
-            .collect();
-        let depth = words.iter().filter(|w| **w == "*").count();
-        let base: Vec<&str> = words.into_iter().filter(|w| *w != "*").collect();
-        let mut ty = crate::cdecl::base_type(registry, &base.join(" ")).unwrap_or(Ty::int(1, true));
-        for _ in 0..depth {
-            ty = Ty::Ptr(Box::new(ty));
+}
+
+impl Checker<'_> {
+    /// The type of a tracepoint field, from its declaration and the size
+    /// and sign the format states (which are what the kernel wrote); a
+    /// struct, union, enum or typedef it names comes from the script, or
+    /// else from the kernel's BTF. Its pointers point into `space`.
+    fn tracepoint_field_type(&mut self, f: &TracepointField, space: Space) -> Ty {
+        let decl = f.c_type.trim();
+        let int = Ty::Int {
+            bytes: u8::try_from(f.size)
+                .ok()
+                .filter(|s| [1, 2, 4, 8].contains(s))
+                .unwrap_or(8),
+            signed: f.signed,
+        };
+        if let Some(open) = decl.rfind('[') {
+            let len: u64 = decl[open + 1..]
+                .trim_end_matches(']')
+                .trim()
+                .parse()
+                .unwrap_or(0);
+            let base = decl[..open].trim();
+            let elem = if base.ends_with('*') {
+                Ty::Ptr(Box::new(Ty::int(1, true)), space)
+            } else {
+                let words: Vec<&str> = base.split_whitespace().collect();
+                let named = crate::cdecl::base_type(&self.registry, &words.join(" "));
+                match named {
+                    Some(t @ Ty::Int { .. }) => t,
+                    _ if len > 0 => Ty::Int {
+                        bytes: u8::try_from(u64::from(f.size) / len)
+                            .ok()
+                            .filter(|s| [1, 2, 4, 8].contains(s))
+                            .unwrap_or(1),
+                        signed: f.signed,
+                    },
+                    _ => Ty::int(1, true),
+                }
+            };
+            return Ty::Array {
+                elem: Box::new(elem),
+                len,
+            };
         }
-        return ty;
+        if decl.ends_with('*') {
+            // `const char *const *argv`: every `*` is a level of pointer.
+            let spaced = decl.replace('*', " * ");
+            let words: Vec<&str> = spaced
+                .split_whitespace()
+                .filter(|w| !matches!(*w, "const" | "volatile" | "__user"))
+                .collect();
+            let depth = words.iter().filter(|w| **w == "*").count();
+            let base = words
+                .into_iter()
+                .filter(|w| *w != "*")
+                .collect::<Vec<_>>()
+                .join(" ");
+            let mut ty = crate::cdecl::base_type(&self.registry, &base)
+                .or_else(|| self.kernel_type(&base))
+                .unwrap_or(Ty::int(1, true));
+            for _ in 0..depth {
+                ty = Ty::Ptr(Box::new(ty), space);
+            }
+            return ty;
+        }
+        int
     }
-    int
+
+    /// The type `name` from the kernel's BTF, if the kernel has one.
+    pub(crate) fn kernel_type(&mut self, name: &str) -> Option<Ty> {
+        self.objects
+            .kernel_type(name, &mut self.registry)
+            .ok()
+            .flatten()
+    }
+
+    /// Reads the members of a kernel struct that was only named so far
+    /// (reached through a pointer), before a member is looked up.
+    pub(crate) fn complete(&mut self, ty: &Ty, span: Span) -> R<()> {
+        if let Ty::Record(id) = ty {
+            if let Err(refusal) = self.objects.complete_record(*id, &mut self.registry) {
+                return Err(self.refused(span, refusal));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `#define NAME VALUE` with an integer or string value; other macros are

@@ -57,6 +57,40 @@ pub trait Objects {
     /// Where the types came from and what `args.NAME` found, one line
     /// each, for `-v`.
     fn notes(&self) -> Vec<String>;
+
+    /// The C type `name` (`struct task_struct`, `pid_t`) from the running
+    /// kernel's BTF, added to `registry`, its pointers into the kernel's
+    /// memory. A struct reached through a pointer of it is added by name
+    /// and size only, its members read by [`Objects::complete_record`]
+    /// when a script first looks into it: the kernel's types reach one
+    /// another through pointers by the thousand. `Ok(None)`: the kernel
+    /// has no BTF, or no such type.
+    fn kernel_type(
+        &mut self,
+        _name: &str,
+        _registry: &mut TypeRegistry,
+    ) -> Result<Option<Ty>, Refusal> {
+        Ok(None)
+    }
+
+    /// Reads the members of record `id`, if [`Objects::kernel_type`]
+    /// added it without them; does nothing for any other record.
+    fn complete_record(
+        &mut self,
+        _id: crate::types::RecordId,
+        _registry: &mut TypeRegistry,
+    ) -> Result<(), Refusal> {
+        Ok(())
+    }
+
+    /// The address of kernel symbol `name` (`kaddr()`), from the running
+    /// kernel's symbol table.
+    fn kernel_symbol(&mut self, name: &str) -> Result<u64, Refusal> {
+        Err(
+            Refusal::new(format!("Failed to resolve kernel symbol: {name}"))
+                .label("no kernel symbols are read here"),
+        )
+    }
 }
 
 /// What `args.NAME` names.

@@ -99,7 +99,7 @@ impl Checker<'_> {
                 lhs: Box::new(base),
                 rhs: Box::new(TExpr::int(offset as i64, UINT64, span)),
             },
-            ty: Ty::Ptr(Box::new(ty.clone())),
+            ty: Ty::ptr(ty.clone()),
             span,
         };
         match &p.place {

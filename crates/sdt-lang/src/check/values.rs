@@ -17,7 +17,7 @@ fn compared_as_bytes(ty: &Ty) -> bool {
         Ty::Str { .. } | Ty::Buf { .. } => true,
         Ty::Array { elem, .. } => {
             elem.is_integer()
-                || matches!(**elem, Ty::Ptr(_) | Ty::Array { .. }) && compared_as_bytes(elem)
+                || matches!(**elem, Ty::Ptr(..) | Ty::Array { .. }) && compared_as_bytes(elem)
         }
         Ty::Tuple(items) => items.iter().all(|t| t.is_scalar() || compared_as_bytes(t)),
         _ => false,
@@ -106,7 +106,7 @@ impl Checker<'_> {
     pub(crate) fn incdec_step(&self, ty: &Ty) -> Option<i64> {
         match ty {
             t if t.is_integer() => Some(1),
-            Ty::Ptr(pointee) => Some(self.registry.c_size(pointee).max(1) as i64),
+            Ty::Ptr(pointee, _) => Some(self.registry.c_size(pointee).max(1) as i64),
             _ => None,
         }
     }

@@ -144,29 +144,66 @@ impl ShowIn for Ty {
     }
 }
 
+/// The types of `args.FIELD` for fields of `c_types` in tracepoint
+/// `name` (`category:event`).
+fn tracepoint_field_types(name: &str, c_types: &[&str]) -> Vec<Ty> {
+    use crate::check::{AttachInfo, CheckOptions, TargetInfo, TracepointField, TracepointFormat};
+    let fields = c_types
+        .iter()
+        .enumerate()
+        .map(|(i, c_type)| TracepointField {
+            name: format!("f{i}"),
+            c_type: c_type.to_string(),
+            offset: 8 * i as u32,
+            size: 8,
+            signed: false,
+        })
+        .collect();
+    let reads: String = (0..c_types.len())
+        .map(|i| format!("$v{i} = args.f{i}; "))
+        .collect();
+    let src = format!("tracepoint:{name} {{ {reads} }}");
+    let script = crate::parser::parse(&src).unwrap();
+    let attach = vec![vec![AttachInfo {
+        kind: crate::hir::ProbeKind::Tracepoint,
+        targets: vec![TargetInfo {
+            tracepoint: Some(TracepointFormat {
+                name: name.to_string(),
+                fields,
+            }),
+            ..TargetInfo::default()
+        }],
+    }]];
+    let options = CheckOptions::default();
+    let p = crate::check::check(&script, &attach, &options, &mut crate::check::NoObjects)
+        .unwrap_or_else(|e| panic!("{}", e.to_text("test.bt", &src)));
+    p.probes[0].vars.clone()
+}
+
 #[test]
 fn tracepoint_pointers_keep_every_level() {
-    let registry = crate::types::TypeRegistry::default();
-    let field = |c_type: &str| crate::check::TracepointField {
-        name: "argv".into(),
-        c_type: c_type.into(),
-        offset: 24,
-        size: 8,
-        signed: false,
-    };
-    let char_ptr = Ty::Ptr(Box::new(Ty::int(1, true)));
-    assert_eq!(
-        crate::check::tracepoint_field_type(&registry, &field("const char *const *")),
-        Ty::Ptr(Box::new(char_ptr.clone()))
+    let char_ptr = Ty::ptr(Ty::int(1, true));
+    let types = tracepoint_field_types(
+        "syscalls:sys_enter_execve",
+        &["const char *const *", "const char *", "unsigned long *"],
     );
     assert_eq!(
-        crate::check::tracepoint_field_type(&registry, &field("const char *")),
-        char_ptr
+        types,
+        [
+            Ty::ptr(char_ptr.clone()),
+            char_ptr,
+            Ty::ptr(crate::types::UINT64)
+        ]
     );
-    assert_eq!(
-        crate::check::tracepoint_field_type(&registry, &field("unsigned long *")),
-        Ty::Ptr(Box::new(crate::types::UINT64))
-    );
+}
+
+#[test]
+fn tracepoint_pointers_are_the_kernels_outside_system_calls() {
+    // A system call's pointers are what the process passed; other
+    // tracepoints' point into the kernel, as bpftrace reads them.
+    let types = tracepoint_field_types("sched:sched_foo", &["void *", "const char *"]);
+    assert_eq!(types[0].space(), Some(crate::types::Space::Kernel));
+    assert_eq!(types[1], Ty::kernel_ptr(Ty::int(1, true)));
 }
 
 #[test]
@@ -188,13 +225,22 @@ fn str_of_parameters_and_string_values() {
         [
             Some(&b"hello"[..]),
             Some(&b"llo"[..]),
-            Some(&b"hel"[..]),
+            // A length counts the NUL (bpftrace 0.23 and later).
+            Some(&b"he"[..]),
             Some(&b"42"[..])
         ]
     );
     assert!(matches!(assigned(&p, 5).kind, TKind::StrRead { .. }));
-    assert_eq!(p.probes[0].vars[5], Ty::Str { size: 4 });
-    assert_eq!(p.probes[0].vars[6], Ty::Str { size: 6 });
+    assert_eq!(p.probes[0].vars[5], Ty::Str { size: 3 });
+    assert_eq!(p.probes[0].vars[6], Ty::Str { size: 5 });
+    let p = run("BEGIN { $a = str(\"hello\", 9999); }", &[]).unwrap();
+    assert_eq!(p.probes[0].vars[0], Ty::Str { size: 6 });
+    assert_eq!(
+        p.warnings[0].message,
+        "length param (9999) is too long and will be shortened to 64 bytes (see BPFTRACE_MAX_STRLEN)"
+    );
+    let e = run("BEGIN { $a = str(arg0, -1); }", &[]).unwrap_err();
+    assert!(e.contains("str() cannot use a negative length (-1)"), "{e}");
     let e = run("BEGIN { $a = str($1 + 6); }", &["hello"]).unwrap_err();
     assert!(e.contains("$1 + 6 is outside $1, which has 5 bytes"), "{e}");
 }
