@@ -74,6 +74,7 @@ fn nothing() -> Program {
         name: "sdt_anchor".into(),
         expected_attach_type: None,
         prog_type: ProgramType::Kprobe,
+        sleepable: false,
     };
     Program::load(&insns, &options).unwrap()
 }
