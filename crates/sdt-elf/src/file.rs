@@ -130,6 +130,14 @@ impl ElfFile {
         self.map.as_deref().map(|m| &m[..]).unwrap_or_default()
     }
 
+    /// The file's build ID (its `NT_GNU_BUILD_ID` note), if it has one:
+    /// what the kernel's stack maps name an object by.
+    pub fn build_id(&self) -> Option<Vec<u8>> {
+        use object::Object;
+        let file = object::File::parse(self.data()).ok()?;
+        file.build_id().ok().flatten().map(<[u8]>::to_vec)
+    }
+
     /// Parses the file's probes; see [`parse`].
     pub fn probes(&self) -> Result<Probes<'_>, Error> {
         parse(self.data()).map_err(|source: ElfError| Error::Elf {

@@ -152,7 +152,9 @@ impl LaterObjects {
                     }
                 }
                 ProcessEvent::Lost(_) => to_list.extend(self.processes.iter().copied()),
-                ProcessEvent::Fork { .. } | ProcessEvent::Exec { .. } => {}
+                ProcessEvent::Fork { .. }
+                | ProcessEvent::Exec { .. }
+                | ProcessEvent::Exit { .. } => {}
             }
         }
         let mut notices = Vec::new();

@@ -15,6 +15,8 @@
 use sdt_lang::types::{Shown, Ty, TypeRegistry};
 use sdt_output::{Datum, Frame, Stack};
 
+use crate::symbols::RawFrame;
+
 /// What rendering needs from the rest of the runtime.
 pub trait Env {
     fn registry(&self) -> &TypeRegistry;
@@ -30,8 +32,18 @@ pub trait Env {
         let _ = (pid, addr);
         None
     }
-    /// The frames of a recorded user stack.
-    fn stack(&mut self, id: u32) -> Vec<u64>;
+    /// The frames of a recorded stack.
+    fn stack(&mut self, id: u32) -> Vec<RawFrame>;
+    /// The frame at `offset` in the object with `build_id`, which process
+    /// `pid` mapped (a stack recorded by build ID).
+    fn object_frame(&mut self, pid: u32, build_id: &[u8; 20], offset: u64) -> Frame {
+        let _ = (pid, build_id);
+        Frame {
+            addr: offset,
+            symbol: None,
+            module: None,
+        }
+    }
     /// `symbol+offset` of kernel address `addr`, or `None`.
     fn kernel_symbol(&mut self, addr: u64) -> Option<Symbol> {
         let _ = addr;
@@ -340,16 +352,19 @@ fn user_stack(id: i64, pid: u32, perf: bool, depth: u32, env: &mut dyn Env) -> S
     let frames = addrs
         .into_iter()
         .take(depth as usize)
-        .map(|addr| {
-            let sym = env.symbol(pid, addr);
-            Frame {
-                addr,
-                module: match &sym {
-                    Some(s) => Some(s.module.clone()),
-                    None => env.module(pid, addr),
-                },
-                symbol: sym.map(|s| (s.name, s.offset)),
+        .map(|raw| match raw {
+            RawFrame::Address(addr) => {
+                let sym = env.symbol(pid, addr);
+                Frame {
+                    addr,
+                    module: match &sym {
+                        Some(s) => Some(s.module.clone()),
+                        None => env.module(pid, addr),
+                    },
+                    symbol: sym.map(|s| (s.name, s.offset)),
+                }
             }
+            RawFrame::InObject { build_id, offset } => env.object_frame(pid, &build_id, offset),
         })
         .collect();
     Stack {
@@ -370,10 +385,19 @@ fn kernel_stack(id: i64, perf: bool, depth: u32, env: &mut dyn Env) -> Stack {
     let frames = addrs
         .into_iter()
         .take(depth as usize)
-        .map(|addr| Frame {
-            addr,
-            symbol: env.kernel_symbol(addr).map(|s| (s.name, s.offset)),
-            module: None,
+        .map(|raw| match raw {
+            RawFrame::Address(addr) => Frame {
+                addr,
+                symbol: env.kernel_symbol(addr).map(|s| (s.name, s.offset)),
+                module: None,
+            },
+            // The kernel records its own frames by address, also in a
+            // map of build IDs.
+            RawFrame::InObject { offset, .. } => Frame {
+                addr: offset,
+                symbol: None,
+                module: None,
+            },
         })
         .collect();
     Stack {
@@ -496,7 +520,7 @@ mod tests {
         fn symbol(&mut self, _: u32, _: u64) -> Option<Symbol> {
             None
         }
-        fn stack(&mut self, _: u32) -> Vec<u64> {
+        fn stack(&mut self, _: u32) -> Vec<crate::symbols::RawFrame> {
             Vec::new()
         }
         fn user_name(&self, _: u32) -> Option<String> {
