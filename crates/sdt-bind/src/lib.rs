@@ -316,10 +316,15 @@ fn resolve(
                     })
                 }
             };
-            Target::Functions(
-                sdt_trace::plan_functions(path.as_deref(), &function, &text, scope)
-                    .map_err(error)?,
-            )
+            let sites = sdt_trace::plan_functions(path.as_deref(), &function, &text, scope)
+                .map_err(error)?;
+            if sites.iter().any(|s| s.unchecked) {
+                // bpftrace's words, for the place `--unsafe` let through.
+                warnings.push(format!(
+                    "Could not determine instruction boundary for {text} (binary appears stripped). Misaligned probes can lead to tracee crashes!"
+                ));
+            }
+            Target::Functions(sites)
         }
         AttachSpec::Tracepoint { category, name } => {
             if tracefs.is_none() {

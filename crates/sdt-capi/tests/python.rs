@@ -124,13 +124,19 @@ fn listed(pid: &str) -> String {
     path
 }
 
-/// Prints `request`'s arguments and `last`'s, and exits once `last` has
-/// fired `hits` times.
-fn script(path: &str, last: &str, hits: u64) -> String {
+/// Prints `request`'s arguments (bytes and their length in 2 and 3) and
+/// `last`'s, and exits once `last` has fired `hits` times. `nul_counted`:
+/// the length `str()` takes counts a NUL (sdt, as bpftrace 0.23 and
+/// later), or not (bpftrace 0.17).
+fn script(path: &str, last: &str, hits: u64, nul_counted: bool) -> String {
     let target = format!("usdt:{path}:pyapp");
-    let mut text = format!(
-        "{target}:request {{ printf(\"%d %s %s\\n\", arg0, str(arg1), str(arg2, arg3)); }}\n"
-    );
+    let bytes = if nul_counted {
+        "str(arg2, arg3 + 1)"
+    } else {
+        "str(arg2, arg3)"
+    };
+    let mut text =
+        format!("{target}:request {{ printf(\"%d %s %s\\n\", arg0, str(arg1), {bytes}); }}\n");
     if last != "request" {
         text.push_str(&format!(
             "{target}:{last} {{ printf(\"{last} %d\\n\", arg0); }}\n"
@@ -188,7 +194,7 @@ fn python_defines_probes_that_sdt_and_bpftrace_trace() {
         "-p",
         &pid,
         "-e",
-        &script(&path, "request", HITS),
+        &script(&path, "request", HITS, true),
     ]));
     assert!(out.status.success(), "sdt run: {out:?}");
     check("sdt run", &out.stdout, "request", HITS);
@@ -200,7 +206,7 @@ fn python_defines_probes_that_sdt_and_bpftrace_trace() {
     let path = listed(&pid);
     let out = output(
         Command::new("bpftrace")
-            .args(["-p", &pid, "-e", &script(&path, "round2", HITS)])
+            .args(["-p", &pid, "-e", &script(&path, "round2", HITS, false)])
             .stdin(Stdio::null()),
     );
     assert!(out.status.success(), "bpftrace: {out:?}");

@@ -476,6 +476,8 @@ impl RunArgs {
             voice,
             warnings: !self.no_warnings,
             announce: !self.quiet,
+            // bpftrace 0.24's line, beside 0.23's (see docs/language.md).
+            confirm_attached: !self.quiet && voice == Voice::Bpftrace && self.format == "text",
             compile_only: self.dump,
             ..Request::new(source)
         })

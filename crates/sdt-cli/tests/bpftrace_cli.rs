@@ -12,6 +12,7 @@
 //! CAP_SYS_ADMIN); the others run anywhere. With `CI=true` a missing
 //! privilege or tool fails the test; elsewhere it prints a loud SKIP.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -384,6 +385,68 @@ fn the_attach_notification() {
     assert!(!text(&out.stdout).contains(NOTIFY), "only when asked");
 }
 
+/// Wrappers of both eras find their line: bpftrace up to 0.23 prints
+/// `Attaching N probes...` on the output before it attaches, 0.24 and
+/// later `Attached N probes` on standard error once it has attached.
+/// sdt prints both (JSON has its one record; `-q` neither).
+#[test]
+fn the_attach_lines_of_both_eras() {
+    let Some(case) = Case::root("attach_lines") else {
+        return;
+    };
+    let program = "BEGIN { printf(\"begin\\n\"); } interval:ms:50 { exit(); }";
+    // Both streams into one file, as a wrapper that merges them reads it.
+    let merged = case.dir.join("merged.txt");
+    let file = std::fs::File::create(&merged).unwrap();
+    let status = case
+        .command("bpftrace")
+        .args(["-e", program])
+        .env(NOTIFY, "1")
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let both = std::fs::read_to_string(&merged).unwrap();
+    let got: Vec<&str> = both.lines().take(4).collect();
+    assert_eq!(
+        got,
+        [
+            "Attaching 2 probes...",
+            "Attached 2 probes",
+            NOTIFY,
+            "begin"
+        ],
+        "{both}"
+    );
+
+    let out = case.run(&["-e", program]);
+    assert_eq!(lines(&out.stdout)[0], "Attaching 2 probes...");
+    assert_eq!(lines(&out.stderr), ["Attached 2 probes"]);
+    let one = "BEGIN { exit(); }";
+    let out = case.run(&["-e", one]);
+    assert_eq!(lines(&out.stdout)[0], "Attaching 1 probe...");
+    assert_eq!(lines(&out.stderr), ["Attached 1 probe"]);
+
+    // With -o, 0.23's line goes to the file, 0.24's to standard error.
+    let out = case.run(&["-o", "out.txt", "-e", program]);
+    assert_eq!(lines(&out.stderr), ["Attached 2 probes"]);
+    let file = std::fs::read_to_string(case.dir.join("out.txt")).unwrap();
+    assert!(file.starts_with("Attaching 2 probes...\nbegin\n"), "{file}");
+
+    let out = case.run(&["-q", "-e", program]);
+    assert_eq!(lines(&out.stdout)[0], "begin");
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+
+    // JSON: one record, with the count both eras give it; nothing else.
+    let out = case.run(&["-f", "json", "-e", program]);
+    assert_eq!(
+        lines(&out.stdout)[0],
+        r#"{"type": "attached_probes", "count": 2, "data": {"probes": 2}}"#
+    );
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+}
+
 /// `getopt()` is the named parameter's value, or its default, with the
 /// default's type; positional parameters keep their numbers around them;
 /// options may follow the program file; of several `-e`, the last counts.
@@ -557,6 +620,217 @@ fn uprobe_places_that_cannot_be_checked() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// bpftrace's stack modes: `raw` (addresses alone), `build_id` (the
+/// object's build id and the file offset, as `readelf` and `nm` give them),
+/// `perf`; bare `ustack` takes `stack_mode` from the config block, and
+/// `BPFTRACE_STACK_MODE` in the environment wins over it.
+#[test]
+fn stack_modes_from_the_call_the_config_and_the_environment() {
+    let Some(case) = Case::root("stack_modes") else {
+        return;
+    };
+    let program = "uprobe:./ticker:work { printf(\"[%s][%s][%s]\\n\", ustack(raw, 1), ustack(build_id, 1), ustack(perf, 1)); @[ustack(raw, 1)] = count(); }";
+    let out = case.run(&["-c", "./ticker 1", "-e", program]);
+    assert_status(&out, 0, "modes");
+    let stdout = text(&out.stdout);
+    // `work`'s build id and file offset, from binutils.
+    let readelf = Command::new("readelf")
+        .args(["-nW", "ticker"])
+        .current_dir(&case.dir)
+        .output()
+        .unwrap();
+    let build_id = text(&readelf.stdout)
+        .lines()
+        .find_map(|l| l.split("Build ID: ").nth(1).map(|id| id.trim().to_string()))
+        .expect("a build id");
+    let file_offset = file_offset_of(&case.dir.join("ticker"), "work");
+    // Each stack is a line of its own between `\n`s: `[\nA\n][\nB\n][\nC\n]`.
+    let start = stdout.find("[\n").unwrap_or_else(|| panic!("{stdout}"));
+    let end = stdout[start..]
+        .find("\n]\n")
+        .unwrap_or_else(|| panic!("{stdout}"))
+        + start;
+    let parts: Vec<&str> = stdout[start + 2..end].split("\n][\n").collect();
+    let raw = u64::from_str_radix(parts[0], 16).unwrap_or_else(|_| panic!("{stdout}"));
+    assert_eq!(
+        parts[1],
+        format!("{build_id} {file_offset:#04x}"),
+        "{stdout}"
+    );
+    assert_eq!(
+        parts[2],
+        format!("\t{raw:x} work+0 ({})", case.dir.join("ticker").display())
+    );
+    assert!(
+        stdout.contains(&format!("\n@[\n{raw:x}\n]: 1\n")),
+        "{stdout}"
+    );
+
+    let bare = "config = { stack_mode = perf } uprobe:./ticker:work { printf(\"%s\", ustack(1)); }";
+    // (The address changes from run to run: the fixture is a PIE.)
+    let hex = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit());
+    let out = case.run(&["-c", "./ticker 1", "-e", bare]);
+    let perf = lines(&out.stdout);
+    assert!(
+        perf.iter().any(|l| l
+            .strip_prefix('\t')
+            .and_then(|l| l.split_once(" work+0 ("))
+            .is_some_and(|(a, _)| hex(a))),
+        "{perf:?}"
+    );
+    let out = case.run_env(
+        &["-c", "./ticker 1", "-e", bare],
+        &[("BPFTRACE_STACK_MODE", "raw")],
+    );
+    let raw_lines = lines(&out.stdout);
+    assert!(raw_lines.iter().any(|l| hex(l)), "{raw_lines:?}");
+    let out = case.run_env(
+        &["-e", "BEGIN { exit(); }"],
+        &[("BPFTRACE_STACK_MODE", "fast")],
+    );
+    assert_status(&out, 1, "a bad mode");
+    assert!(
+        text(&out.stderr).contains(
+            "Invalid value for stack_mode: valid values are bpftrace, raw, perf, and build_id."
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Code that is not in a program file of its own (bpftrace 0.26): a
+/// library stored in a ZIP archive, `uprobe:"archive.zip!/lib.so":fn`, at
+/// the member's offset in the archive plus the function's in the member;
+/// and, with `--unsafe`, raw code, where the address is the file offset,
+/// with bpftrace's warning. `jump` runs each the way a loader would.
+#[test]
+fn uprobes_in_zip_archives_and_flat_code() {
+    let Some(case) = Case::root("archives") else {
+        return;
+    };
+    if !require(have("zip"), "zip") || !require(have("python3"), "python3") {
+        return;
+    }
+    let jump = C::new("tests/fixtures/cli/jump.c").dir(&case.dir).build();
+    let library = C::new("tests/fixtures/cli/answer.c")
+        .flags(&["-O2", "-fPIC", "-shared", "-nostdlib"])
+        .output("libanswer.so")
+        .dir(&case.dir)
+        .build();
+    let shell = |command: &str| {
+        let out = Command::new("sh")
+            .args(["-c", command])
+            .current_dir(&case.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    shell("rm -f app.zip && zip -q -0 app.zip libanswer.so");
+    // Where the member's bytes start in the archive, as Python reads it.
+    let member: u64 = shell(
+        "python3 -c \"import struct, zipfile; i = zipfile.ZipFile('app.zip').getinfo('libanswer.so'); \
+         d = open('app.zip', 'rb').read(); h = i.header_offset; n, e = struct.unpack('<HH', d[h + 26:h + 30]); \
+         print(h + 30 + n + e)\"",
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    let answer = file_offset_of(&library, "answer");
+    let traced = |args: &[&str], file: &str, offset: u64| {
+        let mut tracer = case
+            .command("bpftrace")
+            .args(args)
+            .env(NOTIFY, "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(tracer.stdout.take().unwrap());
+        let mut line = String::new();
+        while line.trim_end() != NOTIFY {
+            line.clear();
+            assert!(stdout.read_line(&mut line).unwrap() > 0, "no notification");
+        }
+        let ran = shell(&format!("{} {file} {offset}", jump.display()));
+        assert_eq!(ran, "42\n");
+        let out = tracer.wait_with_output().unwrap();
+        let mut printed = String::new();
+        stdout.read_to_string(&mut printed).unwrap();
+        (printed, text(&out.stderr))
+    };
+    let (printed, stderr) = traced(
+        &[
+            "-e",
+            "uprobe:\"./app.zip!/libanswer.so\":answer { printf(\"%s\\n\", probe); exit(); }",
+        ],
+        "app.zip",
+        member + answer,
+    );
+    assert_eq!(
+        printed.trim(),
+        "uprobe:./app.zip!/libanswer.so:answer",
+        "{stderr}"
+    );
+    let out = case.run(&["-e", "uprobe:\"./app.zip!/libnope.so\":answer { }"]);
+    assert_status(&out, 1, "no such member");
+    assert!(
+        text(&out.stderr).contains("the archive has no member libnope.so"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Raw code: the text of answer.o alone, which no ELF header describes.
+    let object = C::new("tests/fixtures/cli/answer.c")
+        .flags(&["-O2", "-c"])
+        .output("answer.o")
+        .dir(&case.dir)
+        .build();
+    shell(&format!(
+        "objcopy -O binary --only-section=.text {} answer.bin",
+        object.display()
+    ));
+    let flat = "uprobe:./answer.bin:0x0 { printf(\"flat\\n\"); exit(); }";
+    let (printed, stderr) = traced(&["--unsafe", "-e", flat], "answer.bin", 0);
+    assert_eq!(printed.trim(), "flat", "{stderr}");
+    assert!(
+        stderr.contains("WARNING: Could not determine instruction boundary for uprobe:./answer.bin:0x0 (binary appears stripped). Misaligned probes can lead to tracee crashes!"),
+        "{stderr}"
+    );
+    // Without --unsafe, a file that is not ELF is refused.
+    let out = case.run(&["-e", flat]);
+    assert_status(&out, 1, "flat code without --unsafe");
+}
+
+/// The offset in the file `path` of the code of function `symbol`, as
+/// binutils give it (`nm`, and `readelf -l`'s segments).
+fn file_offset_of(path: &Path, symbol: &str) -> u64 {
+    let run = |program: &str, args: &[&str]| {
+        let out = Command::new(program).args(args).arg(path).output().unwrap();
+        text(&out.stdout)
+    };
+    let address = run("nm", &[])
+        .lines()
+        .find_map(|l| {
+            l.strip_suffix(&format!(" T {symbol}"))
+                .map(|a| u64::from_str_radix(a, 16).unwrap())
+        })
+        .unwrap_or_else(|| panic!("{symbol} in nm {}", path.display()));
+    run("readelf", &["-lW"])
+        .lines()
+        .filter(|l| l.trim_start().starts_with("LOAD"))
+        .find_map(|l| {
+            let f: Vec<u64> = (l.split_whitespace().skip(1).take(4))
+                .map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16).unwrap())
+                .collect();
+            let (offset, vaddr, size) = (f[0], f[1], f[3]);
+            (vaddr..vaddr + size)
+                .contains(&address)
+                .then(|| address - vaddr + offset)
+        })
+        .unwrap_or_else(|| panic!("{symbol} in no LOAD segment of {}", path.display()))
 }
 
 /// Probes are counted as bpftrace 0.24 and later count them (a USDT probe

@@ -179,6 +179,7 @@ fn variables_belong_to_their_block_and_blocks_give_values() {
             print($v);
             $w = 1;
             print(if ($v > 20) { "big" } else { "small" });
+            print({ if $v > 20 { if $v > 30 { 3 } else { 2 } } else if $v > 10 { 1 } else { 0 } });
             if $w == 1 { let $inner = 5; $w = $inner; }
             print($w);
             @seen[1] = 1;
@@ -189,12 +190,95 @@ fn variables_belong_to_their_block_and_blocks_give_values() {
     ) else {
         return;
     };
-    assert_eq!(out, ["0", "44", "21", "big", "5"]);
+    assert_eq!(out, ["0", "44", "21", "big", "2", "5"]);
     fails_with(
-        "BEGIN { if (1) { $b = 2; } print($b); }",
+        "BEGIN { if (1) { let $b = 2; } print($b); }",
         "$b is not seen here",
     );
     fails_with("BEGIN { let $a = 1; let $a = 2; }", "already declared");
+}
+
+/// `&$var` (bpftrace 0.24 and later): a variable's address in the
+/// program's own memory, read back through it as any kernel pointer, and
+/// a pointer type written with `typeof(TYPE *)`.
+#[test]
+fn variables_have_addresses_that_read_back() {
+    let Some(out) = lines(
+        r#"struct bits { unsigned long long low:1; unsigned long long next:1; unsigned long long two:2; }
+        BEGIN {
+            $n = 41;
+            $p = &$n;
+            printf("%d %s\n", *$p + 1, $p != 0 ? "non-zero" : "zero");
+            print(($p, *$p));
+            $t = (1, "hello", 2);
+            print(*(&$t));
+            $s = "hi!";
+            $c = (int8 *)&$s;
+            printf("%c %c %c\n", *$c, *($c + 1), *($c + 2));
+            $word = (uint64)0x1e;
+            print(*(struct bits *)&$word);
+            let $size: typeof(size_t) = 9;
+            let $at: typeof(size_t *) = &$size;
+            print(*$at);
+            exit();
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(out[0], "42 non-zero");
+    let (address, value) = out[1]
+        .trim_matches(['(', ')'])
+        .split_once(", ")
+        .expect("a pair");
+    assert!(address.starts_with("0x") && address.len() > 10, "{address}");
+    assert_eq!(value, "41");
+    assert_eq!(
+        out[2..],
+        [
+            "(1, hello, 2)",
+            "h i !",
+            "{ .low = 0, .next = 1, .two = 3 }",
+            "9"
+        ]
+    );
+}
+
+/// A script written for bpftrace before 0.22 assigns a variable inside a
+/// block and reads it after: it runs as then, one variable for the whole
+/// probe (0 where no assignment ran), with one warning for each variable.
+#[test]
+fn variables_read_after_their_block_run_as_before_bpftrace_0_22() {
+    let Some((stdout, stderr)) = run(r#"BEGIN {
+            $n = 7;
+            if ($n > 5) { $size = "big"; $half = $n / 2; } else { $size = "small"; $half = 0; }
+            printf("%s %d\n", $size, $half);
+            if ($n > 100) { $huge = 1; }
+            printf("%d %s %d\n", $huge, $size, $half + $huge);
+            $i = 0;
+            while ($i < 3) { $last = $i * 10; $i++; }
+            print($last);
+            exit();
+        }"#)
+    else {
+        return;
+    };
+    let out: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(out, ["big 3", "0 big 3", "20"]);
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
+    let names: Vec<&str> = warnings
+        .iter()
+        .map(|w| w.split(' ').nth(1).unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["$size", "$half", "$huge", "$last"], "{stderr}");
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w.contains("bpftrace 0.22 and later")),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -231,9 +315,36 @@ fn macros_bind_variables_maps_and_expressions() {
     fails_with("macro m() { @x = 1; } BEGIN { m(); }", "not passed to it");
 }
 
+/// A macro of the script takes the place of a builtin of the same name
+/// and number of arguments (bpftrace 0.26), also as `printf`'s format; one
+/// of another number leaves the builtin in place. `typeof(EXPR)` (0.25)
+/// types a variable after a macro's argument, and the macro's own
+/// variable stays its own.
+#[test]
+fn macros_override_builtins_and_take_types_of_arguments() {
+    let Some(out) = lines(
+        r#"
+        macro cpu() { "hi %d\n" }
+        macro strlen(a, b) { a + b }
+        macro add(x) { let $y: typeof(x); if (true) { $y = 1 } x + $y }
+        BEGIN {
+            printf(cpu(), 5);
+            print((strlen("four"), strlen(2, 3)));
+            $y = 40;
+            print((add(1), add((uint8)250), $y));
+            $s = "abc";
+            print((sizeof(typeof($s)), sizeof(typeof((1, (int8)2)))));
+            exit();
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(out, ["hi 5", "(4, 5)", "(2, 251, 40)", "(4, 16)"]);
+}
+
 #[test]
 fn map_functions_and_declared_maps() {
-    let Some((stdout, stderr)) = run(r#"
+    let script = r#"
         let @lru = lruhash(2);
         let @small = hash(1);
         let @per = percpulruhash(1);
@@ -253,8 +364,8 @@ fn map_functions_and_declared_maps() {
             printf("%lld %d\n", 1m, 100ms);
             exit();
         }
-        END { clear(@c); clear(@s); clear(@m); clear(@lru); clear(@small); clear(@per); }"#)
-    else {
+        END { clear(@c); clear(@s); clear(@m); clear(@lru); clear(@small); clear(@per); }"#;
+    let Some((stdout, stderr)) = run(script) else {
         return;
     };
     let out: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
@@ -268,13 +379,30 @@ fn map_functions_and_declared_maps() {
             "60000000000 100000000"
         ]
     );
-    assert!(
-        stderr.contains("@unused is declared but no probe uses it"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("warning: Unused map: @unused"), "{stderr}");
     assert!(
         stderr.contains("updates of @small were dropped"),
         "{stderr}"
+    );
+    // Where it happens, once (per CPU), in bpftrace's words.
+    let full: Vec<&str> = stderr.lines().filter(|l| l.contains("Map full")).collect();
+    assert_eq!(full.len(), 1, "{stderr}");
+    assert!(
+        full[0].ends_with(": WARNING: Map full; can't update element. Try increasing max_map_keys config or manually setting the max entries in a map declaration e.g. `let @a = hash(5000)`"),
+        "{stderr}"
+    );
+    let at = full[0].split(": WARNING").next().unwrap();
+    let (line, columns) = at.strip_prefix("stdin:").unwrap().split_once(':').unwrap();
+    let (start, end) = columns.split_once('-').unwrap();
+    let (start, end): (usize, usize) = (start.parse().unwrap(), end.parse().unwrap());
+    let source_line = script
+        .lines()
+        .nth(line.parse::<usize>().unwrap() - 1)
+        .unwrap();
+    assert_eq!(
+        &source_line[start - 1..end - 1],
+        "@small[2] = 2",
+        "{full:?}"
     );
     fails_with(
         "let @a = hash(8); BEGIN { @a = count(); }",
@@ -294,7 +422,7 @@ fn builtins_of_the_standard_library() {
             r#"BEGIN {
             printf("%d %d %s %d %d\n", ncpus > 0, jiffies > 0, probetype, usermode, has_cpid);
             printf("%d %d %d\n", pid() == pid, __builtin_tid == tid(curr_ns), pid(init) == pid);
-            printf("%d\n", comm() == comm);
+            printf("%d\n", comm() == comm); printf("%d %d %d %d %d\n", is_err((int64)-1), is_err((int64)-4095), is_err((int64)-4096), is_err(0), is_err((int8 *)-22));
             errorf("bad %d, %s", 10, "two");
             warnf("careful");
             @map[2] = (1, "hello");
@@ -315,7 +443,14 @@ fn builtins_of_the_standard_library() {
     let lines: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
     assert_eq!(
         lines,
-        ["1 1 special 1 0", "1 1 1", "1", "(1, hello)", "no 3"],
+        [
+            "1 1 special 1 0",
+            "1 1 1",
+            "1",
+            "1 1 0 0 1",
+            "(1, hello)",
+            "no 3"
+        ],
         "{stderr}"
     );
     assert_eq!(out.status.code(), Some(1), "a failed assert exits 1");
@@ -362,6 +497,9 @@ fn string_functions_search_measure_and_name() {
             $s = "hello world";
             printf("%d %d %d %d\n", strstr($s, "world"), strstr($s, "xyz"), strstr("abcabc", "cab"), strstr($s, "h"));
             printf("%d %d %d %d\n", strlen($s), strlen(""), strlen(str($1)), strlen(comm));
+            // Both strings end at their first NUL, as C strings.
+            $nul = "hello\0world";
+            print((strcontains($nul, "world"), strcontains($s, "wo\0rld"), strcontains($nul, "wo\0rld"), strstr($nul, "lo"), strstr($nul, "wor")));
             print(signal_name(2));
             print(signal_name(0));
             print(signal_name(36));
@@ -376,6 +514,7 @@ fn string_functions_search_measure_and_name() {
         [
             "6 -1 2 0",
             "11 0 0 3",
+            "(false, true, false, 3, -1)",
             "Interrupt",
             "Unknown signal 0",
             "Real-time signal 2",
@@ -482,4 +621,175 @@ fn records_are_named_tuples_read_by_name_and_printed_as_structs() {
         ]
     );
     fails_with("BEGIN { $r = (a=1, a=2); }", "names `a` twice");
+}
+
+/// A variable keeps the field order of the first record it holds: a
+/// record of the same names in another order is laid out in it, its
+/// values evaluated in the order written (bpftrace 0.25).
+#[test]
+fn records_of_another_order_keep_the_variables_and_run_as_written() {
+    let Some(lines) = lines(
+        r#"begin {
+            $a = (foo={ printf("1"); 1 }, bar={ printf("2"); 2 });
+            $a = (bar={ printf("3"); 3 }, foo={ printf("4\n"); 4 });
+            print($a);
+            printf("%d %d\n", $a.foo, $a.bar);
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(lines, ["1234", "{ .foo = 4, .bar = 3 }", "4 3"]);
+}
+
+/// Several keys are one tuple (bpftrace 0.22 and later): a key that is a
+/// tuple, written out or in a variable, is the same as its items, and a
+/// map of them prints its keys without the tuple's parentheses; a tuple
+/// inside the keys keeps them.
+#[test]
+fn a_tuple_key_is_the_same_as_several_keys() {
+    let Some(lines) = lines(
+        r#"BEGIN {
+            @m[(1, "one")] = 1;
+            @m[2, "two"] = 2;
+            $t = (3, "three");
+            @m[$t] = 3;
+            @m[(1, "one")] += 10;
+            print(has_key(@m, (2, "two")));
+            delete(@m, $t);
+            @n[(7, (8, "x"))] = (9, 10);
+            @k[0, 0] = 1; @k[0, 1] = 2; @k[1, 1] = 3;
+            for ($kv : @k) { if ($kv.0.1 == 1) { delete(@k, $kv.0); } }
+            exit();
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        lines,
+        [
+            "true",
+            "@k[0, 0]: 1",
+            "@m[2, two]: 2",
+            "@m[1, one]: 11",
+            "@n[7, (8, x)]: (9, 10)",
+        ]
+    );
+}
+
+/// Casts between integers and arrays (bpftrace 0.19 and later), of a
+/// string to its bytes (0.24.2) and to booleans (0.24): an integer's bytes
+/// lowest first; `[]` takes the length from the value; an array's bytes
+/// read back as one integer. Arrays print as lists, `int8` ones too.
+#[test]
+fn casts_between_integers_strings_and_arrays() {
+    let Some(lines) = lines(
+        r#"BEGIN {
+            printf("%x %x\n", ((int8[8])12345)[0], ((int8[])12345)[1]);
+            print((int8[])"hello");
+            print((bool[2])(uint16)1);
+            $x = (uint8[4])0x01020304;
+            print($x);
+            printf("%x %d\n", (uint32)$x, sizeof((int16[])12345));
+            @bytes = (uint8[2])(uint16)0xabcd;
+            exit();
+        }"#,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        lines,
+        [
+            "39 30",
+            "[104,101,108,108,111,0]",
+            "[true,false]",
+            "[4,3,2,1]",
+            "1020304 8",
+            "@bytes: [205,171]",
+        ]
+    );
+    fails_with(
+        "BEGIN { $a = (int16[])\"abc\"; }",
+        "cannot cast string[4] to int16[2]",
+    );
+    fails_with(
+        "BEGIN { $a = (int32[])(int8)1; }",
+        "Cannot determine array size",
+    );
+    fails_with(
+        "BEGIN { $a = (uint8[16])1; }",
+        "cannot cast int64 to uint8[16]",
+    );
+}
+
+/// `tseries()` (bpftrace 0.24): within one interval (an hour here, so
+/// that the test cannot straddle two), the last value, or the sum,
+/// average, least or greatest of the values; printed as bpftrace draws
+/// it, and in JSON by the interval's start, which is where the wall
+/// clock's hour starts.
+#[test]
+fn time_series_keep_a_value_per_interval() {
+    let script = r#"BEGIN {
+            @l = tseries(3, 1h, 2); @l = tseries(7, 1h, 2);
+            @s["x"] = tseries(3, 1h, 2, "sum"); @s["x"] = tseries(7, 1h, 2, "sum");
+            @avg = tseries(3, 1h, 2, "avg"); @avg = tseries(8, 1h, 2, "avg");
+            @mn = tseries(3, 1h, 2, "min"); @mn = tseries(-7, 1h, 2, "min");
+            @mx = tseries(3, 1h, 2, "max"); @mx = tseries(7, 1h, 2, "max");
+            exit();
+        }"#;
+    let Some((stdout, _)) = run(script) else {
+        return;
+    };
+    let values: Vec<(&str, &str)> = stdout
+        .lines()
+        .filter(|l| l.starts_with('@') || l.contains(" | ") || l.ends_with('|'))
+        .filter_map(|l| l.rsplit_once(" | "))
+        .collect();
+    let last: Vec<&str> = values.iter().map(|(_, v)| *v).collect();
+    assert_eq!(last, ["5", "7", "-7", "7", "10"], "{stdout}");
+    // `@l`, drawn: 7 alone, so the scale runs from 6 to 8.
+    let l = stdout.split("@l:\n").nth(1).unwrap();
+    let lines: Vec<&str> = l.lines().take(6).collect();
+    assert_eq!(lines[0], format!("{:19}{:<21}{:>32}", "", 6, 8));
+    assert_eq!(lines[1], format!("hh:mm:ss.ns        |{}|", "_".repeat(51)));
+    assert!(lines[2].ends_with(&format!(" |{}*{}| 7", " ".repeat(25), " ".repeat(25))));
+    assert!(
+        lines[2].starts_with(|c: char| c.is_ascii_digit())
+            && lines[2][..18].ends_with(":00:00.000000000")
+    );
+    assert_eq!(lines[3], format!("{:18} v{}v", "", "_".repeat(51)));
+    assert_eq!(lines[4], lines[0]);
+
+    let out = sdt()
+        .args(["run", "-q", "-f", "json", "-e", script])
+        .output()
+        .unwrap();
+    let json = String::from_utf8_lossy(&out.stdout);
+    let line = json
+        .lines()
+        .find(|l| l.contains("\"@s\""))
+        .unwrap_or_else(|| panic!("{json}"));
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["type"], "tseries");
+    let point = &v["data"]["@s"]["x"][0];
+    assert_eq!(point["value"], 10);
+    let start = point["interval_start"].as_str().unwrap();
+    let hour = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 3600
+        * 3600;
+    let (date, time) = start.split_once(' ').unwrap();
+    // (The hour may have turned since the run.)
+    let hours = [hour, hour - 3600].map(|h| format!("{:02}:00:00.000000000", h / 3600 % 24));
+    assert!(hours.contains(&time.to_string()), "{start}");
+    assert_eq!(date.len(), 10, "{start}");
+    fails_with(
+        "BEGIN { @a = tseries(1, 1s, 2); @a = tseries(1, 2s, 2); }",
+        "Different tseries bounds in a single map unsupported",
+    );
+    fails_with(
+        "BEGIN { @a = tseries(1, 1s, 2, \"mean\"); }",
+        "tseries() expects one of the following aggregation functions: avg, max, min, sum (\"mean\" provided)",
+    );
 }

@@ -933,7 +933,7 @@ BEGIN {
 }
 
 /// usdt arguments of every width and sign (bpftrace types them uint64),
-/// str() of an argument with and without a length, uprobe arguments,
+/// str() of an argument, uprobe arguments,
 /// uretprobe `retval`, predicates, and aggregations of those values.
 #[test]
 fn probe_arguments_and_return_values() {
@@ -951,11 +951,9 @@ usdt:./shop:shop:sale {
   @raw = arg1;
   @by_value[(int64)arg1] = arg1;
   @kind[str(arg2)] = sum(arg1);
-  @short[str(arg2, 2)] = count();
   @low = min(arg1); @avg = avg(arg1); @stats = stats(arg1); @sum = sum(arg1);
   @lin = lhist(arg1, 0, 200, 50); @log = hist(arg1);
 }
-usdt:./shop:shop:sale /arg0 == 2/ { printf("[%s] [%s] [%s]\n", str(arg2, 3), str(arg2, 0), str(arg2, 99)); }
 usdt:./shop:shop:wide {
   printf("wide %lu %ld %d %x %u | %d %d\n", arg0, arg1, arg1, arg1, arg0, arg1 < 0, arg0 > 0);
   @wide[(int64)arg0] = arg1; @wide_low = min(arg0); @wide_avg = avg(arg1); @wide_hist = hist(arg1);
@@ -965,7 +963,7 @@ usdt:./shop:shop:narrow {
   @n8[(int8)arg0] = count(); @u8[(uint8)arg1] = max(arg1); @i16 = min((int16)arg2);
   @u16 = lhist((uint16)arg3, 59990, 60010, 5);
 }
-usdt:./shop:shop:order { printf("note %s|%s\n", str(arg1), str(arg1, 8)); }
+usdt:./shop:shop:order { printf("note %s\n", str(arg1)); }
 usdt:./shop:shop:close { printf("close %d %lu %lu\n", arg0, -arg0, ~arg0); print(-arg0); @negated = -arg0; }
 uprobe:./shop:refund { printf("refund(%d)\n", arg0); @cents = lhist(arg0, 0, 60, 10); }
 uretprobe:./shop:refund { printf("refund -> %d %ld\n", retval, (int32)retval); @ret[(int32)retval] = count(); }
@@ -1520,6 +1518,46 @@ usdt:./shapes:shapes:drawn {
 /// of its pointee, a tuple variable widened by a later assignment, `?:`
 /// on strings of different sizes, and `__attribute__` after a
 /// definition's closing brace.
+/// The length `str()` takes counts the NUL, as in bpftrace 0.23 and later
+/// (0.17 keeps as many bytes as it is given, so this is not compared):
+/// `str(p, 3)` keeps 2 bytes, whether the length is a literal or known
+/// only at run time; 0 is an empty string; a length past the text keeps
+/// the text; `str(p, len + 1)` reads exactly `len` bytes of text that has
+/// no NUL there.
+#[test]
+fn str_lengths_count_the_nul_as_bpftrace_0_23_and_later() {
+    let Some(case) = Case::new("str-lengths") else {
+        return;
+    };
+    let script = case.script(
+        "lengths.bt",
+        r#"
+struct order_number { unsigned int number; }
+usdt:./shop:shop:sale /arg0 == 2/ {
+  $three = 3; $none = 0;
+  printf("[%s] [%s] [%s] [%s] [%s]\n", str(arg2, 3), str(arg2, $three), str(arg2, 0), str(arg2, $none), str(arg2, 99));
+  @short[str(arg2, 3)] = count();
+}
+usdt:./shop:shop:order /((struct order_number *)arg0)->number == 1000/ {
+  $len = 5;
+  printf("note [%s] [%s] [%s]\n", str(arg1, 8), str(arg1, $len + 1), str(str(arg1), 6));
+}
+"#,
+    );
+    let out = case.sdt(&["-c", "./shop 4", &script]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = without_blank_lines(&text(&out.stdout));
+    assert_eq!(
+        stdout.lines().skip(1).collect::<Vec<_>>(),
+        [
+            "note [note:56] [note:] [note:]",
+            "[pl] [pl] [] [] [plum]",
+            "@short[pl]: 1",
+        ],
+        "{stdout}"
+    );
+}
+
 #[test]
 fn values_beyond_what_bpftrace_0_17_takes() {
     let Some(case) = Case::new("values-sdt") else {
@@ -1548,6 +1586,10 @@ usdt:./shapes:shapes:drawn {
   $pair = ("hi", $s.id); print($pair); $pair = ("a longer string", 2); print($pair);
   $name = $s.id > 5 ? $s.name : "a longer name";
   printf("name %s\n", $name);
+  // An array's bytes as an integer, and an integer's as an array.
+  printf("raw %d %d %d\n", (uint32)$s.raw.bytes == $s.raw.word,
+         (uint32)((struct shape *)arg0)->raw.bytes == $s.raw.word,
+         ((uint8[4])$s.raw.word)[1] == $s.raw.bytes[1]);
 }
 uprobe:./shapes:compare { printf("compare %d\n", buf(arg0, 74) == buf(arg1, 74)); }
 "#
@@ -1566,6 +1608,7 @@ uprobe:./shapes:compare { printf("compare %d\n", buf(arg0, 74) == buf(arg1, 74))
             "(hi, 7)",
             "(a longer string, 2)",
             "name square",
+            "raw 1 1 1",
             "compare 1",
             "compare 0",
         ]

@@ -94,7 +94,7 @@ fn script(object: &Path, exit_at_done: bool) -> String {
     };
     format!(
         "usdt:{o}:fleet:req {{ @hits = count(); @str[str(arg0)] = count(); \
-         @counted[str(arg0, arg2)] = count(); @buf[buf(arg0, arg2)] = count(); \
+         @counted[str(arg0, arg2 + 1)] = count(); @buf[buf(arg0, arg2)] = count(); \
          @member[((struct request *)arg3)->method] = count(); }}\n{done}"
     )
 }
@@ -305,7 +305,7 @@ fn a_read_that_fails_is_counted_and_reported_with_its_probe_and_place() {
     let probe = format!("usdt:{object}:fleet:req");
     for read in [
         "str(arg0)",
-        "str(arg0, arg2)",
+        "str(arg0, arg2 + 1)",
         "buf(arg0, arg2)",
         "((struct request *)arg3)->method",
     ] {

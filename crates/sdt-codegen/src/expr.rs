@@ -80,7 +80,7 @@ impl Gen<'_> {
             TKind::Helper(h) => self.helper_value(*h),
             TKind::NsPid { thread } => Ok(self.ns_pid(*thread)),
             TKind::UserMode => Ok(self.user_mode()),
-            TKind::Arg(n) => self.arg(*n),
+            TKind::Arg(n) => self.arg(*n, e.span),
             TKind::SArg(n) => Ok(self.stack_arg(*n, e.span)),
             TKind::Retval => Ok(self.ctx_reg(RAX)),
             TKind::Reg(off) => Ok(self.ctx_reg(*off)),
@@ -88,7 +88,14 @@ impl Gen<'_> {
             TKind::Probe => Ok(self.identity(true)),
             TKind::Func => Ok(self.identity(false)),
             TKind::Load { place, bitfield } => self.load_place(place, &e.ty, *bitfield),
-            TKind::AddrOf(place) => self.place_address(place),
+            TKind::AddrOf(place) => match place.kind {
+                // A variable's own memory, on the stack or in scratch.
+                TKind::Var(i) => {
+                    self.vars[i].address(&mut self.b, Reg::R0, 0);
+                    Ok(self.spill(Reg::R0))
+                }
+                _ => self.place_address(place),
+            },
             // Operators.
             TKind::Unary { op, expr } => self.unary(*op, expr),
             TKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, e.span),
@@ -395,7 +402,7 @@ impl Gen<'_> {
         self.b
             .push(Insn::alu64_imm(AluOp::Add, Reg::R1, delta as i32));
         self.b.push(Insn::stx(Size::DW, Reg::R10, new, Reg::R1));
-        self.update(map, key, Mem::Stack(new), 0);
+        self.update(map, key, Mem::Stack(new), 0)?;
         Ok(Op::Slot(if prefix { new } else { old }))
     }
 }
@@ -604,18 +611,21 @@ impl Gen<'_> {
         self.spill(Reg::R0)
     }
 
-    fn arg(&mut self, n: u8) -> R<Op> {
+    /// `argN`, written at `span`.
+    fn arg(&mut self, n: u8, span: Span) -> R<Op> {
         match &self.unit.args {
             ArgAccess::Usdt(sources) => {
                 let Some(source) = sources.get(usize::from(n)).copied() else {
-                    return Err(self
-                        .error(format!(
+                    return Err(Diagnostic::error(
+                        span,
+                        format!(
                             "{} has {} argument{}; arg{n} does not exist",
                             self.unit.display,
                             sources.len(),
                             if sources.len() == 1 { "" } else { "s" }
-                        ))
-                        .hint("`sdt list -v` shows each probe's arguments"));
+                        ),
+                    )
+                    .hint("`sdt list -v` shows each probe's arguments"));
                 };
                 // Lowering leaves out the sites where a read argument
                 // cannot be read.
@@ -971,14 +981,14 @@ impl Gen<'_> {
                 self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
             }
             Some(Op::Imm(v)) => {
-                let n = v.saturating_add(1).clamp(0, i64::from(size));
+                let n = v.clamp(0, i64::from(size));
                 self.b.push(Insn::mov64_imm(Reg::R2, n as i32));
             }
             Some(n) => {
-                // Read min(len + 1, size) bytes, NUL included.
+                // Read min(len, size) bytes, NUL included (a negative
+                // length, unsigned, is more than the size).
                 let ok = self.b.label();
                 self.load_op(n, Reg::R2);
-                self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R2, 1));
                 self.b.jump_imm(JmpOp::Le, Reg::R2, size as i32, ok);
                 self.b.push(Insn::mov64_imm(Reg::R2, size as i32));
                 self.b.bind(ok);

@@ -108,6 +108,10 @@ pub struct Options {
     pub wake_at: u32,
     /// `CLOCK_MONOTONIC` at start, for `elapsed`.
     pub start_ns: u64,
+    /// `CLOCK_REALTIME - CLOCK_MONOTONIC` at start, wrapping: what makes
+    /// the kernel's monotonic time a wall-clock time, so that `tseries()`
+    /// intervals begin where the wall clock's do.
+    pub wall_offset_ns: u64,
     /// The `-c` command's PID, for `cpid`.
     pub cpid: u32,
     /// Entries of each user map.
@@ -214,6 +218,7 @@ impl Default for Options {
         Options {
             wake_at: 1 << 19,
             start_ns: 0,
+            wall_offset_ns: 0,
             cpid: 0,
             map_entries: 4096,
             ring_size: 4 << 20,

@@ -216,7 +216,7 @@ impl Gen<'_> {
     }
 
     /// One start position of `strcontains()`: sets the area's result and
-    /// stops when the needle matches there.
+    /// stops when the needle matches there, or where the haystack ends.
     fn contains_at(
         &mut self,
         haystack: u32,
@@ -246,6 +246,11 @@ impl Gen<'_> {
                 .push(Insn::ldx(Size::B, Reg::R4, SCRATCH, (needle + j) as i16));
             self.b.jump_imm(JmpOp::Eq, Reg::R4, 0, found);
             self.b.push(Insn::ldx(Size::B, Reg::R5, Reg::R3, j as i16));
+            if j == 0 {
+                // The haystack ends at its NUL, as a C string: what
+                // follows it is never searched.
+                self.b.jump_imm(JmpOp::Eq, Reg::R5, 0, stop);
+            }
             self.b.jump_reg(JmpOp::Ne, Reg::R5, Reg::R4, next);
         }
         self.b.bind(found);

@@ -34,7 +34,12 @@ impl Gen<'_> {
             self.b.call(Helper::MapLookupPercpuElem);
             self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, next);
             match agg {
-                Agg::Count | Agg::Sum { .. } | Agg::Hist { .. } | Agg::Lhist { .. } => {
+                // (Histograms and time series are not read in probes.)
+                Agg::Count
+                | Agg::Sum { .. }
+                | Agg::Hist { .. }
+                | Agg::Lhist { .. }
+                | Agg::TSeries { .. } => {
                     self.add_to_slot(total, 0);
                 }
                 Agg::Avg { .. } | Agg::Stats { .. } => {

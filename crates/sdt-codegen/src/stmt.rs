@@ -11,7 +11,7 @@ use super::user::UserRead;
 use super::{Gen, CTX};
 use crate::layout::{self, Field, OutputInfo, ReadWhat, HEADER};
 use sdt_lang::hir::{MapId, Output, TExpr, TStmt};
-use sdt_lang::types::{Agg, Ty};
+use sdt_lang::types::{Agg, TSeriesAgg, Ty};
 
 /// `-EEXIST`: an insertion lost a race with another CPU, which is fine.
 const EEXIST: i32 = -17;
@@ -48,7 +48,9 @@ impl Gen<'_> {
                 let ty = self.instance.vars[*var].clone();
                 self.write_value(value, home, &ty)?;
             }
-            TStmt::AssignMap { map, keys, value } => {
+            TStmt::AssignMap {
+                map, keys, value, ..
+            } => {
                 let decl = &self.program.maps[*map];
                 let ty = decl.value.clone();
                 let size = decl.value_size(&self.program.registry);
@@ -59,7 +61,7 @@ impl Gen<'_> {
                     self.frame.scratch(size)
                 };
                 self.write_value(value, buffer, &ty)?;
-                self.update(*map, key, buffer, 0);
+                self.update(*map, key, buffer, 0)?;
             }
             TStmt::Aggregate {
                 map,
@@ -172,7 +174,7 @@ impl Gen<'_> {
     }
 
     /// Updates user map `map` and counts a refusal (a full map).
-    pub(super) fn update(&mut self, map: MapId, key: Mem, value: Mem, flags: i32) {
+    pub(super) fn update(&mut self, map: MapId, key: Mem, value: Mem, flags: i32) -> R<()> {
         self.b.ld_map_index(Reg::R1, layout::user_map(map));
         key.address(&mut self.b, Reg::R2, 0);
         value.address(&mut self.b, Reg::R3, 0);
@@ -181,8 +183,38 @@ impl Gen<'_> {
         let ok = self.b.label();
         self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, ok);
         self.b.jump_imm(JmpOp::Eq, Reg::R0, EEXIST, ok);
-        self.count_lost(layout::LOST_MAP_UPDATES + map as u32);
+        self.count_full_update(map)?;
         self.b.bind(ok);
+        Ok(())
+    }
+
+    /// An update a full map refused: counted (the end of the run says how
+    /// many), and, the first time on this CPU, a warning placed at the
+    /// statement, in bpftrace's words. (bpftrace warns at every one.)
+    fn count_full_update(&mut self, map: MapId) -> R<()> {
+        let done = self.b.label();
+        let index = layout::LOST_MAP_UPDATES + map as u32;
+        self.b
+            .push(Insn::st(Size::W, Reg::R10, KEY_SLOT, index as i32));
+        self.b.ld_map_index(Reg::R1, layout::LOST_MAP);
+        self.b.push(Insn::mov64_reg(Reg::R2, Reg::R10));
+        self.b
+            .push(Insn::alu64_imm(AluOp::Add, Reg::R2, i32::from(KEY_SLOT)));
+        self.b.call(Helper::MapLookupElem);
+        self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, done);
+        // This CPU's counter: no other program runs on it meanwhile.
+        self.b.push(Insn::ldx(Size::DW, Reg::R1, Reg::R0, 0));
+        self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R1, 1));
+        self.b.push(Insn::stx(Size::DW, Reg::R0, 0, Reg::R1));
+        self.b.jump_imm(JmpOp::Ne, Reg::R1, 1, done);
+        self.output(&Output::Message {
+            format: self.program.map_full,
+            args: Vec::new(),
+            error: false,
+            span: self.span,
+        })?;
+        self.b.bind(done);
+        Ok(())
     }
 
     /// Adds one to counter `index` of the lost map.
@@ -220,9 +252,22 @@ impl Gen<'_> {
             Some(e) => Some(self.scalar(e)?),
             None => None,
         };
+        // A time series' interval: its number since the epoch, and that
+        // modulo the count kept, which is the bucket.
+        let mut interval = None;
         let bucket = match (agg, v) {
             (Agg::Hist { bits }, Some(v)) => Some(self.hist_bucket(v, bits)),
             (Agg::Lhist { min, max, step }, Some(v)) => Some(self.lhist_bucket(v, min, max, step)),
+            (
+                Agg::TSeries {
+                    interval_ns, count, ..
+                },
+                Some(_),
+            ) => {
+                let (now, number, bucket) = self.tseries_interval(interval_ns, count);
+                interval = Some((now, number));
+                Some(bucket)
+            }
             _ => None,
         };
         let key = self.build_key(map, keys, bucket)?;
@@ -232,9 +277,9 @@ impl Gen<'_> {
         let done = self.b.label();
         self.lookup(map_index, key);
         self.b.jump_imm(JmpOp::Ne, Reg::R0, 0, have);
-        let zero = self.frame.stack(16);
-        self.zero(zero, 16);
-        self.update(map, key, zero, sdt_bpf::map::UPDATE_NOEXIST as i32);
+        let zero = self.frame.stack(agg.value_size());
+        self.zero(zero, agg.value_size());
+        self.update(map, key, zero, sdt_bpf::map::UPDATE_NOEXIST as i32)?;
         self.lookup(map_index, key);
         self.b.jump_imm(JmpOp::Eq, Reg::R0, 0, done);
         self.b.bind(have);
@@ -266,9 +311,88 @@ impl Gen<'_> {
                 self.b.push(Insn::stx(Size::DW, Reg::R7, 0, Reg::R1));
                 self.b.push(Insn::st(Size::DW, Reg::R7, 8, 1));
             }
+            Agg::TSeries { how, .. } => {
+                let (now, number) = interval.expect("a time series has its interval");
+                self.tseries_update(how, v.unwrap_or(Op::Imm(0)), now, number);
+            }
         }
         self.b.bind(done);
         Ok(())
+    }
+
+    /// The wall-clock time now, the number of the `interval_ns`-long
+    /// interval it is in, and that modulo `count`: three slots.
+    fn tseries_interval(&mut self, interval_ns: u64, count: u32) -> (i16, i16, Op) {
+        self.b.call(Helper::KtimeGetNs);
+        self.b.load_imm(Reg::R1, self.options.wall_offset_ns as i64);
+        self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R0, Reg::R1));
+        let now = self.spill_slot(Reg::R0);
+        self.b.load_imm(Reg::R1, interval_ns as i64);
+        self.b.push(Insn::alu64_reg(AluOp::Div, Reg::R0, Reg::R1));
+        let number = self.spill_slot(Reg::R0);
+        self.b.load_imm(Reg::R1, i64::from(count));
+        self.b.push(Insn::alu64_reg(AluOp::Mod, Reg::R0, Reg::R1));
+        (now, number, self.spill(Reg::R0))
+    }
+
+    /// Puts `v` in this CPU's value of an interval (R7 points at it:
+    /// value, then the time it was set or the count of an average, then
+    /// the interval's number). What the value held is dropped when it is
+    /// of an earlier interval that had the same bucket.
+    fn tseries_update(&mut self, how: TSeriesAgg, v: Op, now: i16, number: i16) {
+        let (value, meta, at) = (0, 8, 16);
+        let fresh = self.b.label();
+        let merge = self.b.label();
+        let done = self.b.label();
+        self.load_op(v, Reg::R3);
+        self.b.push(Insn::ldx(Size::DW, Reg::R4, Reg::R10, number));
+        self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R7, at));
+        self.b.jump_reg(JmpOp::Ne, Reg::R2, Reg::R4, fresh);
+        self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R7, meta));
+        self.b.jump_imm(JmpOp::Eq, Reg::R2, 0, fresh);
+        self.b.jump(merge);
+        // The first value of this interval.
+        self.b.bind(fresh);
+        self.b.push(Insn::stx(Size::DW, Reg::R7, value, Reg::R3));
+        self.b.push(Insn::stx(Size::DW, Reg::R7, at, Reg::R4));
+        match how {
+            TSeriesAgg::Last => {
+                self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R10, now));
+                self.b.push(Insn::stx(Size::DW, Reg::R7, meta, Reg::R2));
+            }
+            _ => {
+                self.b.push(Insn::st(Size::DW, Reg::R7, meta, 1));
+            }
+        }
+        self.b.jump(done);
+        // Another value of the same interval.
+        self.b.bind(merge);
+        match how {
+            TSeriesAgg::Last => {
+                self.b.push(Insn::stx(Size::DW, Reg::R7, value, Reg::R3));
+                self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R10, now));
+                self.b.push(Insn::stx(Size::DW, Reg::R7, meta, Reg::R2));
+            }
+            TSeriesAgg::Sum | TSeriesAgg::Avg => {
+                self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R7, value));
+                self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R2, Reg::R3));
+                self.b.push(Insn::stx(Size::DW, Reg::R7, value, Reg::R2));
+                self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R7, meta));
+                self.b.push(Insn::alu64_imm(AluOp::Add, Reg::R2, 1));
+                self.b.push(Insn::stx(Size::DW, Reg::R7, meta, Reg::R2));
+            }
+            TSeriesAgg::Min | TSeriesAgg::Max => {
+                self.b.push(Insn::ldx(Size::DW, Reg::R2, Reg::R7, value));
+                let keep = if how == TSeriesAgg::Min {
+                    JmpOp::Sge
+                } else {
+                    JmpOp::Sle
+                };
+                self.b.jump_reg(keep, Reg::R3, Reg::R2, done);
+                self.b.push(Insn::stx(Size::DW, Reg::R7, value, Reg::R3));
+            }
+        }
+        self.b.bind(done);
     }
 
     /// `*(u64 *)(R7 + at) += v`; the value is this CPU's own.
@@ -645,7 +769,7 @@ fn stmt_span(stmt: &TStmt) -> Option<sdt_lang::diag::Span> {
     match stmt {
         TStmt::Expr(e) => Some(e.span),
         TStmt::AssignVar { value, .. } => Some(value.span),
-        TStmt::AssignMap { value, .. } => Some(value.span),
+        TStmt::AssignMap { span, .. } => Some(*span),
         TStmt::Aggregate { span, .. }
         | TStmt::While { span, .. }
         | TStmt::ForRange { span, .. }

@@ -31,6 +31,9 @@ pub struct ElfFile {
     id: FileId,
     fd: Arc<OwnedFd>,
     map: Option<Arc<Mmap>>,
+    /// The part of the file that is the ELF image: all of it, or a member
+    /// of an archive (see [`ElfFile::member`]).
+    range: Option<std::ops::Range<usize>>,
     /// Symbol addresses and loaded ranges, read on first use; see
     /// [`ElfFile::symbol_memory`].
     symbols: Arc<OnceLock<SymbolTable>>,
@@ -105,6 +108,7 @@ impl ElfFile {
             id,
             fd: Arc::new(file.into()),
             map,
+            range: None,
             symbols: Arc::default(),
         })
     }
@@ -125,13 +129,35 @@ impl ElfFile {
         &self.fd
     }
 
-    /// The file's contents.
+    /// The file's contents: the ELF image's bytes (a member's, for a
+    /// member of an archive).
     pub fn data(&self) -> &[u8] {
-        self.map.as_deref().map(|m| &m[..]).unwrap_or_default()
+        let all = self.map.as_deref().map(|m| &m[..]).unwrap_or_default();
+        match &self.range {
+            Some(range) => all.get(range.clone()).unwrap_or_default(),
+            None => all,
+        }
     }
 
-    /// The file's build ID (its `NT_GNU_BUILD_ID` note), if it has one:
-    /// what the kernel's stack maps name an object by.
+    /// Where [`data`](ElfFile::data) starts in the file: 0, or a member's
+    /// offset in its archive. A file offset in the image plus this is the
+    /// offset in the open file, which the kernel attaches at.
+    pub fn base(&self) -> u64 {
+        self.range.as_ref().map_or(0, |r| r.start as u64)
+    }
+
+    /// The image stored at `range` of this file (a member of a ZIP
+    /// archive, see [`crate::stored_member`]), sharing its descriptor.
+    pub fn member(&self, range: std::ops::Range<usize>) -> ElfFile {
+        ElfFile {
+            range: Some(range),
+            symbols: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// The file's GNU build id (its `NT_GNU_BUILD_ID` note), if it is ELF
+    /// and has one.
     pub fn build_id(&self) -> Option<Vec<u8>> {
         use object::Object;
         let file = object::File::parse(self.data()).ok()?;

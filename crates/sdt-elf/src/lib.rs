@@ -62,6 +62,7 @@ mod probes;
 mod process;
 mod resolve;
 mod symbols;
+mod zip;
 
 pub use arch::Arch;
 pub use args::{
@@ -78,3 +79,4 @@ pub use resolve::{
     cached_libraries, find_in_path, find_library, find_soname, library_dirs, resolve, LD_SO_CACHE,
 };
 pub use symbols::{data_symbols, demangle, functions, is_instruction_boundary, Function};
+pub use zip::{stored_member, ZipError};

@@ -159,14 +159,21 @@ impl Job {
     }
 
     /// Prints what compiling left to say, in the request's voice:
-    /// attach points skipped (`missing_probes = warn`), sites left out;
+    /// attach points skipped (`missing_probes = warn`), what the script
+    /// may not mean (placed in it), sites left out;
     /// with `verbose`, where types came from.
     pub fn print_warnings(&self, verbose: bool) {
         let request = &self.request;
         let compilation = &self.compilation;
-        if request.warnings && !compilation.skipped.is_empty() {
-            let skipped = Diagnostics(compilation.skipped.clone());
-            print_diagnostics(&skipped, request.voice, &request.source.name, &self.text);
+        if request.warnings {
+            let located: Vec<_> = (compilation.skipped.iter())
+                .chain(&compilation.program.warnings)
+                .cloned()
+                .collect();
+            if !located.is_empty() {
+                let located = Diagnostics(located);
+                print_diagnostics(&located, request.voice, &request.source.name, &self.text);
+            }
         }
         for warning in &compilation.warnings {
             request.warn(warning);
@@ -229,6 +236,7 @@ impl Job {
         let started = hooks.started;
         let cgroup = traced.cgroup.as_ref().map(|c| c.name.clone());
         let notify = std::env::var_os(NOTIFY).is_some();
+        let confirm = request.confirm_attached.then_some(compilation.probe_count);
         let print_maps = request.print_maps && config.print_maps_on_exit;
         let mut ended = traced
             .run(
@@ -241,6 +249,10 @@ impl Job {
                         attached,
                         cgroup: cgroup.as_deref(),
                     });
+                    if let Some(probes) = confirm {
+                        let plural = if probes == 1 { "" } else { "s" };
+                        eprintln!("Attached {probes} probe{plural}");
+                    }
                     if notify {
                         // Before what BEGIN printed, which is still buffered,
                         // and on standard output whatever -o says, as

@@ -220,6 +220,7 @@ fn compile_options(
             allow_unsafe: request.allow_unsafe,
             named_params: request.named.clone(),
             internal: request.internal,
+            stack_mode: config.stack_mode,
         },
         scope: sdt_trace::Scope {
             debug_dirs: request.debug_dirs.clone(),
@@ -230,6 +231,7 @@ fn compile_options(
         codegen: sdt_codegen::Options {
             wake_at: request.ring_size / 8,
             start_ns: monotonic_ns(),
+            wall_offset_ns: wall_offset_ns(),
             cpid: traced.cpid(),
             map_entries,
             ring_size: request.ring_size,
@@ -278,6 +280,15 @@ fn strlen(request: &Request, config: &Config) -> u32 {
         ));
     }
     wanted.clamp(1, u64::from(MAX_STRLEN)) as u32
+}
+
+/// `CLOCK_REALTIME - CLOCK_MONOTONIC`, wrapping.
+fn wall_offset_ns() -> u64 {
+    let wall = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    let wall = (wall.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(wall.tv_nsec as u64);
+    wall.wrapping_sub(monotonic_ns())
 }
 
 fn monotonic_ns() -> u64 {

@@ -155,6 +155,10 @@ pub struct Request {
     pub warnings: bool,
     /// Print `Attaching N probes...` once the programs are loaded.
     pub announce: bool,
+    /// Print `Attached N probes` on standard error once every probe is
+    /// attached, as bpftrace 0.24 and later do (its earlier versions print
+    /// only `Attaching N probes...`, on the output).
+    pub confirm_attached: bool,
     /// Print the maps at the end (and the configuration's
     /// `print_maps_on_exit` agrees).
     pub print_maps: bool,
@@ -199,6 +203,7 @@ impl Request {
             voice: Voice::Sdt,
             warnings: true,
             announce: false,
+            confirm_attached: false,
             print_maps: true,
             hint_records: true,
             compile_only: false,

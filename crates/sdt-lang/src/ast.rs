@@ -319,13 +319,24 @@ impl BinOp {
 }
 
 /// A type as written in a cast or `sizeof`: `uint8`, `struct foo *`,
-/// `int32[4]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `int32[4]`, `typeof($x)`.
+#[derive(Clone, Debug, PartialEq)]
 pub struct TypeName {
     /// `uint8`, `int`, `struct foo`, `union u`, `enum e`, or a typedef name.
     pub name: String,
     pub pointers: u8,
-    /// `[N]` after the name.
-    pub array: Option<u64>,
+    /// `[N]` or `[]` after the name.
+    pub array: Option<ArrayLen>,
+    /// `typeof(EXPR)` (bpftrace 0.25): the type of an expression, which
+    /// is never run. `name` is then `typeof`.
+    pub of: Option<Box<Expr>>,
     pub span: Span,
+}
+
+/// The length in `type[N]`, or `[]`, where a cast takes it from the value
+/// (`(int8[])x` is as many bytes as `x` has).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArrayLen {
+    Known(u64),
+    FromValue,
 }

@@ -44,6 +44,8 @@ pub struct Config {
     /// Whether the maps are printed when the program ends.
     pub print_maps_on_exit: bool,
     pub missing_probes: MissingProbes,
+    /// How `ustack` prints when no mode is given.
+    pub stack_mode: crate::types::StackMode,
 }
 
 impl Default for Config {
@@ -54,6 +56,7 @@ impl Default for Config {
             max_cat_bytes: 10 * 1024,
             print_maps_on_exit: true,
             missing_probes: MissingProbes::Error,
+            stack_mode: crate::types::StackMode::Bpftrace,
         }
     }
 }
@@ -86,7 +89,6 @@ pub const IGNORED: &[(&str, &str)] = &[
         "sdt has one ring buffer; size it with --buffer-size",
     ),
     ("show_debug_info", "stacks show symbol+offset"),
-    ("stack_mode", "ustack prints as bpftrace's default mode"),
     (
         "str_trunc_trailer",
         "truncated strings are cut without a trailer",
@@ -238,6 +240,7 @@ const KNOWN: &[&str] = &[
     "max_cat_bytes",
     "print_maps_on_exit",
     "missing_probes",
+    "stack_mode",
 ];
 
 enum Set {
@@ -315,14 +318,17 @@ fn set(config: &mut Config, name: &str, value: &Value) -> Result<Set, String> {
                 ));
             }
         },
-        "stack_mode" => match value {
-            Value::Text(t) if ["bpftrace", "perf", "raw", "build_id"].contains(&t.as_str()) => {}
-            _ => {
-                return Err(format!(
-                    "{name}: Invalid value for stack_mode: valid values are bpftrace, perf, raw and build_id."
-                ))
+        "stack_mode" => {
+            config.stack_mode = match value {
+                Value::Text(t) => crate::types::StackMode::named(t),
+                Value::Number(_) => None,
             }
-        },
+            .ok_or_else(|| {
+                format!(
+                    "{name}: Invalid value for stack_mode: valid values are bpftrace, raw, perf, and build_id."
+                )
+            })?
+        }
         "cache_user_symbols" => match value {
             Value::Number(_) => {}
             Value::Text(t)
@@ -373,7 +379,7 @@ mod tests {
     #[test]
     fn options_that_change_what_sdt_does() {
         let r = resolve_text(
-            "config = { max_strlen = 128; BPFTRACE_MAX_MAP_KEYS = 10; print_maps_on_exit = false; missing_probes = \"warn\"; Max_Cat_Bytes = 1 } BEGIN {}",
+            "config = { max_strlen = 128; BPFTRACE_MAX_MAP_KEYS = 10; print_maps_on_exit = false; missing_probes = \"warn\"; Max_Cat_Bytes = 1; stack_mode = build_id } BEGIN {}",
             &[],
         )
         .unwrap();
@@ -385,6 +391,7 @@ mod tests {
                 max_cat_bytes: 1,
                 print_maps_on_exit: false,
                 missing_probes: MissingProbes::Warn,
+                stack_mode: crate::types::StackMode::BuildId,
             }
         );
         assert!(r.warnings.is_empty());

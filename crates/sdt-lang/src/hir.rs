@@ -40,6 +40,9 @@ pub struct Program {
     /// where it happens, at run time (its result is then 1, as in
     /// bpftrace 0.25 and later).
     pub zero_division: u32,
+    /// The format of the warning an update of a full map prints where it
+    /// is, at run time, the first time on each CPU (bpftrace's words).
+    pub map_full: u32,
 }
 
 /// A map, with the types every use of it agreed on.
@@ -79,7 +82,7 @@ impl MapDecl {
             .iter()
             .map(|t| t.value_size(registry).next_multiple_of(8))
             .sum();
-        let bucket = if self.is_histogram() { 8 } else { 0 };
+        let bucket = if self.has_bucket() { 8 } else { 0 };
         (parts + bucket).max(8)
     }
 
@@ -109,6 +112,11 @@ impl MapDecl {
 
     pub fn is_histogram(&self) -> bool {
         self.aggregation().is_some_and(Agg::is_histogram)
+    }
+
+    /// Whether the kernel's key holds a bucket after the user's keys.
+    pub fn has_bucket(&self) -> bool {
+        self.aggregation().is_some_and(Agg::has_bucket)
     }
 
     /// Aggregations live in per-CPU maps, merged when printed.
@@ -215,6 +223,8 @@ pub enum TStmt {
         map: MapId,
         keys: Vec<TExpr>,
         value: TExpr,
+        /// The whole assignment, `@m[k] = v`.
+        span: Span,
     },
     /// `@m[keys] = count()` and the other aggregations; `args` are the
     /// aggregated value (none for `count`).

@@ -199,7 +199,7 @@ impl<'s> Parser<'s> {
             }
         }
         let open = self.expect("{", "to open the macro's body")?;
-        let (body, value) = self.block_body(open)?;
+        let (body, value) = self.block_body(open, true)?;
         Ok(Macro {
             name,
             params,
@@ -388,7 +388,7 @@ impl<'s> Parser<'s> {
 
     fn block(&mut self) -> Result<Block, Diagnostic> {
         let open = self.expect("{", "to open a block")?;
-        let (mut stmts, value) = self.block_body(open)?;
+        let (mut stmts, value) = self.block_body(open, false)?;
         if let Some(value) = value {
             let span = value.span;
             stmts.push(Stmt {
@@ -401,7 +401,14 @@ impl<'s> Parser<'s> {
 
     /// The statements of a block whose `{` is read, up to its `}`, and
     /// the last expression when no `;` follows it (the block's value).
-    fn block_body(&mut self, open: Span) -> Result<(Block, Option<Expr>), Diagnostic> {
+    /// Where a value is wanted (`value_wanted`), an `if` that ends the
+    /// block, each of whose arms gives a value, gives the block's
+    /// (bpftrace 0.25 and later: `{ if c { a } else { b } }`).
+    fn block_body(
+        &mut self,
+        open: Span,
+        value_wanted: bool,
+    ) -> Result<(Block, Option<Expr>), Diagnostic> {
         let mut stmts = Vec::new();
         loop {
             while self.eat(";")?.is_some() {}
@@ -412,6 +419,18 @@ impl<'s> Parser<'s> {
                 let found = self.peek()?.clone();
                 return Err(unexpected(&found, "`}` to close the block")
                     .related(open, "the block opens here"));
+            }
+            if self.at_ident("if")? {
+                let start = self.peek()?.span;
+                let (kind, value) = self.if_parts()?;
+                if let Some(value) = value.filter(|_| value_wanted) {
+                    if self.eat("}")?.is_some() {
+                        return Ok((stmts, Some(value)));
+                    }
+                }
+                let span = start.to(self.span_here());
+                stmts.push(Stmt { kind, span });
+                continue;
             }
             let (stmt, needs_semicolon) = self.stmt()?;
             if needs_semicolon && self.eat(";")?.is_none() {
@@ -627,25 +646,76 @@ impl<'s> Parser<'s> {
     }
 
     fn if_stmt(&mut self) -> Result<StmtKind, Diagnostic> {
-        self.next()?; // if
+        Ok(self.if_parts()?.0)
+    }
+
+    /// `if c { ... } [else ...]`: the statement, and, when each arm ends
+    /// with a value (and there is an `else`), the value it gives as an
+    /// expression, `c ? { ... } : { ... }`.
+    fn if_parts(&mut self) -> Result<(StmtKind, Option<Expr>), Diagnostic> {
+        let start = self.next()?.span; // if
         let cond = self.expr()?;
-        let then = self.block()?;
+        let then = self.arm()?;
         let otherwise = if self.at_ident("else")? {
             self.next()?;
             if self.at_ident("if")? {
-                let start = self.peek()?.span;
-                let kind = self.if_stmt()?;
-                Some(vec![Stmt { kind, span: start }])
+                let at = self.peek()?.span;
+                let (kind, value) = self.if_parts()?;
+                let span = at.to(self.span_here());
+                Some(Arm {
+                    block: vec![Stmt { kind, span }],
+                    value,
+                })
             } else {
-                Some(self.block()?)
+                Some(self.arm()?)
             }
         } else {
             None
         };
-        Ok(StmtKind::If {
+        let value = match (
+            &then.value,
+            otherwise.as_ref().and_then(|o| o.value.as_ref()),
+        ) {
+            (Some(a), Some(b)) => Some(Expr {
+                span: start.to(b.span),
+                kind: ExprKind::Ternary {
+                    cond: Box::new(cond.clone()),
+                    then: Box::new(a.clone()),
+                    otherwise: Box::new(b.clone()),
+                },
+            }),
+            _ => None,
+        };
+        let kind = StmtKind::If {
             cond,
-            then,
-            otherwise,
+            then: then.block,
+            otherwise: otherwise.map(|o| o.block),
+        };
+        Ok((kind, value))
+    }
+
+    /// An arm of an `if`, `{ ... }`.
+    fn arm(&mut self) -> Result<Arm, Diagnostic> {
+        let open = self.expect("{", "to open a block")?;
+        let (mut block, value) = self.block_body(open, true)?;
+        let span = open.to(self.span_here());
+        let value_form = value.as_ref().map(|v| Expr {
+            kind: ExprKind::Block {
+                stmts: block.clone(),
+                value: Some(Box::new(v.clone())),
+            },
+            span,
+        });
+        if let Some(v) = value {
+            let span = v.span;
+            block.push(Stmt {
+                kind: StmtKind::Expr(v),
+                span,
+            });
+        }
+        Ok(Arm {
+            block,
+            value: value_form,
         })
     }
 
@@ -813,24 +883,7 @@ impl<'s> Parser<'s> {
             return Ok(None);
         };
         let open_span = open.span;
-        let after = &self.lexer.source()[open_span.end as usize..];
-        let word: String = after
-            .trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        let is_type = matches!(
-            word.as_str(),
-            "struct" | "union" | "enum" | "unsigned" | "signed"
-        ) || INT_TYPE_NAMES.contains(&word.as_str())
-            || self.typedefs.contains(&word)
-            || (!word.is_empty() && {
-                // `(name *)`: a pointer to a type the script or the
-                // binary's debug information defines.
-                let rest = after.trim_start()[word.len()..].trim_start();
-                rest.starts_with('*') && rest.trim_start_matches(['*', ' ']).starts_with(')')
-            });
-        if !is_type {
+        if !self.type_follows(open_span.end) {
             return Ok(None);
         }
         self.next()?; // (
@@ -842,10 +895,94 @@ impl<'s> Parser<'s> {
         }))
     }
 
+    /// Whether the text from byte `at` starts a type inside parentheses:
+    /// a type word, an integer type's or a typedef's name, or
+    /// `name *...)`, a pointer to a type the script or the binary's debug
+    /// information defines.
+    fn type_follows(&self, at: u32) -> bool {
+        let after = self.lexer.source()[at as usize..].trim_start();
+        let word: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        matches!(
+            word.as_str(),
+            "struct" | "union" | "enum" | "unsigned" | "signed" | "typeof"
+        ) || INT_TYPE_NAMES.contains(&word.as_str())
+            || self.typedefs.contains(&word)
+            || (!word.is_empty() && {
+                let rest = after[word.len()..].trim_start();
+                rest.starts_with('*') && rest.trim_start_matches(['*', ' ']).starts_with(')')
+            })
+    }
+
     /// A type: `[struct|union|enum] name`, C's multi-word integer names,
-    /// then `*`s and an optional `[N]`.
+    /// then `*`s and an optional `[N]` (or `[]`, in a cast).
     fn type_name(&mut self, start: Span) -> Result<TypeName, Diagnostic> {
         let mut words = Vec::new();
+        let mut of = None;
+        let mut inner_pointers = 0u8;
+        let typeof_done = self.at_ident("typeof")?;
+        if typeof_done {
+            self.next()?;
+            let open = self.expect("(", "after `typeof`")?;
+            if self.type_follows(open.end) {
+                // `typeof(TYPE)` is the type itself.
+                let inner = self.type_name(open)?;
+                self.expect(")", "to end `typeof(...)`")?;
+                if inner.array.is_some() || inner.of.is_some() {
+                    return Ok(inner);
+                }
+                inner_pointers = inner.pointers;
+                words.push(inner.name);
+            } else {
+                of = Some(Box::new(self.expr()?));
+                self.expect(")", "to end `typeof(...)`")?;
+                words.push("typeof".to_string());
+            }
+        }
+        if !typeof_done {
+            self.type_words(&mut words)?;
+        }
+        if words.is_empty()
+            || matches!(
+                words.last().map(String::as_str),
+                Some("struct" | "union" | "enum")
+            )
+        {
+            let found = self.peek()?.clone();
+            return Err(unexpected(&found, "a type name"));
+        }
+        let mut pointers = inner_pointers;
+        while self.eat("*")?.is_some() {
+            pointers = pointers.saturating_add(1);
+        }
+        let array = if self.eat("[")?.is_some() {
+            let token = self.next()?;
+            match token.tok {
+                Tok::Int(n) => {
+                    self.expect("]", "after the array length")?;
+                    Some(crate::ast::ArrayLen::Known(n))
+                }
+                Tok::Punct("]") => Some(crate::ast::ArrayLen::FromValue),
+                _ => return Err(unexpected(&token, "an array length or `]`")),
+            }
+        } else {
+            None
+        };
+        let end = self.span_here();
+        Ok(TypeName {
+            name: words.join(" "),
+            pointers,
+            array,
+            of,
+            span: start.to(end),
+        })
+    }
+
+    /// The words of a type's name: `struct`, `union` or `enum` and a
+    /// name, C's integer words (`unsigned long`), or one name.
+    fn type_words(&mut self, words: &mut Vec<String>) -> Result<(), Diagnostic> {
         loop {
             let token = self.peek()?.clone();
             match token.tok {
@@ -882,36 +1019,7 @@ impl<'s> Parser<'s> {
                 _ => break,
             }
         }
-        if words.is_empty()
-            || matches!(
-                words.last().map(String::as_str),
-                Some("struct" | "union" | "enum")
-            )
-        {
-            let found = self.peek()?.clone();
-            return Err(unexpected(&found, "a type name"));
-        }
-        let mut pointers = 0u8;
-        while self.eat("*")?.is_some() {
-            pointers = pointers.saturating_add(1);
-        }
-        let array = if self.eat("[")?.is_some() {
-            let token = self.next()?;
-            let Tok::Int(n) = token.tok else {
-                return Err(unexpected(&token, "an array length"));
-            };
-            self.expect("]", "after the array length")?;
-            Some(n)
-        } else {
-            None
-        };
-        let end = self.span_here();
-        Ok(TypeName {
-            name: words.join(" "),
-            pointers,
-            array,
-            span: start.to(end),
-        })
+        Ok(())
     }
 
     fn postfix(&mut self) -> Result<Expr, Diagnostic> {
@@ -1010,7 +1118,7 @@ impl<'s> Parser<'s> {
                 ExprKind::Ident(name)
             }
             Tok::Punct("{") => {
-                let (stmts, value) = self.block_body(span)?;
+                let (stmts, value) = self.block_body(span, true)?;
                 let end = self.span_here();
                 return Ok(Expr {
                     kind: ExprKind::Block {
@@ -1079,7 +1187,7 @@ impl<'s> Parser<'s> {
     /// `{ ... }` as an expression.
     fn block_expr(&mut self) -> Result<Expr, Diagnostic> {
         let open = self.expect("{", "to open a block")?;
-        let (stmts, value) = self.block_body(open)?;
+        let (stmts, value) = self.block_body(open, true)?;
         Ok(Expr {
             kind: ExprKind::Block {
                 stmts,
@@ -1129,7 +1237,7 @@ impl<'s> Parser<'s> {
                     .collect();
                 matches!(
                     word.as_str(),
-                    "struct" | "union" | "enum" | "unsigned" | "signed"
+                    "struct" | "union" | "enum" | "unsigned" | "signed" | "typeof"
                 ) || INT_TYPE_NAMES.contains(&word.as_str())
                     || self.typedefs.contains(&word)
             };
@@ -1331,6 +1439,13 @@ fn typedef_name(text: &str) -> Option<String> {
         .rev()
         .collect();
     (!name.is_empty()).then_some(name)
+}
+
+/// An arm of an `if`: its statements (its value, if any, the last), and
+/// its value as an expression when it ends with one.
+struct Arm {
+    block: Block,
+    value: Option<Expr>,
 }
 
 fn unexpected(found: &Token, wanted: &str) -> Diagnostic {

@@ -91,7 +91,7 @@ pub(crate) trait Rewrite {
             } => StmtKind::Let {
                 name: self.var(name),
                 name_span,
-                ty,
+                ty: ty.map(|t| self.type_name(t)).transpose()?,
                 value: value.map(|v| self.expr(v)).transpose()?,
             },
             other @ (StmtKind::Break | StmtKind::Continue | StmtKind::Return) => other,
@@ -116,6 +116,12 @@ pub(crate) trait Rewrite {
 
     fn boxed(&mut self, e: Expr) -> Result<Box<Expr>, Diagnostic> {
         Ok(Box::new(self.expr(e)?))
+    }
+
+    /// A type, whose `typeof(EXPR)` holds an expression.
+    fn type_name(&mut self, ty: TypeName) -> Result<TypeName, Diagnostic> {
+        let of = ty.of.map(|e| self.boxed(*e)).transpose()?;
+        Ok(TypeName { of, ..ty })
     }
 
     fn expr(&mut self, e: Expr) -> Result<Expr, Diagnostic> {
@@ -151,9 +157,10 @@ pub(crate) trait Rewrite {
                 otherwise: self.boxed(*otherwise)?,
             },
             ExprKind::Cast { ty, expr } => ExprKind::Cast {
-                ty,
+                ty: self.type_name(ty)?,
                 expr: self.boxed(*expr)?,
             },
+            ExprKind::SizeofType(ty) => ExprKind::SizeofType(self.type_name(ty)?),
             ExprKind::Field {
                 expr,
                 field,

@@ -68,13 +68,61 @@ pub enum Space {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Agg {
     Count,
-    Sum { signed: bool },
-    Avg { signed: bool },
-    Min { signed: bool },
-    Max { signed: bool },
-    Stats { signed: bool },
-    Hist { bits: u8 },
-    Lhist { min: i64, max: i64, step: i64 },
+    Sum {
+        signed: bool,
+    },
+    Avg {
+        signed: bool,
+    },
+    Min {
+        signed: bool,
+    },
+    Max {
+        signed: bool,
+    },
+    Stats {
+        signed: bool,
+    },
+    Hist {
+        bits: u8,
+    },
+    Lhist {
+        min: i64,
+        max: i64,
+        step: i64,
+    },
+    /// `tseries(value, interval, count[, how])`: a value for each of the
+    /// last `count` intervals of `interval_ns`, the interval's number
+    /// modulo `count` in the key.
+    TSeries {
+        interval_ns: u64,
+        count: u32,
+        how: TSeriesAgg,
+    },
+}
+
+/// How `tseries()` keeps the values of one interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TSeriesAgg {
+    /// The last value.
+    Last,
+    Sum,
+    Avg,
+    Min,
+    Max,
+}
+
+impl TSeriesAgg {
+    /// The aggregation `tseries()`'s last argument names.
+    pub fn named(name: &str) -> Option<TSeriesAgg> {
+        Some(match name {
+            "avg" => TSeriesAgg::Avg,
+            "max" => TSeriesAgg::Max,
+            "min" => TSeriesAgg::Min,
+            "sum" => TSeriesAgg::Sum,
+            _ => return None,
+        })
+    }
 }
 
 impl Agg {
@@ -88,16 +136,21 @@ impl Agg {
             Agg::Stats { .. } => "stats",
             Agg::Hist { .. } => "hist",
             Agg::Lhist { .. } => "lhist",
+            Agg::TSeries { .. } => "tseries",
         }
     }
 
-    /// Bytes of the per-CPU value: one or two `u64`s. Histograms keep, per
-    /// bucket (the bucket is in the key), the count and the sum of the
+    /// Bytes of the per-CPU value: one to three `u64`s. Histograms keep,
+    /// per bucket (the bucket is in the key), the count and the sum of the
     /// values counted there: the sum is what a Prometheus histogram's
-    /// `_sum` reports.
+    /// `_sum` reports. A time series keeps, per interval (its number
+    /// modulo the count is in the key), the value, what decides how
+    /// another value changes it (the time it was set, or how many values
+    /// an average has), and the interval's number.
     pub fn value_size(self) -> u32 {
         match self {
             Agg::Count | Agg::Sum { .. } => 8,
+            Agg::TSeries { .. } => 24,
             _ => 16,
         }
     }
@@ -111,12 +164,18 @@ impl Agg {
             | Agg::Min { signed }
             | Agg::Max { signed }
             | Agg::Avg { signed } => Some(Ty::Int { bytes: 8, signed }),
-            Agg::Stats { .. } | Agg::Hist { .. } | Agg::Lhist { .. } => None,
+            Agg::Stats { .. } | Agg::Hist { .. } | Agg::Lhist { .. } | Agg::TSeries { .. } => None,
         }
     }
 
     pub fn is_histogram(self) -> bool {
         matches!(self, Agg::Hist { .. } | Agg::Lhist { .. })
+    }
+
+    /// Whether the key holds a bucket after the user's keys: a
+    /// histogram's, or a time series' interval.
+    pub fn has_bucket(self) -> bool {
+        self.is_histogram() || matches!(self, Agg::TSeries { .. })
     }
 }
 
@@ -139,10 +198,10 @@ pub enum Shown {
     /// address, then the process id.
     USym,
     /// A user stack (`ustack`): a stack id, then the process id.
-    UStack { perf_mode: bool, depth: u32 },
+    UStack { mode: StackMode, depth: u32 },
     /// A kernel stack (`kstack`): a stack id, negative for none (a probe
     /// that interrupted user code has no kernel stack).
-    KStack { perf_mode: bool, depth: u32 },
+    KStack { mode: StackMode, depth: u32 },
     /// A kernel address, printed as the kernel symbol it is in (`ksym`).
     KSym,
     /// A probe's full name (`probe`), by its id.
@@ -162,6 +221,35 @@ pub enum Shown {
     /// A timestamp to print with a time format (`strftime`), by the
     /// format's id.
     Timestamp { format: u32 },
+}
+
+/// How a stack prints: bpftrace's modes (`ustack(perf)`, the
+/// `stack_mode` configuration).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum StackMode {
+    /// `symbol+offset`, indented.
+    #[default]
+    Bpftrace,
+    /// As `perf script`: the address, `symbol+offset` and the object.
+    Perf,
+    /// The address alone (bpftrace 0.18 and later).
+    Raw,
+    /// The object's build id and the file offset, for symbolizing
+    /// elsewhere (bpftrace 0.25 and later).
+    BuildId,
+}
+
+impl StackMode {
+    /// The mode a name (as bpftrace takes it) stands for.
+    pub fn named(name: &str) -> Option<StackMode> {
+        Some(match name {
+            "bpftrace" => StackMode::Bpftrace,
+            "perf" => StackMode::Perf,
+            "raw" => StackMode::Raw,
+            "build_id" => StackMode::BuildId,
+            _ => return None,
+        })
+    }
 }
 
 impl Shown {
@@ -571,6 +659,44 @@ impl TypeRegistry {
         }
     }
 
+    /// The size bpftrace gives a value of `ty` (`sizeof`): C's for C
+    /// types; a tuple is laid out as a C struct of its items, each aligned
+    /// as bpftrace aligns it in a tuple (see [`TypeRegistry::tuple_align`]),
+    /// the whole to its largest alignment. (sdt keeps each item in 8 bytes
+    /// of its own; this is the size a script asks about.)
+    pub fn bpftrace_size(&self, ty: &Ty) -> u64 {
+        match ty {
+            Ty::Tuple(items) => {
+                let mut end = 0u64;
+                for item in items {
+                    end = end.next_multiple_of(self.tuple_align(item));
+                    end += self.bpftrace_size(item);
+                }
+                end.next_multiple_of(self.tuple_align(ty))
+            }
+            other => self.c_size(other),
+        }
+    }
+
+    /// The alignment of `ty` inside a tuple, as bpftrace 0.19 and later
+    /// give it: 1 for strings and the other values kept as bytes, a
+    /// tuple's or C type's own, an array's element's, else the size up to
+    /// 2, 4 up to 4 bytes, and 8.
+    pub fn tuple_align(&self, ty: &Ty) -> u64 {
+        match ty {
+            Ty::Str { .. } | Ty::Buf { .. } => 1,
+            Ty::Shown(Shown::Inet { .. } | Shown::Timestamp { .. }) => 1,
+            Ty::Tuple(items) => items.iter().map(|t| self.tuple_align(t)).max().unwrap_or(1),
+            Ty::Record(id) => self.record(*id).align.max(1),
+            Ty::Array { elem, .. } => self.tuple_align(elem),
+            other => match self.c_size(other) {
+                0..=2 => self.c_size(other).max(1),
+                3..=4 => 4,
+                _ => 8,
+            },
+        }
+    }
+
     pub fn c_align(&self, ty: &Ty) -> u64 {
         match ty {
             Ty::Int { bytes, .. } | Ty::Enum { bytes, .. } => u64::from(*bytes).max(1),
@@ -669,5 +795,50 @@ mod tests {
         let items = [INT64, Ty::Str { size: 13 }, UINT32];
         assert_eq!(Ty::tuple_offsets(&items, &reg), [0, 8, 24]);
         assert_eq!(Ty::Tuple(items.to_vec()).value_size(&reg), 32);
+    }
+
+    /// What `sizeof` says of a tuple: bpftrace's layout, not sdt's.
+    #[test]
+    fn tuples_have_bpftrace_s_sizes() {
+        let mut reg = TypeRegistry::default();
+        let int = |bytes, signed| Ty::Int { bytes, signed };
+        let size = |reg: &TypeRegistry, items: &[Ty]| reg.bpftrace_size(&Ty::Tuple(items.to_vec()));
+        assert_eq!(size(&reg, &[int(1, true), int(2, true), int(4, true)]), 8);
+        assert_eq!(size(&reg, &[int(4, true), int(2, true), int(1, true)]), 8);
+        assert_eq!(size(&reg, &[int(1, true), INT64, int(1, true), INT64]), 32);
+        // Strings align to 1; the literal 3 is 64 bits, as before 0.25.
+        let mixed = [
+            int(1, true),
+            int(1, true),
+            Ty::Str { size: 7 },
+            INT64,
+            int(4, true),
+            INT64,
+            int(1, true),
+            int(2, true),
+            Ty::Str { size: 4 },
+        ];
+        assert_eq!(size(&reg, &mixed), 48);
+        let pair = reg.add_record(Record {
+            name: "Foo".into(),
+            is_union: false,
+            size: 8,
+            align: 4,
+            fields: Vec::new(),
+            incomplete: false,
+        });
+        assert_eq!(size(&reg, &[int(4, true), Ty::Record(pair)]), 12);
+        let array = Ty::Array {
+            elem: Box::new(int(4, true)),
+            len: 4,
+        };
+        assert_eq!(size(&reg, &[int(4, true), array]), 20);
+        assert_eq!(
+            size(
+                &reg,
+                &[int(1, true), Ty::Tuple(vec![int(2, true), int(1, true)])]
+            ),
+            6
+        );
     }
 }

@@ -190,13 +190,15 @@ pub const LANGUAGES: &[Language] = &[
         calls: Some(Calls {
             entry: "method__entry",
             ret: "method__return",
-            class: "str(arg1, arg2)",
-            method: "str(arg3, arg4)",
+            // Java's names have no NUL, and a length given to `str()`
+            // counts one: `str(p, len + 1)` reads `len` bytes.
+            class: "str(arg1, arg2 + 1)",
+            method: "str(arg3, arg4 + 1)",
             frame: Frame {
                 ids: ["arg1", "arg3"],
                 lengths: Some("(arg2 << 32) | arg4"),
-                class: "str($a, $lengths >> 32)",
-                method: "str($b, $lengths & 0xffffffff)",
+                class: "str($a, ($lengths >> 32) + 1)",
+                method: "str($b, ($lengths & 0xffffffff) + 1)",
             },
         }),
         gc: Some(Gc {
@@ -205,12 +207,12 @@ pub const LANGUAGES: &[Language] = &[
         }),
         alloc: Some(Alloc {
             probe: "object__alloc",
-            class: "str(arg1, arg2)",
+            class: "str(arg1, arg2 + 1)",
         }),
         threads: Some(Threads {
             start: "thread__start",
             stop: "thread__stop",
-            name: "str(arg0, arg1)",
+            name: "str(arg0, arg1 + 1)",
             id: "arg3",
         }),
         class_load: Some("class__loaded"),

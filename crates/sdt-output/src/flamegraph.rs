@@ -193,7 +193,7 @@ impl Sink for Flamegraph<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Datum, Frame, MapPrint, MapRow, MapValue, Stack};
+    use crate::model::{Datum, Frame, MapPrint, MapRow, MapValue, Stack, StackStyle};
 
     fn stack(names: &[&str]) -> Datum {
         Datum::Stack(Stack {
@@ -204,10 +204,10 @@ mod tests {
                 .map(|(i, n)| Frame {
                     addr: 0x1000 + i as u64,
                     symbol: Some((n.to_string(), 0)),
-                    module: None,
+                    ..Frame::default()
                 })
                 .collect(),
-            perf: false,
+            style: StackStyle::Bpftrace,
             kernel: false,
         })
     }

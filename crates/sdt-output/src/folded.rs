@@ -146,13 +146,14 @@ pub(crate) fn frame(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Frame, MapKind, MapRow, MapValue};
+    use crate::model::{Frame, MapKind, MapRow, MapValue, StackStyle};
 
     fn frame_at(addr: u64, name: Option<&str>, module: Option<&str>) -> Frame {
         Frame {
             addr,
             symbol: name.map(|n| (n.to_string(), 4)),
             module: module.map(str::to_string),
+            build_id: None,
         }
     }
 
@@ -165,7 +166,7 @@ mod tests {
                 frame_at(0x10, Some("main"), Some("/bin/x")),
                 frame_at(0x8, None, None),
             ],
-            perf: false,
+            style: StackStyle::Bpftrace,
             kernel: false,
         });
         let map = MapPrint {
@@ -207,7 +208,7 @@ mod tests {
                 frame_at(0x20, Some("read_file"), Some("/bin/x")),
                 frame_at(0x10, Some("main"), Some("/bin/x")),
             ],
-            perf: false,
+            style: StackStyle::Bpftrace,
             kernel: false,
         });
         let kernel = Datum::Stack(Stack {
@@ -215,7 +216,7 @@ mod tests {
                 frame_at(0xffff_ffff_8100_0020, Some("filemap_read"), None),
                 frame_at(0xffff_ffff_8100_0010, Some("do_syscall_64"), None),
             ],
-            perf: false,
+            style: StackStyle::Bpftrace,
             kernel: true,
         });
         let map = MapPrint {

@@ -336,6 +336,7 @@ pub fn map(map: &MapPrint) -> Option<String> {
     let kind = match map.kind {
         MapKind::Hist | MapKind::Lhist => "hist",
         MapKind::Avg | MapKind::Stats => "stats",
+        MapKind::TSeries => "tseries",
         _ => "map",
     };
     if map.rows.is_empty() {
@@ -362,6 +363,17 @@ pub fn map(map: &MapPrint) -> Option<String> {
                     average / i128::from(div)
                 ),
                 MapValue::Datum(v) => text::divided(v, div).unwrap_or_else(|| datum(v)),
+                // The intervals that have a value.
+                MapValue::Series { points, .. } => {
+                    let parts: Vec<String> = (points.iter())
+                        .filter_map(|(start, v)| {
+                            let v = (*v)?;
+                            let start = string(text::utc(*start).as_bytes());
+                            Some(format!("{{\"interval_start\": {start}, \"value\": {v}}}"))
+                        })
+                        .collect();
+                    format!("[{}]", parts.join(", "))
+                }
             };
             let parts: Vec<String> = row
                 .key

@@ -49,8 +49,8 @@ use std::io::{self, Write};
 
 pub use model::{
     Align, Arg, Bucket, Cell, Column, Datum, FailedRead, Frame, Hint, Histogram, Hit, Layout,
-    Losses, MapKind, MapPrint, MapRow, MapValue, Note, Printed, Span, Stack, Stamp, Stream, Table,
-    TextKind, Thread, TraceSummary,
+    Losses, MapKind, MapPrint, MapRow, MapValue, Note, Printed, Span, Stack, StackStyle, Stamp,
+    Stream, Table, TextKind, Thread, TraceSummary,
 };
 
 /// Receives what a run produces, in the order it happens: one

@@ -49,7 +49,8 @@ impl Kind {
     pub fn of(map: &MapPrint) -> Option<Kind> {
         Some(match map.kind {
             MapKind::Count | MapKind::Sum => Kind::Counter,
-            MapKind::Min | MapKind::Max | MapKind::Avg => Kind::Gauge,
+            // A time series' gauge is its latest interval's value.
+            MapKind::Min | MapKind::Max | MapKind::Avg | MapKind::TSeries => Kind::Gauge,
             MapKind::Hist | MapKind::Lhist => Kind::Histogram,
             MapKind::Stats => Kind::Summary,
             MapKind::Plain => {
@@ -141,6 +142,7 @@ impl Family {
             .filter_map(|row| {
                 let value = match &row.value {
                     MapValue::Number(n) => Value::Number(*n),
+                    series @ MapValue::Series { .. } => Value::Number(series.number()),
                     MapValue::Datum(d @ Datum::Int { .. }) => Value::Number(d.as_int()),
                     MapValue::Datum(_) => return None,
                     MapValue::Stats { count, total, .. } => Value::Summary {

@@ -75,22 +75,39 @@ impl Datum {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stack {
     pub frames: Vec<Frame>,
-    /// `ustack(perf)`, `kstack(perf)`: each frame as `perf script` prints it.
-    pub perf: bool,
+    pub style: StackStyle,
     /// A kernel stack (`kstack`): its frames are the kernel's, with no
     /// object to name in `perf` mode, and folded stacks mark them `_[k]`
     /// as `perf script` folded through `stackcollapse-perf --kernel` does.
     pub kernel: bool,
 }
 
+/// How a stack's frames print, as bpftrace's stack modes say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StackStyle {
+    /// `symbol+offset`, indented.
+    #[default]
+    Bpftrace,
+    /// As `perf script`: the address, `symbol+offset` and the object.
+    Perf,
+    /// The address in hex, alone.
+    Raw,
+    /// The object's build id and the address's offset in the file; the
+    /// address where that is not known.
+    BuildId,
+}
+
 /// One frame of a stack.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Frame {
     pub addr: u64,
     /// The function (demangled) and the offset into it, when known.
     pub symbol: Option<(String, u64)>,
     /// The object the address is in, when known.
     pub module: Option<String>,
+    /// The build id of that object and the address's offset in its file,
+    /// when known (for `StackStyle::BuildId`).
+    pub build_id: Option<(Vec<u8>, u64)>,
 }
 
 /// The kind of a map's values, which decides how it prints.
@@ -106,6 +123,7 @@ pub enum MapKind {
     Stats,
     Hist,
     Lhist,
+    TSeries,
 }
 
 /// A map printed by `print(@m)` or at the end of a run.
@@ -148,6 +166,13 @@ pub enum MapValue {
     /// `hist` and `lhist`: the buckets from the first with a count to the
     /// last, empty ones between included.
     Buckets(Vec<Bucket>),
+    /// `tseries`: the intervals of `interval_ns` from this entry's first
+    /// with a value to the map's last, each by its start (nanoseconds
+    /// since the Unix epoch, UTC) with its value, if it has one.
+    Series {
+        interval_ns: u64,
+        points: Vec<(i128, Option<i64>)>,
+    },
 }
 
 impl MapValue {
@@ -160,6 +185,11 @@ impl MapValue {
             MapValue::Number(n) => *n,
             MapValue::Stats { average, .. } => *average,
             MapValue::Buckets(b) => b.iter().map(|b| i128::from(b.count)).sum(),
+            MapValue::Series { points, .. } => points
+                .iter()
+                .rev()
+                .find_map(|(_, v)| *v)
+                .map_or(0, i128::from),
         }
     }
 }

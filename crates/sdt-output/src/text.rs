@@ -25,7 +25,7 @@ use std::io::Write;
 
 use crate::model::{
     Align, Arg, Bucket, Cell, Column, Datum, Histogram, Hit, Layout, MapKind, MapPrint, MapValue,
-    Printed, Stream, Table, TextKind,
+    Printed, StackStyle, Stream, Table, TextKind,
 };
 use crate::{Event, Out, Sink};
 
@@ -295,17 +295,25 @@ pub fn datum(value: &Datum, context: Context) -> String {
                     Some((name, offset)) => format!("{name}+{offset}"),
                     None => format!("{:#x}", frame.addr),
                 };
-                if stack.perf && stack.kernel {
-                    let _ = writeln!(out, "\t{:x} {name}", frame.addr);
-                } else if stack.perf {
-                    let module = match (&frame.symbol, &frame.module) {
-                        (Some(_), Some(module)) => module.as_str(),
-                        _ => "[unknown]",
-                    };
-                    let _ = writeln!(out, "\t{:x} {name} ({module})", frame.addr);
-                } else {
-                    let _ = writeln!(out, "{indent}{name}");
-                }
+                let _ = match stack.style {
+                    StackStyle::Bpftrace => writeln!(out, "{indent}{name}"),
+                    StackStyle::Perf if stack.kernel => writeln!(out, "\t{:x} {name}", frame.addr),
+                    StackStyle::Perf => {
+                        let module = match (&frame.symbol, &frame.module) {
+                            (Some(_), Some(module)) => module.as_str(),
+                            _ => "[unknown]",
+                        };
+                        writeln!(out, "\t{:x} {name} ({module})", frame.addr)
+                    }
+                    StackStyle::Raw => writeln!(out, "{:x}", frame.addr),
+                    StackStyle::BuildId => match &frame.build_id {
+                        Some((id, offset)) => {
+                            let id: String = id.iter().map(|b| format!("{b:02x}")).collect();
+                            writeln!(out, "{id} {offset:#04x}")
+                        }
+                        None => writeln!(out, "{:x}", frame.addr),
+                    },
+                };
             }
             out
         }
@@ -388,6 +396,10 @@ pub fn map(map: &MapPrint) -> String {
                 let _ = writeln!(out, "{name}{key}:");
                 histogram(map.kind, buckets, div, &mut out);
                 out.push('\n');
+            }
+            MapValue::Series { points, .. } => {
+                let _ = writeln!(out, "{name}{key}:");
+                series::series(points, &mut out);
             }
             MapValue::Number(v) => {
                 let _ = writeln!(out, "{name}{key}: {}", v / i128::from(div));
@@ -607,6 +619,9 @@ fn monotonic_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
+
+mod series;
+pub(crate) use series::utc;
 
 #[cfg(test)]
 mod tests;

@@ -676,6 +676,10 @@ impl Env for RuntimeEnv<'_> {
         self.symbols.module(pid, addr)
     }
 
+    fn build_id(&mut self, pid: u32, addr: u64) -> Option<(Vec<u8>, u64)> {
+        self.symbols.build_id(pid, addr)
+    }
+
     fn kernel_symbol(&mut self, addr: u64) -> Option<Symbol> {
         self.symbols.kernel_symbol(addr)
     }

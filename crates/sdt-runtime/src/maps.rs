@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use sdt_lang::hir::MapDecl;
-use sdt_lang::types::Agg;
+use sdt_lang::types::{Agg, TSeriesAgg};
 use sdt_output::{Bucket, MapKind, MapPrint, MapValue};
 
 use super::value::{decode, resolve, Env};
@@ -40,6 +40,9 @@ enum Merged {
         counts: BTreeMap<u64, u64>,
         sum: i128,
     },
+    /// A time series: each interval's number (from the entry's first with
+    /// a value to the map's last) with its value, if it has one.
+    Series(Vec<(u64, Option<i64>)>),
 }
 
 impl Merged {
@@ -51,6 +54,12 @@ impl Merged {
                 Some(average(*total, *count))
             }
             Merged::Buckets { counts, .. } => Some(counts.values().map(|&c| i128::from(c)).sum()),
+            // Time series by their latest interval with a value.
+            Merged::Series(points) => points
+                .iter()
+                .rev()
+                .find(|(_, v)| v.is_some())
+                .map(|(n, _)| i128::from(*n)),
             Merged::Plain(_) => None,
         }
     }
@@ -120,8 +129,8 @@ fn merge(decl: &MapDecl, values: &[Vec<u8>]) -> Option<Merged> {
             // A zeroed map has entries with nothing set: they print 0.
             Merged::Int(v.unwrap_or(0))
         }
-        Some(Agg::Hist { .. } | Agg::Lhist { .. }) => {
-            unreachable!("histograms are merged by bucket")
+        Some(Agg::Hist { .. } | Agg::Lhist { .. } | Agg::TSeries { .. }) => {
+            unreachable!("histograms and time series are merged by bucket")
         }
     })
 }
@@ -133,6 +142,10 @@ struct Row {
 }
 
 fn rows(decl: &MapDecl, entries: Vec<Entry>, registry: &sdt_lang::types::TypeRegistry) -> Vec<Row> {
+    if let Some(Agg::TSeries { count, how, .. }) = decl.aggregation() {
+        let bucket_at = decl.bucket_offset(registry) as usize;
+        return series_rows(entries, bucket_at, count, how);
+    }
     if decl.is_histogram() {
         let bucket_at = decl.bucket_offset(registry) as usize;
         let mut by_key: BTreeMap<Vec<u8>, (BTreeMap<u64, u64>, i64)> = BTreeMap::new();
@@ -168,6 +181,71 @@ fn rows(decl: &MapDecl, entries: Vec<Entry>, registry: &sdt_lang::types::TypeReg
             })
         })
         .collect()
+}
+
+/// A time series' rows: for each user key, each interval's value merged
+/// across CPUs (see [`interval_value`]), the intervals kept those of the
+/// last `count` up to the latest any key has, as bpftrace shows them.
+fn series_rows(entries: Vec<Entry>, bucket_at: usize, count: u32, how: TSeriesAgg) -> Vec<Row> {
+    let mut by_key: BTreeMap<Vec<u8>, BTreeMap<u64, i64>> = BTreeMap::new();
+    for (key, values) in entries {
+        let Some((number, value)) = interval_value(&values, how) else {
+            continue;
+        };
+        let user_key = key[..bucket_at.min(key.len())].to_vec();
+        by_key.entry(user_key).or_default().insert(number, value);
+    }
+    let Some(last) = by_key
+        .values()
+        .filter_map(|v| v.keys().last())
+        .max()
+        .copied()
+    else {
+        return Vec::new();
+    };
+    let first = last.saturating_sub(u64::from(count) - 1);
+    by_key
+        .into_iter()
+        .filter_map(|(key, values)| {
+            let (&start, _) = values.range(first..).next()?;
+            let points = (start..=last)
+                .map(|n| (n, values.get(&n).copied()))
+                .collect();
+            Some(Row {
+                key,
+                value: Merged::Series(points),
+            })
+        })
+        .collect()
+}
+
+/// One interval's value from every CPU's: of the latest interval any CPU
+/// has in this bucket (an earlier one is what the bucket held before),
+/// the last value set, or the sum, average, least or greatest of the
+/// CPUs'. Each CPU's value is the value, then the time it was set (for
+/// the last value) or how many values it holds, then the interval's
+/// number; a CPU that set nothing has zeros.
+fn interval_value(values: &[Vec<u8>], how: TSeriesAgg) -> Option<(u64, i64)> {
+    let set: Vec<(i64, u64, u64)> = values
+        .iter()
+        .map(|v| (word(v, 0) as i64, word(v, 8), word(v, 16)))
+        .filter(|&(_, meta, _)| meta != 0)
+        .collect();
+    let number = set.iter().map(|&(_, _, n)| n).max()?;
+    let these = set.iter().filter(|&&(_, _, n)| n == number);
+    let value = match how {
+        TSeriesAgg::Last => these.max_by_key(|&&(_, at, _)| at)?.0,
+        TSeriesAgg::Sum => these.fold(0i64, |s, &(v, _, _)| s.wrapping_add(v)),
+        TSeriesAgg::Avg => {
+            let (sum, n) = these.fold((0i128, 0i128), |(s, n), &(v, c, _)| {
+                (s + i128::from(v), n + i128::from(c))
+            });
+            (sum / n.max(1)) as i64
+        }
+        TSeriesAgg::Min => these.map(|&(v, _, _)| v).min()?,
+        TSeriesAgg::Max => these.map(|&(v, _, _)| v).max()?,
+    };
+    Some((number, value))
 }
 
 /// Compares keys part by part: integers as numbers, the rest as bytes.
@@ -224,7 +302,7 @@ fn sort(decl: &MapDecl, rows: &mut [Row], registry: &sdt_lang::types::TypeRegist
         } else {
             Ordering::Equal
         };
-        let by_key = if decl.is_histogram() {
+        let by_key = if decl.has_bucket() {
             a.key.cmp(&b.key)
         } else {
             compare_keys(decl, &a.key, &b.key, registry)
@@ -297,6 +375,7 @@ fn kind(decl: &MapDecl) -> MapKind {
         Some(Agg::Stats { .. }) => MapKind::Stats,
         Some(Agg::Hist { .. }) => MapKind::Hist,
         Some(Agg::Lhist { .. }) => MapKind::Lhist,
+        Some(Agg::TSeries { .. }) => MapKind::TSeries,
     }
 }
 
@@ -410,6 +489,18 @@ fn resolved(
                     total,
                 },
                 Merged::Buckets { counts, .. } => MapValue::Buckets(buckets(&counts)),
+                Merged::Series(points) => {
+                    let interval_ns = match decl.aggregation() {
+                        Some(Agg::TSeries { interval_ns, .. }) => interval_ns,
+                        _ => 1,
+                    };
+                    MapValue::Series {
+                        interval_ns,
+                        points: (points.into_iter())
+                            .map(|(n, v)| (i128::from(n) * i128::from(interval_ns), v))
+                            .collect(),
+                    }
+                }
             };
             sdt_output::MapRow { key, value }
         })

@@ -109,6 +109,8 @@ pub struct Symbols {
     files: HashMap<(u64, u64), std::sync::Arc<File>>,
     /// The kernel's records of the traced processes' mappings.
     events: Vec<MappingEvents>,
+    /// Each open file's build id, by `dev:inode`, once read.
+    build_ids: HashMap<(u64, u64), Option<Vec<u8>>>,
     /// The kernel's symbols, read from `/proc/kallsyms` when a kernel
     /// address is first resolved (an empty table if it cannot be read).
     kernel: Option<sdt_kernel::KernelSymbols>,
@@ -140,6 +142,7 @@ impl Default for Symbols {
             files: HashMap::new(),
             events: Vec::new(),
             exited: None,
+            build_ids: HashMap::new(),
             kernel: None,
             by_build_id: HashMap::new(),
             candidates: Vec::new(),
@@ -387,6 +390,7 @@ impl Symbols {
                 None => format!("build-id:{}", hex(build_id)),
             }),
             symbol: symbol.map(|s| (s.name, s.offset)),
+            build_id: Some((trimmed(build_id).to_vec(), offset)),
         }
     }
 
@@ -491,6 +495,27 @@ impl Symbols {
         self.index_path(&path, false);
     }
 
+    /// The build id of the object mapped at `addr` in `pid`, and the
+    /// address's offset in its file (after [`symbol`](Symbols::symbol)
+    /// has looked for it): what `ustack(build_id)` prints, for
+    /// symbolizing elsewhere.
+    pub fn build_id(&mut self, pid: u32, addr: u64) -> Option<(Vec<u8>, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let (file, file_offset, _) = self.find(pid, addr)?;
+        let meta = file.metadata().ok()?;
+        let id = self
+            .build_ids
+            .entry((meta.dev(), meta.ino()))
+            .or_insert_with(|| {
+                let copy = file.try_clone().ok()?;
+                sdt_elf::ElfFile::from_file(copy, "mapped object")
+                    .ok()?
+                    .build_id()
+            })
+            .clone()?;
+        Some((id, file_offset))
+    }
+
     /// The kernel symbol `addr` is in, with the offset into it (`ksym`,
     /// `kstack`).
     pub fn kernel_symbol(&mut self, addr: u64) -> Option<Symbol> {
@@ -528,9 +553,9 @@ fn padded(build_id: &[u8]) -> Option<[u8; 20]> {
     Some(out)
 }
 
-/// A build ID in hex, without the kernel's zero padding (build IDs are
-/// 20 bytes but for rare 16- and 8-byte ones).
-fn hex(build_id: &[u8; 20]) -> String {
+/// A build ID without the kernel's zero padding (build IDs are 20 bytes
+/// but for rare 16- and 8-byte ones).
+fn trimmed(build_id: &[u8; 20]) -> &[u8] {
     let len = if build_id[16..].iter().all(|&b| b == 0) {
         if build_id[8..16].iter().all(|&b| b == 0) {
             8
@@ -540,5 +565,13 @@ fn hex(build_id: &[u8; 20]) -> String {
     } else {
         20
     };
-    build_id[..len].iter().map(|b| format!("{b:02x}")).collect()
+    &build_id[..len]
+}
+
+/// A build ID in hex, without the kernel's zero padding.
+fn hex(build_id: &[u8; 20]) -> String {
+    trimmed(build_id)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

@@ -12,8 +12,8 @@
 //! so a new kind does not compile until it says how it shows. What else a
 //! new kind takes is in [`Shown`]'s documentation.
 
-use sdt_lang::types::{Shown, Ty, TypeRegistry};
-use sdt_output::{Datum, Frame, Stack};
+use sdt_lang::types::{Shown, StackMode, Ty, TypeRegistry};
+use sdt_output::{Datum, Frame, Stack, StackStyle};
 
 use crate::symbols::RawFrame;
 
@@ -32,6 +32,12 @@ pub trait Env {
         let _ = (pid, addr);
         None
     }
+    /// The build id of the object mapped at `addr` in `pid`, and the
+    /// address's offset in its file.
+    fn build_id(&mut self, pid: u32, addr: u64) -> Option<(Vec<u8>, u64)> {
+        let _ = (pid, addr);
+        None
+    }
     /// The frames of a recorded stack.
     fn stack(&mut self, id: u32) -> Vec<RawFrame>;
     /// The frame at `offset` in the object with `build_id`, which process
@@ -42,6 +48,7 @@ pub trait Env {
             addr: offset,
             symbol: None,
             module: None,
+            build_id: None,
         }
     }
     /// `symbol+offset` of kernel address `addr`, or `None`.
@@ -137,9 +144,26 @@ pub fn decode<'a>(ty: &Ty, bytes: &'a [u8], registry: &TypeRegistry) -> Value<'a
             let size = (shown.value_size() as usize).min(bytes.len());
             Value::Shown(*shown, &bytes[..size])
         }
-        Ty::Record(_) | Ty::Array { .. } => decode_c(ty, None, bytes, registry),
+        // An array value of its own (`(int8[])"hi"`) is a list of numbers,
+        // as in bpftrace, also of `int8`; a `char` array inside a struct
+        // is a string.
+        Ty::Array { elem, len } => elements(elem, *len, bytes, registry),
+        Ty::Record(_) => decode_c(ty, None, bytes, registry),
         Ty::Void | Ty::Agg(_) => Value::Bytes(bytes),
     }
+}
+
+/// The `len` elements of an array laid out as in C.
+fn elements<'a>(elem: &Ty, len: u64, bytes: &'a [u8], registry: &TypeRegistry) -> Value<'a> {
+    let size = registry.c_size(elem) as usize;
+    Value::Array(
+        (0..len as usize)
+            .map(|i| {
+                let from = (i * size).min(bytes.len());
+                decode_c(elem, None, &bytes[from..], registry)
+            })
+            .collect(),
+    )
 }
 
 /// Decodes a value laid out as in the traced program's memory (a struct
@@ -208,14 +232,7 @@ fn decode_c<'a>(
                 let b = &bytes[..total];
                 return Value::Str(&b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]);
             }
-            Value::Array(
-                (0..*len as usize)
-                    .map(|i| {
-                        let from = (i * size).min(bytes.len());
-                        decode_c(elem, None, &bytes[from..], registry)
-                    })
-                    .collect(),
-            )
+            elements(elem, *len, bytes, registry)
         }
         Ty::Record(id) => {
             let mut fields = Vec::new();
@@ -294,12 +311,10 @@ pub fn render_shown(shown: Shown, bytes: &[u8], env: &mut dyn Env) -> Datum {
             Some(sym) => sym.name,
             None => format!("{word:#x}"),
         }),
-        Shown::UStack { perf_mode, depth } => {
-            Datum::Stack(user_stack(word as i64, pid, perf_mode, depth, env))
+        Shown::UStack { mode, depth } => {
+            Datum::Stack(user_stack(word as i64, pid, mode, depth, env))
         }
-        Shown::KStack { perf_mode, depth } => {
-            Datum::Stack(kernel_stack(word as i64, perf_mode, depth, env))
-        }
+        Shown::KStack { mode, depth } => Datum::Stack(kernel_stack(word as i64, mode, depth, env)),
         Shown::KSym => Datum::Text(match env.kernel_symbol(word) {
             Some(sym) => sym.name,
             None => format!("{word:#x}"),
@@ -343,7 +358,7 @@ pub fn shown_number(shown: Shown, bytes: &[u8]) -> Option<(u64, bool)> {
 
 /// The frames of stack `id` (none if negative) of process `pid`,
 /// symbolized, at most `depth` of them.
-fn user_stack(id: i64, pid: u32, perf: bool, depth: u32, env: &mut dyn Env) -> Stack {
+fn user_stack(id: i64, pid: u32, mode: StackMode, depth: u32, env: &mut dyn Env) -> Stack {
     let addrs = if id < 0 {
         Vec::new()
     } else {
@@ -362,6 +377,10 @@ fn user_stack(id: i64, pid: u32, perf: bool, depth: u32, env: &mut dyn Env) -> S
                         None => env.module(pid, addr),
                     },
                     symbol: sym.map(|s| (s.name, s.offset)),
+                    build_id: match mode {
+                        StackMode::BuildId => env.build_id(pid, addr),
+                        _ => None,
+                    },
                 }
             }
             RawFrame::InObject { build_id, offset } => env.object_frame(pid, &build_id, offset),
@@ -369,14 +388,25 @@ fn user_stack(id: i64, pid: u32, perf: bool, depth: u32, env: &mut dyn Env) -> S
         .collect();
     Stack {
         frames,
-        perf,
+        style: stack_style(mode),
         kernel: false,
     }
 }
 
+/// How a stack of `mode` prints.
+fn stack_style(mode: StackMode) -> StackStyle {
+    match mode {
+        StackMode::Bpftrace => StackStyle::Bpftrace,
+        StackMode::Perf => StackStyle::Perf,
+        StackMode::Raw => StackStyle::Raw,
+        StackMode::BuildId => StackStyle::BuildId,
+    }
+}
+
 /// The frames of kernel stack `id` (none if negative), symbolized
-/// through `/proc/kallsyms`, at most `depth` of them.
-fn kernel_stack(id: i64, perf: bool, depth: u32, env: &mut dyn Env) -> Stack {
+/// through `/proc/kallsyms`, at most `depth` of them. The kernel has no
+/// build id to give: in `build_id` mode its frames print as addresses.
+fn kernel_stack(id: i64, mode: StackMode, depth: u32, env: &mut dyn Env) -> Stack {
     let addrs = if id < 0 {
         Vec::new()
     } else {
@@ -390,6 +420,7 @@ fn kernel_stack(id: i64, perf: bool, depth: u32, env: &mut dyn Env) -> Stack {
                 addr,
                 symbol: env.kernel_symbol(addr).map(|s| (s.name, s.offset)),
                 module: None,
+                build_id: None,
             },
             // The kernel records its own frames by address, also in a
             // map of build IDs.
@@ -397,12 +428,13 @@ fn kernel_stack(id: i64, perf: bool, depth: u32, env: &mut dyn Env) -> Stack {
                 addr: offset,
                 symbol: None,
                 module: None,
+                build_id: None,
             },
         })
         .collect();
     Stack {
         frames,
-        perf,
+        style: stack_style(mode),
         kernel: true,
     }
 }

@@ -87,7 +87,8 @@ pub struct Compilation {
     pub sites: Vec<PlannedSite>,
     /// Probes as bpftrace counts them, for `Attaching N probes...`.
     pub probe_count: usize,
-    /// Sites refused and notes skipped, one line each.
+    /// Sites refused and notes skipped, one line each. (Warnings about
+    /// places in the script are the program's, located.)
     pub warnings: Vec<String>,
     /// The script's text and the name messages give it (`stdin` for
     /// `-e`), for messages about places in it at run time (`errorf`).
@@ -157,12 +158,6 @@ pub fn compile_parsed(
     let mut compilation = compile_script(script, options)?;
     compilation.source = source.to_string();
     compilation.source_name = name.to_string();
-    for w in &compilation.program.warnings {
-        let (line, column) = w.line_column(source);
-        compilation
-            .warnings
-            .push(format!("line {line}, column {column}: {}", w.message));
-    }
     Ok(compilation)
 }
 

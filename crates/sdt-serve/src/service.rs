@@ -333,6 +333,13 @@ fn compile(
     let compile = |text: &str| prepared.compile_text(text);
     let (text, compilation, rules) = compile_with_spans(source, &config, &compile)
         .map_err(|(text, diagnostics)| served_error(&prepared.failure(diagnostics, text)))?;
+    for w in &compilation.program.warnings {
+        let (line, column) = w.line_column(&text);
+        log(
+            &files.name,
+            &format!("warning: line {line}, column {column}: {}", w.message),
+        );
+    }
     for warning in &compilation.warnings {
         log(&files.name, &format!("warning: {warning}"));
     }

@@ -52,6 +52,10 @@ pub struct FunctionSite {
     pub offset: u64,
     /// The file offset of the instruction to probe.
     pub file_offset: u64,
+    /// Whether the place is where `--unsafe` put it, unchecked: an
+    /// address in a file that is not ELF (a flat binary), taken as the
+    /// file offset, as bpftrace 0.26 takes it.
+    pub unchecked: bool,
 }
 
 /// Finds the sites of `uprobe:TARGET:FUNCTION`; `text` is the attach
@@ -62,6 +66,11 @@ pub fn plan_functions(
     text: &str,
     scope: &Scope,
 ) -> Result<Vec<FunctionSite>, Error> {
+    // `archive.zip!/lib/x.so`: a program stored in a ZIP archive.
+    let (target, member) = match target.and_then(|t| t.split_once("!/")) {
+        Some((archive, member)) => (Some(archive), Some(member)),
+        None => (target, None),
+    };
     let objects = objects(
         target,
         text,
@@ -73,7 +82,28 @@ pub fn plan_functions(
     let explicit = crate::plan::named_explicitly(target, scope);
     let searched: Vec<PathBuf> = objects.iter().map(|o| o.path.clone()).collect();
     for object in objects {
-        let Some((file, functions)) = open(object.file, &object.path, explicit)? else {
+        let file = match (object.file, member) {
+            (Ok(archive), Some(member)) => {
+                let range =
+                    sdt_elf::stored_member(archive.data(), member).map_err(|e| Error::BadSpec {
+                        spec: text.to_string(),
+                        why: format!("{}: {e}", object.path.display()),
+                    })?;
+                Ok(archive.member(range))
+            }
+            (file, _) => file,
+        };
+        // With --unsafe, an address in a file that is not ELF (code
+        // copied out of a program, a JIT's cache) is its file offset.
+        if let (Ok(flat), FunctionTarget::Address(address), true, true, None) =
+            (&file, function, scope.allow_unsafe, explicit, member)
+        {
+            if sdt_elf::functions(flat.data()).is_err() {
+                found.sites.push(flat_site(&object.path, flat, *address));
+                continue;
+            }
+        }
+        let Some((file, functions)) = open(file, &object.path, explicit)? else {
             continue;
         };
         let object = InObject {
@@ -115,6 +145,22 @@ pub fn plan_functions(
         });
     }
     Ok(sites)
+}
+
+/// A uprobe at `address` of a file that is not ELF, taken as its file
+/// offset: nothing can be checked there (`--unsafe`).
+fn flat_site(path: &Path, file: &sdt_elf::ElfFile, address: u64) -> FunctionSite {
+    FunctionSite {
+        path: path.to_path_buf(),
+        attach_path: PathBuf::from(format!("/proc/self/fd/{}", file.descriptor().as_raw_fd())),
+        attach_fd: Arc::clone(file.descriptor()),
+        symbol: format!("{address:#x}"),
+        function: format!("{address:#x}"),
+        address,
+        offset: 0,
+        file_offset: address,
+        unchecked: true,
+    }
 }
 
 /// The sites found so far, and the names that did not match, for a
@@ -243,7 +289,8 @@ impl InObject<'_> {
             function: f.display_name().to_string(),
             address: f.address + offset,
             offset,
-            file_offset: start + offset,
+            file_offset: file.base() + start + offset,
+            unchecked: false,
         })
     }
 

@@ -13,7 +13,8 @@
 //!   bits (sign-extended when signed) and the spec names the sub-register of
 //!   the type's width, e.g. `-4@%eax` for an `i32` or `8@%rdi` for a pointer.
 //! * `&str` and `&[u8]` become two argument slots, pointer then length in
-//!   bytes, so that `str(argN, argN+1)` in bpftrace reads the text. The pair
+//!   bytes, so that `str(argN, argM + 1)` (M = N + 1; the length `str()`
+//!   takes counts a NUL) in bpftrace reads the text. The pair
 //!   is stored in a small `repr(C)` record in the probing function's frame,
 //!   its address goes in the register, and the two specs read the record:
 //!   `8@(%rdx) 8@8(%rdx)`. This keeps a probe of twelve strings within the
@@ -32,7 +33,7 @@ use core::ptr::NonNull;
 /// | `i8`, `i16`, `i32`, `i64`, `isize` | 1 | `-1@`…`-8@` | `argN` (sign is kept) |
 /// | `*const T`, `*mut T`, `NonNull<T>`, `&T`, `&mut T` (`T: Sized`) | 1 | `8@` | `argN` is the address |
 /// | `&CStr` | 1 | `8@` | `str(argN)` |
-/// | `&str`, `&[u8]` | 2: pointer, then length in bytes | `8@(%r) 8@8(%r)` | `str(argN, argN+1)`, `buf(argN, argN+1)` |
+/// | `&str`, `&[u8]` | 2: pointer, then length in bytes | `8@(%r) 8@8(%r)` | `str(argN, argM + 1)`, `buf(argN, argM)` (M = N + 1) |
 ///
 /// Pass a `String` as `s.as_str()`: `&String` is an ordinary reference, and
 /// its probe argument is the address of the `String` itself.

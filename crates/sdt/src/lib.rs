@@ -41,7 +41,7 @@
 //! $ sdt trace -c ./target/release/myprog -s 2:3 shop:order_placed
 //! 0.000977353 25796 25796 myprog shop:order_placed arg0=7 arg1=250 arg2="tea" arg3=3
 //! $ bpftrace -p "$(pidof myprog)" -e 'usdt:./target/release/myprog:shop:order_placed
-//!       { printf("%d %d %s\n", arg0, arg1, str(arg2, arg3)); }'
+//!       { printf("%d %d %s\n", arg0, arg1, str(arg2, arg3 + 1)); }'
 //! ```
 //!
 //! `readelf -n`, `gdb` (`info probes`, `break -probe-stap shop:order_placed`)
@@ -63,8 +63,11 @@
 //!   that is `-7` is `-4@%eax` in the note and reads back as `-7`.
 //! * Raw pointers, `NonNull` and references pass their address; a `&CStr`
 //!   is read with `str(argN)`.
-//! * `&str` and `&[u8]` take **two slots, pointer then length**:
-//!   `str(argN, argN+1)` reads the text. Count them when numbering the
+//! * `&str` and `&[u8]` take **two slots, pointer then length**: for a
+//!   `&str` in slots 2 and 3, `str(arg2, arg3 + 1)` reads the text (the
+//!   length `str()` takes counts a NUL, in bpftrace 0.23 and later and in
+//!   sdt; bpftrace 0.22 and earlier read it with `str(arg2, arg3)`), and
+//!   `sdt trace -s 2:3` prints it. Count them when numbering the
 //!   arguments that follow.
 //! * Floats are refused at compile time: pass `x.to_bits()` or an integer in
 //!   fixed-point units.

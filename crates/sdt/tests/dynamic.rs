@@ -223,12 +223,25 @@ fn listed(pid: u32) -> (String, Vec<String>) {
     (path, names)
 }
 
-/// The script both tracers run: print `compiled`'s arguments, count the
-/// last probe the fixture fires, and exit when it has fired `hits` times.
-fn script(path: &str, last: &str, hits: u64) -> String {
+/// Which tracer reads the script: the length `str()` takes counts a NUL
+/// in sdt, as in bpftrace 0.23 and later, and not in bpftrace 0.17.
+#[derive(Clone, Copy)]
+enum Reader {
+    Sdt,
+    Bpftrace017,
+}
+
+/// The script both tracers run: print `compiled`'s arguments (a `&str`
+/// in 3 and 4), count the last probe the fixture fires, and exit when it
+/// has fired `hits` times.
+fn script(path: &str, last: &str, hits: u64, reader: Reader) -> String {
     let target = format!("usdt:{path}:jit");
+    let bytes = match reader {
+        Reader::Sdt => "str(arg3, arg4 + 1)",
+        Reader::Bpftrace017 => "str(arg3, arg4)",
+    };
     let mut text = format!(
-        "{target}:compiled {{ printf(\"%d %s %d %s %d\\n\", arg0, str(arg1), arg2, str(arg3, arg4), arg4); }}\n"
+        "{target}:compiled {{ printf(\"%d %s %d %s %d\\n\", arg0, str(arg1), arg2, {bytes}, arg4); }}\n"
     );
     if last != "compiled" {
         text.push_str(&format!(
@@ -294,7 +307,7 @@ fn sdt_and_bpftrace_count_every_hit_before_and_after_a_rebuild() {
         "-p",
         &pid,
         "-e",
-        &script(&path, "compiled", HITS),
+        &script(&path, "compiled", HITS, Reader::Sdt),
     ]));
     assert!(out.status.success(), "sdt run: {out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -309,7 +322,12 @@ fn sdt_and_bpftrace_count_every_hit_before_and_after_a_rebuild() {
     let (path, names) = listed(fixture.pid());
     assert_eq!(names, ["compiled", "round2"]);
     let out = run(Command::new("bpftrace")
-        .args(["-p", &pid, "-e", &script(&path, "round2", HITS)])
+        .args([
+            "-p",
+            &pid,
+            "-e",
+            &script(&path, "round2", HITS, Reader::Bpftrace017),
+        ])
         .stdin(Stdio::null()));
     assert!(out.status.success(), "bpftrace: {out:?}");
     check_lines(
@@ -374,7 +392,7 @@ fn without_memfd_the_object_comes_from_a_deleted_temporary_file() {
         "-p",
         &pid,
         "-e",
-        &script("", "compiled", HITS),
+        &script("", "compiled", HITS, Reader::Sdt),
     ]));
     assert!(out.status.success(), "sdt run: {out:?}");
     check_lines(
@@ -523,7 +541,7 @@ fn sdt_run_c_reads_the_arguments_of_every_round_including_a_probe_added_by_a_reb
     const HITS: u64 = 150;
     let fixture = fixture_crate("dynamic", "sdt-dynamic-fixture");
     let command = format!("{} {HITS} 2 --stay-traced", fixture.display());
-    let script = "usdt:*:jit:compiled { @compiled[str(arg1), (int32)arg2, str(arg3, arg4)] = count(); @arg0 = sum(arg0); }
+    let script = "usdt:*:jit:compiled { @compiled[str(arg1), (int32)arg2, str(arg3, arg4 + 1)] = count(); @arg0 = sum(arg0); }
                   usdt::jit:round* { @rounds[arg0] = count(); @arg1 = sum((int64)arg1); }";
     let (out, err) = sdt_to_the_end(&["run", "-f", "json", "-c", &command, "-e", script]);
     let maps: Vec<Value> = out

@@ -149,7 +149,8 @@ fn bpftrace_reads_arguments_and_sees_every_site() {
     }
     let path = fixture(Config::RELEASE);
     let bin = path.to_str().unwrap();
-    // bpftrace 0.17 reads arg0 to arg5 only. `fixture:shared` has a site in
+    // bpftrace 0.17 reads arg0 to arg5 only, and keeps the length `str()`
+    // is given (0.23 and later, and sdt, count a NUL in it: `arg2 + 1`). `fixture:shared` has a site in
     // the binary and one in another crate, which share one semaphore:
     // bpftrace raises one semaphore per probe name, and sees both sites.
     let script = format!(

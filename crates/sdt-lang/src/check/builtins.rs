@@ -20,7 +20,7 @@ use super::{Checker, Scope, Stop, R};
 use crate::ast::{Expr, ExprKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{HelperValue, Output, Param, ProbeKind, TExpr, TKind, TStmt};
-use crate::types::{Agg, Shown, Space, Ty, INT64, UINT32, UINT64};
+use crate::types::{Agg, Shown, Space, StackMode, TSeriesAgg, Ty, INT64, UINT32, UINT64};
 
 /// The kernel's ids (`enum bpf_func_id`) of the helpers builtins lower to.
 /// The front end calls nothing; these are data for the code generator.
@@ -189,6 +189,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     function("delete", 1, 2, delete),
     function("ntop", 1, 2, ntop),
     function("strerror", 1, 1, strerror),
+    function("is_err", 1, 1, is_err),
     function("signal_name", 1, 1, signal_name),
     function("strftime", 2, 2, strftime),
     function("bswap", 1, 1, bswap),
@@ -228,6 +229,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     aggregation("stats", 1, 1, sum_like),
     aggregation("hist", 1, 2, hist),
     aggregation("lhist", 4, 4, lhist),
+    aggregation("tseries", 3, 4, tseries),
 ];
 
 /// `getopt(name[, default[, description]])`: a named program parameter,
@@ -564,15 +566,28 @@ fn retval(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
     value(use_, TKind::Retval, UINT64)
 }
 
-/// The mode and depth of `ustack(...)` or `kstack(...)`: `perf` or
-/// `bpftrace` and a frame count, either or both, in either order.
-fn stack_args(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<(bool, u32)> {
-    let mut perf_mode = false;
+/// The mode and depth of `ustack(...)` or `kstack(...)`: `ustack`,
+/// `ustack(N)`, `ustack(MODE)`, `ustack(MODE, N)`; without a mode, the
+/// configuration's `stack_mode`.
+fn stack_args(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<(StackMode, u32)> {
+    let mut mode = c.options.stack_mode;
     let mut depth = 127u32;
-    for a in use_.args {
+    for (i, a) in use_.args.iter().enumerate() {
         match &a.kind {
-            ExprKind::Ident(mode) if mode == "perf" => perf_mode = true,
-            ExprKind::Ident(mode) if mode == "bpftrace" => perf_mode = false,
+            ExprKind::Ident(name) if i == 0 => {
+                mode = StackMode::named(name).ok_or_else(|| {
+                    c.error(
+                        Diagnostic::error(a.span, format!("Error parsing stack mode: {name}"))
+                            .hint("the modes are bpftrace, perf, raw and build_id"),
+                    )
+                })?;
+            }
+            _ if i == 1 && !matches!(use_.args[0].kind, ExprKind::Ident(_)) => {
+                return Err(c.error(Diagnostic::error(
+                    use_.args[0].span,
+                    "Expected stack mode as first argument",
+                )));
+            }
             _ => {
                 let what = format!("{}()'s depth", use_.name);
                 let n = c.literal_int(a, scope, &what)?;
@@ -586,15 +601,15 @@ fn stack_args(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<(bool
             }
         }
     }
-    Ok((perf_mode, depth))
+    Ok((mode, depth))
 }
 
 fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
-    let (perf_mode, depth) = stack_args(c, use_, scope)?;
+    let (mode, depth) = stack_args(c, use_, scope)?;
     value(
         use_,
         TKind::UStack,
-        Ty::Shown(Shown::UStack { perf_mode, depth }),
+        Ty::Shown(Shown::UStack { mode, depth }),
     )
 }
 
@@ -602,7 +617,7 @@ fn ustack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
 /// process interrupts user code, where the kernel has no stack: it is
 /// empty there, as in bpftrace, and the checker says so.
 fn kstack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
-    let (perf_mode, depth) = stack_args(c, use_, scope)?;
+    let (mode, depth) = stack_args(c, use_, scope)?;
     if scope.kind.is_uprobe() {
         c.warn(
             Diagnostic::warning(
@@ -618,7 +633,7 @@ fn kstack(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> 
     value(
         use_,
         TKind::KStack,
-        Ty::Shown(Shown::KStack { perf_mode, depth }),
+        Ty::Shown(Shown::KStack { mode, depth }),
     )
 }
 
@@ -651,10 +666,9 @@ fn kaddr(c: &mut Checker<'_>, use_: &Use<'_>, _: &mut Scope) -> R<Checked> {
 
 fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
     let args = use_.args;
-    // A length is how many bytes to keep, the NUL not counted: `str(p, 5)`
-    // keeps at most 5, as bpftrace 0.17 does and as the `sdt` crate's
-    // `str(argN, argN+1)` for a `&str` expects. (Newer bpftrace, 0.26
-    // among them, counts the NUL in it and keeps 4.)
+    // A length counts the NUL, as in bpftrace 0.23 and later: `str(p, 5)`
+    // keeps at most 4 bytes. (bpftrace up to 0.22 kept 5.) A `&str` of
+    // the `sdt` crate is read whole with `str(argN, argN+1 + 1)`.
     let len = match args.get(1) {
         Some(e) => {
             let v = c.expr(e, scope)?;
@@ -669,9 +683,23 @@ fn str(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
         }
         None => None,
     };
-    let size = match len.as_ref().map(|l| &l.kind) {
-        Some(TKind::Int(n)) => n.saturating_add(1).clamp(1, i64::from(c.options.strlen)) as u32,
-        _ => c.options.strlen,
+    let strlen = c.options.strlen;
+    let size = match len.as_ref().map(|l| (&l.kind, l.span)) {
+        Some((&TKind::Int(n), span)) if n < 0 => {
+            return Err(c.error(Diagnostic::error(
+                span,
+                format!("str() cannot use a negative length ({n})"),
+            )))
+        }
+        Some((&TKind::Int(n), span)) if n > i64::from(strlen) => {
+            c.warn(Diagnostic::warning(
+                span,
+                format!("length param ({n}) is too long and will be shortened to {strlen} bytes (see BPFTRACE_MAX_STRLEN)"),
+            ));
+            strlen
+        }
+        Some((&TKind::Int(n), _)) => n.max(1) as u32,
+        _ => strlen,
     };
     // `str($1)` is the parameter's text, also when it is a number
     // (`str($1)` of 42 is "42", not a read at address 42), and
@@ -945,6 +973,44 @@ fn strcontains(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Chec
     )
 }
 
+/// `is_err(ptr)` (bpftrace 0.26's standard library): whether a value is
+/// a kernel `ERR_PTR`, an error code from -4095 to -1 passed as a pointer.
+/// Computed as `(uint64)(ptr + 4095) < 4095`, one comparison.
+fn is_err(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let arg = &use_.args[0];
+    let v = c.expr(arg, scope)?;
+    let v = c.value(v)?;
+    if !v.ty.is_integer() && !matches!(v.ty, Ty::Ptr(..)) {
+        return Err(c.error(Diagnostic::error(
+            arg.span,
+            format!(
+                "is_err() takes a pointer or an integer, not {}",
+                v.ty.display(&c.registry)
+            ),
+        )));
+    }
+    let span = use_.span;
+    let word = c.cast(v, UINT64, span)?;
+    let shifted = TExpr {
+        kind: TKind::Binary {
+            op: crate::ast::BinOp::Add,
+            lhs: Box::new(word),
+            rhs: Box::new(TExpr::int(4095, UINT64, span)),
+        },
+        ty: UINT64,
+        span,
+    };
+    value(
+        use_,
+        TKind::Binary {
+            op: crate::ast::BinOp::Lt,
+            lhs: Box::new(shifted),
+            rhs: Box::new(TExpr::int(4095, UINT64, span)),
+        },
+        crate::types::BOOL,
+    )
+}
+
 /// `sizeof(EXPR)`: the size of the expression's type, known when the
 /// script compiles (the expression is never run). `sizeof(TYPE)` is
 /// parsed as a type.
@@ -952,7 +1018,7 @@ fn sizeof_value(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Che
     let v = c.expr(&use_.args[0], scope)?;
     let v = c.value(v)?;
     c.not_void(&v)?;
-    let size = c.registry.c_size(&v.ty);
+    let size = c.registry.bpftrace_size(&v.ty);
     value(use_, TKind::Int(size as i64), UINT64)
 }
 
@@ -1381,8 +1447,12 @@ fn map_entry_args(
     }
     let decl = c.maps[id].clone();
     for (i, (key, ty)) in keys.iter().zip(&decl.keys).enumerate() {
+        // The key fits where it is laid out as the map's keys are (an
+        // integer in a tuple takes 8 bytes whatever its width).
         let fits = match super::unify(ty, &super::widen(&key.ty)) {
-            Some(unified) => &unified == ty || matches!(ty, Ty::Int { .. }),
+            Some(unified) => {
+                super::stored(&unified) == super::stored(ty) || matches!(ty, Ty::Int { .. })
+            }
             None => false,
         };
         if !fits {
@@ -1550,6 +1620,65 @@ fn lhist(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
         ));
     }
     Ok(Checked::Aggregation(Agg::Lhist { min, max, step }, Some(v)))
+}
+
+/// `tseries(value, interval, count[, how])` (bpftrace 0.24): the interval
+/// a non-negative literal number of nanoseconds (`100ms`), the count of
+/// intervals kept a literal below a million, `how` one of `"avg"`,
+/// `"max"`, `"min"` and `"sum"` (else the last value of an interval).
+fn tseries(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let args = use_.args;
+    let v = c.integer_arg(use_.name, &args[0], scope)?;
+    let mut literal = |c: &mut Checker<'_>, e: &Expr, what: &str| -> R<u64> {
+        let value = c.expr(e, scope)?;
+        match value.kind {
+            TKind::Int(n) if n >= 0 => Ok(n as u64),
+            _ => Err(c.error(Diagnostic::error(
+                e.span,
+                format!("tseries: invalid {what} value (must be non-negative literal)"),
+            ))),
+        }
+    };
+    let interval_ns = literal(c, &args[1], "interval_ns")?;
+    let count = literal(c, &args[2], "num_intervals")?;
+    for (n, what, span) in [
+        (interval_ns, "interval_ns", args[1].span),
+        (count, "num_intervals", args[2].span),
+    ] {
+        if n < 1 {
+            return Err(c.error(Diagnostic::error(
+                span,
+                format!("tseries() {what} must be >= 1 ({n} provided)"),
+            )));
+        }
+    }
+    if count >= 1_000_000 {
+        return Err(c.error(Diagnostic::error(
+            args[2].span,
+            format!("tseries() num_intervals must be < 1000000 ({count} provided)"),
+        )));
+    }
+    let how = match args.get(3) {
+        None => TSeriesAgg::Last,
+        Some(e) => {
+            let name = c.literal_string(e, "tseries()'s aggregation")?;
+            let name = String::from_utf8_lossy(&name).into_owned();
+            TSeriesAgg::named(&name).ok_or_else(|| {
+                c.error(Diagnostic::error(
+                    e.span,
+                    format!("tseries() expects one of the following aggregation functions: avg, max, min, sum (\"{name}\" provided)"),
+                ))
+            })?
+        }
+    };
+    Ok(Checked::Aggregation(
+        Agg::TSeries {
+            interval_ns,
+            count: count as u32,
+            how,
+        },
+        Some(v),
+    ))
 }
 
 #[cfg(test)]

@@ -34,11 +34,17 @@ impl Checker<'_> {
         )))
     }
 
-    /// A constant string argument.
+    /// A constant string argument: a literal, a positional parameter, or a
+    /// macro that gives a literal (`macro fmt() { "%d\n" }`), which
+    /// expands to a block with nothing in it but that value.
     pub(crate) fn literal_string(&mut self, e: &Expr, what: &str) -> R<Vec<u8>> {
         match &e.kind {
             ExprKind::Str(s) => Ok(s.clone()),
             ExprKind::Param(n) => Ok(self.positional(*n).unwrap_or_default().as_bytes().to_vec()),
+            ExprKind::Block {
+                stmts,
+                value: Some(value),
+            } if stmts.is_empty() => self.literal_string(value, what),
             _ => Err(self.error(Diagnostic::error(
                 e.span,
                 format!("{what} must be a string literal"),

@@ -1,7 +1,7 @@
 //! Expressions: builtins, operators, casts, and reading C data.
 
 use super::{Checker, Scope, Stop, UsdtArg, R};
-use crate::ast::{BinOp, Expr, ExprKind, MapRef, Stmt, TypeName, UnOp};
+use crate::ast::{ArrayLen, BinOp, Expr, ExprKind, MapRef, Stmt, TypeName, UnOp};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Span};
 use crate::hir::{ProbeKind, TExpr, TKind};
 use crate::types::{Space, Ty, BOOL, INT64, UINT64};
@@ -50,7 +50,13 @@ impl Checker<'_> {
                 otherwise,
             } => self.ternary(cond, then, otherwise, span, scope),
             ExprKind::Cast { ty, expr } => {
-                let target = self.resolve_type(ty)?;
+                if ty.array == Some(ArrayLen::FromValue) {
+                    let value = self.expr(expr, scope)?;
+                    let value = self.value(value)?;
+                    let target = self.array_to_fit(ty, &value)?;
+                    return self.cast(value, target, span);
+                }
+                let target = self.type_in_scope(ty, scope)?;
                 let value = self.expr(expr, scope)?;
                 self.cast(value, target, span)
             }
@@ -77,8 +83,12 @@ impl Checker<'_> {
                 self.block_value(stmts, value.as_deref(), span, scope)
             }
             ExprKind::SizeofType(ty) => {
-                let t = self.resolve_type(ty)?;
-                Ok(TExpr::int(self.registry.c_size(&t) as i64, UINT64, span))
+                let t = self.type_in_scope(ty, scope)?;
+                Ok(TExpr::int(
+                    self.registry.bpftrace_size(&t) as i64,
+                    UINT64,
+                    span,
+                ))
             }
             ExprKind::Offsetof { ty, field } => self.offsetof(ty, field, span),
         }
@@ -96,6 +106,10 @@ impl Checker<'_> {
                 ty: scope.vars[i].1.clone(),
                 span,
             });
+        }
+        if self.read_after_block(name, span, scope) && !self.final_pass {
+            // Read again once the variable is one for the whole probe.
+            return Err(Stop);
         }
         if scope.ended(name) {
             return Err(self.error(
@@ -263,7 +277,8 @@ impl Checker<'_> {
             self.not_void(&v)?;
             values.push(v);
         }
-        let ty = Ty::Tuple(values.iter().map(|v| super::widen(&v.ty)).collect());
+        // Items keep their types (`(int8)1` is one byte to `sizeof`).
+        let ty = Ty::Tuple(values.iter().map(|v| v.ty.clone()).collect());
         Ok(TExpr {
             kind: TKind::Tuple(values),
             ty,
@@ -674,6 +689,13 @@ impl Checker<'_> {
                 };
                 self.pointee_place(value, *pointee, span)
             }
+            // A variable's address (bpftrace 0.24 and later): it lives in
+            // the program's own memory, the kernel's, while the probe runs.
+            UnOp::AddrOf if matches!(value.kind, TKind::Var(_)) => Ok(TExpr {
+                ty: Ty::Ptr(Box::new(value.ty.clone()), Space::Kernel),
+                kind: TKind::AddrOf(Box::new(value)),
+                span,
+            }),
             UnOp::AddrOf => {
                 if !matches!(
                     value.kind,
@@ -684,7 +706,7 @@ impl Checker<'_> {
                 ) {
                     return Err(self.error(Diagnostic::error(
                         span,
-                        "`&` needs a field or an element of traced memory",
+                        "`&` needs a variable, or a field or an element of traced memory",
                     )));
                 }
                 let (place, ty) = match value.kind {
@@ -776,7 +798,7 @@ impl Checker<'_> {
                 )
                 .hint("define the struct in the script"),
             )),
-            ty @ (Ty::Record(_) | Ty::Array { .. }) => Ok(TExpr {
+            ty @ (Ty::Record(_) | Ty::Array { .. } | Ty::Tuple(_)) => Ok(TExpr {
                 kind: TKind::UserPlace(Box::new(ptr)),
                 ty,
                 span,
@@ -955,14 +977,54 @@ impl Checker<'_> {
                 span,
                 ..value
             }),
-            (Ty::Array { elem, len }, Ty::Int { .. })
-                if matches!(**elem, Ty::Int { .. }) && self.registry.c_size(&target) <= 8 =>
+            // An integer's bytes, lowest first, as an array of at most 8
+            // bytes (bpftrace 0.19 and later; booleans 0.24).
+            (Ty::Array { elem, .. }, Ty::Int { .. } | Ty::Bool)
+                if bytes_like(elem) && self.registry.c_size(&target) <= 8 =>
             {
-                let _ = len;
-                Err(self.error(Diagnostic::error(
+                let bytes = self.registry.c_size(&target) as u8;
+                let int = Ty::Int {
+                    bytes,
+                    signed: value.ty.is_signed(),
+                };
+                let part = self.cast(value, int, span)?;
+                Ok(TExpr {
+                    kind: TKind::Fields(vec![(0, part)]),
+                    ty: target,
                     span,
-                    "casting an integer to an array is not supported",
-                )))
+                })
+            }
+            // A string's bytes, its NUL and the padding after included
+            // (bpftrace 0.24.2 and later).
+            (Ty::Array { elem, len }, Ty::Str { size })
+                if matches!(**elem, Ty::Int { bytes: 1, .. }) && *len == u64::from(*size) =>
+            {
+                Ok(TExpr {
+                    kind: TKind::Retype(Box::new(value)),
+                    ty: target,
+                    span,
+                })
+            }
+            // An array's bytes read as one integer of the same size.
+            (Ty::Int { bytes, .. }, Ty::Array { elem, .. })
+                if bytes_like(elem) && self.registry.c_size(&value.ty) == u64::from(*bytes) =>
+            {
+                let place = TExpr {
+                    kind: TKind::Field {
+                        base: Box::new(value),
+                        offset: 0,
+                    },
+                    ty: target.clone(),
+                    span,
+                };
+                Ok(TExpr {
+                    kind: TKind::Load {
+                        place: Box::new(place),
+                        bitfield: None,
+                    },
+                    ty: target,
+                    span,
+                })
             }
             (to, from) => Err(self.error(
                 Diagnostic::error(
@@ -980,6 +1042,70 @@ impl Checker<'_> {
                 }),
             )),
         }
+    }
+
+    /// `type[]` in a cast: an array of as many elements as the value's
+    /// bytes make (`(int8[])12345` is `int8[8]`: integer literals are 64
+    /// bits wide).
+    fn array_to_fit(&mut self, ty: &TypeName, value: &TExpr) -> R<Ty> {
+        let elem = self.resolve_type(&TypeName {
+            array: None,
+            ..ty.clone()
+        })?;
+        let elem_size = self.registry.c_size(&elem);
+        let bytes = match value.ty {
+            Ty::Int { .. } | Ty::Bool | Ty::Str { .. } | Ty::Array { .. } => {
+                self.registry.c_size(&value.ty)
+            }
+            _ => {
+                return Err(self.error(Diagnostic::error(
+                    ty.span,
+                    format!(
+                        "Could not determine size of the array: {} has no bytes to count",
+                        value.ty.display(&self.registry)
+                    ),
+                )))
+            }
+        };
+        if elem_size == 0 || bytes % elem_size != 0 {
+            return Err(self.error(Diagnostic::error(
+                ty.span,
+                format!("Cannot determine array size: the element size is incompatible with the cast integer size ({bytes} bytes in elements of {elem_size})"),
+            )));
+        }
+        Ok(Ty::Array {
+            elem: Box::new(elem),
+            len: bytes / elem_size,
+        })
+    }
+
+    /// A type written where variables are seen: `typeof(EXPR)` is the
+    /// type of the expression, which is checked but never run.
+    pub(crate) fn type_in_scope(&mut self, ty: &TypeName, scope: &mut Scope) -> R<Ty> {
+        let Some(of) = &ty.of else {
+            return self.resolve_type(ty);
+        };
+        let value = self.expr(of, scope)?;
+        let value = self.value(value)?;
+        self.not_void(&value)?;
+        let mut t = value.ty;
+        // A pointer to it points where its own pointers do, else as a
+        // written type's (see `resolve_type`).
+        let space = match &t {
+            Ty::Record(id) if self.registry.is_kernel(*id) => Space::Kernel,
+            Ty::Ptr(_, space) => *space,
+            _ => self.default_space,
+        };
+        for _ in 0..ty.pointers {
+            t = Ty::Ptr(Box::new(t), space);
+        }
+        if let Some(ArrayLen::Known(len)) = ty.array {
+            t = Ty::Array {
+                elem: Box::new(t),
+                len,
+            };
+        }
+        Ok(t)
     }
 
     pub(crate) fn resolve_type(&mut self, ty: &crate::ast::TypeName) -> R<Ty> {
@@ -1020,11 +1146,20 @@ impl Checker<'_> {
         for _ in 0..ty.pointers {
             t = Ty::Ptr(Box::new(t), space);
         }
-        if let Some(len) = ty.array {
-            t = Ty::Array {
-                elem: Box::new(t),
-                len,
-            };
+        match ty.array {
+            Some(ArrayLen::Known(len)) => {
+                t = Ty::Array {
+                    elem: Box::new(t),
+                    len,
+                }
+            }
+            Some(ArrayLen::FromValue) => {
+                return Err(self.error(
+                    Diagnostic::error(ty.span, "`[]` takes its length from a value cast to it")
+                        .hint("write the length here, as in int8[4]"),
+                ))
+            }
+            None => {}
         }
         if t == Ty::Void {
             return Err(self.error(Diagnostic::error(ty.span, "cannot cast to void")));
@@ -1417,4 +1552,10 @@ pub(crate) fn place_space(place: &TExpr) -> Space {
         }
         _ => Space::User,
     }
+}
+
+/// Whether an array of `elem` is bytes an integer's may become: integers
+/// and booleans.
+fn bytes_like(elem: &Ty) -> bool {
+    matches!(elem, Ty::Int { .. } | Ty::Bool)
 }

@@ -7,6 +7,14 @@
 //! run reports errors. Variables belong to one probe block and take their
 //! type from their first assignment, in text order, as in bpftrace.
 //!
+//! A variable belongs to the block that first assigns it (bpftrace 0.22
+//! and later). Scripts written for older bpftrace assign a variable in
+//! both arms of an `if` and read it after; such a read, which 0.22 and
+//! later refuse, is taken as before 0.22: that variable is one for the
+//! whole probe, zero until assigned, and a warning says so. The run that
+//! finds such a read notes the variable and runs again, so that its first
+//! assignment already defines it at the probe's level.
+//!
 //! Each probe block is checked once per attach point, and once per
 //! tracepoint of a tracepoint glob, because `args` differs between
 //! tracepoints.
@@ -23,7 +31,7 @@ use std::collections::HashMap;
 use crate::ast::{self, BinOp, Expr, ExprKind, Script, Stmt, StmtKind};
 use crate::diag::{did_you_mean, suggest, Diagnostic, Diagnostics, Span};
 use crate::hir::{MapDecl, MapId, ProbeInstance, ProbeKind, Program, TExpr, TKind, TStmt, VarId};
-use crate::types::{Field, Record, RecordId, Space, Ty, TypeRegistry};
+use crate::types::{Agg, Field, Record, RecordId, Space, Ty, TypeRegistry};
 
 pub use self::objects::{
     FunctionArgs, FunctionParam, NoObjects, Objects, ParamPlace, Refusal, UsdtArg,
@@ -44,6 +52,8 @@ pub struct CheckOptions {
     /// Whether `__sdt_event(...)`, the statement behind `sdt trace`, may
     /// be used. Scripts from users never have it.
     pub internal: bool,
+    /// How `ustack` prints when the call gives no mode (`stack_mode`).
+    pub stack_mode: crate::types::StackMode,
 }
 
 impl Default for CheckOptions {
@@ -54,6 +64,7 @@ impl Default for CheckOptions {
             allow_unsafe: false,
             named_params: HashMap::new(),
             internal: false,
+            stack_mode: crate::types::StackMode::Bpftrace,
         }
     }
 }
@@ -143,6 +154,10 @@ pub struct TracepointFormat {
 const ZERO_DIVISION: &str =
     "Divide or modulo by 0 detected. This can lead to unexpected results. 1 is being used as the result.";
 
+/// What an update of a full map prints, in bpftrace's words (0.24 and
+/// later); the update is dropped.
+const MAP_FULL: &str = "Map full; can't update element. Try increasing max_map_keys config or manually setting the max entries in a map declaration e.g. `let @a = hash(5000)`";
+
 pub fn check(
     script: &Script,
     attach: &[Vec<AttachInfo>],
@@ -170,8 +185,8 @@ pub fn check(
     checker.final_pass = true;
     checker.errors.clear();
     let probes = checker.run(script, attach);
-    let mut warnings = checker.apply_declarations(&script.map_declarations);
-    warnings.append(&mut checker.warnings);
+    let mut warnings = std::mem::take(&mut checker.warnings);
+    warnings.extend(checker.apply_declarations(&script.map_declarations));
     if !checker.errors.is_empty() {
         return Err(Diagnostics(checker.errors));
     }
@@ -180,9 +195,15 @@ pub fn check(
         crate::format::Format::parse(ZERO_DIVISION.as_bytes())
             .expect("the zero-division warning is a valid format"),
     );
+    let map_full = checker.formats.len() as u32;
+    checker.formats.push(
+        crate::format::Format::parse(MAP_FULL.as_bytes())
+            .expect("the full-map warning is a valid format"),
+    );
     Ok(Program {
         warnings,
         zero_division,
+        map_full,
         registry: checker.registry,
         maps: checker.maps,
         probes,
@@ -294,6 +315,10 @@ pub(crate) struct Checker<'o> {
     /// it (`$t = ("a", 1); print($t); $t = ("longer", 2);`) sees the
     /// layout the variable really has.
     var_types: HashMap<VarKey, Ty>,
+    /// Variables that a probe block reads after the block that assigned
+    /// them has ended, by probe block and name, with where the first such
+    /// read is: bpftrace before 0.22 had one variable for the whole probe.
+    probe_wide: HashMap<(usize, String), Span>,
 }
 
 /// A variable: its probe instance, its name, and where it is first
@@ -316,6 +341,13 @@ pub(crate) struct Scope {
     /// The tracepoint's record and its `__data_loc` fields.
     pub tracepoint: Option<(RecordId, HashMap<String, u32>)>,
     pub loops: u32,
+    /// Names given to a block on purpose, with `let` or as a loop's
+    /// variable: a read after that block is an error, never taken as
+    /// before bpftrace 0.22.
+    pub block_scoped: std::collections::HashSet<String>,
+    /// Variables defined for the whole probe as bpftrace before 0.22
+    /// did, which the probe's code first sets to zero.
+    pub probe_wide: Vec<VarId>,
 }
 
 impl<'o> Checker<'o> {
@@ -370,6 +402,7 @@ impl<'o> Checker<'o> {
             current_instance: (0, 0, 0),
             var_definitions: Vec::new(),
             var_types: HashMap::new(),
+            probe_wide: HashMap::new(),
         };
         Ok(checker)
     }
@@ -413,10 +446,11 @@ impl<'o> Checker<'o> {
                 }
             };
             let Some(&id) = self.map_index.get(&d.name) else {
-                warnings.push(Diagnostic::warning(
-                    d.span,
-                    format!("unused map: @{} is declared but no probe uses it", d.name),
-                ));
+                // bpftrace's words, which wrappers may look for.
+                warnings.push(
+                    Diagnostic::warning(d.span, format!("Unused map: @{}", d.name))
+                        .hint("it is declared, but no probe uses it"),
+                );
                 continue;
             };
             let decl = &self.maps[id];
@@ -466,23 +500,19 @@ impl<'o> Checker<'o> {
         self.error(d)
     }
 
+    /// A warning, said once however many instances check the place.
+    pub(crate) fn warn(&mut self, d: Diagnostic) {
+        let said = (self.warnings.iter()).any(|w| w.span == d.span && w.message == d.message);
+        if self.final_pass && !said {
+            self.warnings.push(d);
+        }
+    }
+
     pub(crate) fn error(&mut self, d: Diagnostic) -> Stop {
         if self.final_pass {
             self.errors.push(d);
         }
         Stop
-    }
-
-    /// Reports a warning once, however many probe instances check the
-    /// text it is about.
-    pub(crate) fn warn(&mut self, d: Diagnostic) {
-        let seen = self
-            .warnings
-            .iter()
-            .any(|w| w.span == d.span && w.message == d.message);
-        if self.final_pass && !seen {
-            self.warnings.push(d);
-        }
     }
 
     fn run(&mut self, script: &Script, attach: &[Vec<AttachInfo>]) -> Vec<ProbeInstance> {
@@ -534,6 +564,8 @@ impl<'o> Checker<'o> {
             declared: HashMap::new(),
             tracepoint,
             loops: 0,
+            block_scoped: Default::default(),
+            probe_wide: Vec::new(),
         };
         let predicate = match &probe.predicate {
             Some(p) => {
@@ -542,7 +574,9 @@ impl<'o> Checker<'o> {
             }
             None => None,
         };
-        let body = self.block(&probe.body, &mut scope);
+        let mut body = self.block(&probe.body, &mut scope);
+        // Zero where the block that assigns them does not run.
+        body.splice(0..0, scope.probe_wide.iter().map(|&v| TStmt::ZeroVar(v)));
         Some(ProbeInstance {
             block,
             attach_point,
@@ -626,8 +660,17 @@ impl<'o> Checker<'o> {
 
     fn statements(&mut self, stmts: &[Stmt], scope: &mut Scope) -> Vec<TStmt> {
         let mut out = Vec::new();
-        for stmt in stmts {
+        for (i, stmt) in stmts.iter().enumerate() {
             if let Ok(s) = self.stmt(stmt, scope) {
+                if let (Some(s), Some(next)) = (&s, stmts.get(i + 1)) {
+                    if leaves(s) {
+                        // bpftrace's words (0.25 and later).
+                        self.warn(
+                            Diagnostic::warning(next.span, "Unreachable statement.")
+                                .label("the statement before never lets the code come here"),
+                        );
+                    }
+                }
                 out.extend(s);
             }
         }
@@ -684,17 +727,25 @@ impl<'o> Checker<'o> {
             }
             StmtKind::Unroll { count, body } => {
                 let n = self.expr(count, scope)?;
+                // bpftrace's words, which its users and tests know.
                 let TKind::Int(n_value) = n.kind else {
                     return Err(self.error(
-                        Diagnostic::error(count.span, "the unroll count must be a constant")
+                        Diagnostic::error(count.span, "invalid unroll value")
+                            .label("the count must be a constant")
                             .hint("write unroll (5) { ... }"),
                     ));
                 };
                 if !(1..=100).contains(&n_value) {
-                    return Err(self.error(Diagnostic::error(
-                        count.span,
-                        format!("unroll count {n_value} is not between 1 and 100"),
-                    )));
+                    let limit = if n_value < 1 {
+                        "unroll minimum value is 1"
+                    } else {
+                        "unroll maximum value is 100"
+                    };
+                    return Err(self.error(
+                        Diagnostic::error(count.span, limit)
+                            .label(format!("{n_value} times"))
+                            .hint("for more repetitions, use while or for ($i : 0..N)"),
+                    ));
                 }
                 let body = self.block(body, scope);
                 TStmt::Unroll {
@@ -756,6 +807,9 @@ impl<'o> Checker<'o> {
             ));
         }
         if let Some(var) = scope.lookup(name) {
+            if let Ty::Record(holds) = scope.vars[var].1 {
+                value = self.record_in_order(value, holds, scope)?;
+            }
             if let Some(declared) = scope.declared.get(&var).cloned() {
                 if declared.is_integer() && value.ty.is_integer() {
                     let span = value.span;
@@ -781,6 +835,78 @@ impl<'o> Checker<'o> {
         Ok(TStmt::AssignVar { var, value })
     }
 
+    /// A record literal for a variable that holds records of the same
+    /// names in another order (`$a = (x=1, y=2); $a = (y=3, x=4)`): laid
+    /// out in the variable's order, its values evaluated in the order
+    /// written, as bpftrace 0.25 does. Anything else is left as it is.
+    fn record_in_order(&mut self, value: TExpr, holds: RecordId, scope: &mut Scope) -> R<TExpr> {
+        let Ty::Record(made) = value.ty else {
+            return Ok(value);
+        };
+        let TKind::Retype(tuple) = &value.kind else {
+            return Ok(value);
+        };
+        let TKind::Tuple(items) = &tuple.kind else {
+            return Ok(value);
+        };
+        if made == holds {
+            return Ok(value);
+        }
+        let names = |id: RecordId, registry: &TypeRegistry| -> Vec<(String, Ty)> {
+            (registry.record(id).fields.iter())
+                .map(|f| (f.name.clone(), f.ty.clone()))
+                .collect()
+        };
+        let (wanted, written) = (names(holds, &self.registry), names(made, &self.registry));
+        let mut sorted = (wanted.clone(), written.clone());
+        sorted.0.sort_by(|a, b| a.0.cmp(&b.0));
+        sorted.1.sort_by(|a, b| a.0.cmp(&b.0));
+        if sorted.0 != sorted.1 {
+            return Ok(value);
+        }
+        // Each value into a variable of its own, in the order written,
+        // then the record from those, in the variable's order.
+        let span = value.span;
+        let mut stmts = Vec::new();
+        let mut temps = HashMap::new();
+        for ((name, _), item) in written.iter().zip(items) {
+            let temp = format!("\0record{}.{name}", span.start);
+            let var = self.define_var(scope, &temp, item.ty.clone(), span)?;
+            stmts.push(TStmt::AssignVar {
+                var,
+                value: item.clone(),
+            });
+            temps.insert(name.clone(), (var, item.ty.clone()));
+        }
+        let parts = (wanted.iter())
+            .map(|(name, _)| {
+                let (var, ty) = temps[name].clone();
+                TExpr {
+                    kind: TKind::Var(var),
+                    ty: widen(&ty),
+                    span,
+                }
+            })
+            .collect::<Vec<_>>();
+        let tuple = TExpr {
+            ty: Ty::Tuple(parts.iter().map(|p| p.ty.clone()).collect()),
+            kind: TKind::Tuple(parts),
+            span,
+        };
+        Ok(TExpr {
+            kind: TKind::Block {
+                stmts,
+                value: Box::new(TExpr {
+                    kind: TKind::Retype(Box::new(tuple)),
+                    ty: Ty::Record(holds),
+                    span,
+                }),
+            },
+            ty: Ty::Record(holds),
+            span,
+        })
+    }
+
     /// `let $name [: type] [= value];`: a new variable of this block.
     fn let_stmt(
         &mut self,
@@ -803,8 +929,9 @@ impl<'o> Checker<'o> {
                     .hint("a variable is declared once in a block and the blocks inside it; assign it without `let`"),
             ));
         }
+        scope.block_scoped.insert(name.to_string());
         let declared = match ty {
-            Some(t) => Some(self.resolve_type(t)?),
+            Some(t) => Some(self.type_in_scope(t, scope)?),
             None => None,
         };
         let var = scope.vars.len();
@@ -891,6 +1018,7 @@ impl<'o> Checker<'o> {
         };
         self.loops = true;
         scope.blocks.push(Vec::new());
+        scope.block_scoped.insert(var.to_string());
         let id = self.define_var(scope, var, var_ty, var_span)?;
         scope.loops += 1;
         let body = self.statements(body, scope);
@@ -1041,6 +1169,7 @@ impl<'o> Checker<'o> {
             map: id,
             keys,
             value,
+            span,
         })
     }
 
@@ -1059,7 +1188,7 @@ impl<'o> Checker<'o> {
             }
             keys.push(key);
         }
-        Ok(keys)
+        Ok(spread_tuple_key(keys))
     }
 
     /// Records that `map` holds `value` under `keys`, unifying with what
@@ -1123,6 +1252,15 @@ impl<'o> Checker<'o> {
             }
         }
         let Some(new_value) = unify(&decl.value, &value) else {
+            if let (Ty::Agg(Agg::TSeries { .. }), Ty::Agg(Agg::TSeries { .. })) =
+                (&decl.value, &value)
+            {
+                return Err(self.error(
+                    Diagnostic::error(span, "Different tseries bounds in a single map unsupported")
+                        .related(decl.span, "first assigned here")
+                        .hint("give each interval and count a map of its own"),
+                ));
+            }
             return Err(self.error(
                 Diagnostic::error(
                     span,
@@ -1212,10 +1350,58 @@ impl<'o> Checker<'o> {
         scope.vars.push((name.to_string(), ty.clone()));
         self.var_definitions.push(span);
         self.remember_var_type(id, name, &ty);
-        if let Some(blocks) = scope.blocks.last_mut() {
-            blocks.push((name.to_string(), id));
+        let probe_wide = self.probe_wide_read(name, span, scope);
+        let block = if probe_wide {
+            scope.probe_wide.push(id);
+            scope.blocks.first_mut()
+        } else {
+            scope.blocks.last_mut()
+        };
+        if let Some(block) = block {
+            block.push((name.to_string(), id));
         }
         Ok(id)
+    }
+
+    /// Whether the variable `name`, first assigned at `assigned`, is read
+    /// after its block has ended, and so is one for the whole probe as
+    /// before bpftrace 0.22; says so once.
+    fn probe_wide_read(&mut self, name: &str, assigned: Span, scope: &Scope) -> bool {
+        if scope.block_scoped.contains(name) {
+            return false;
+        }
+        let key = (self.current_instance.0, name.to_string());
+        let Some(&read) = self.probe_wide.get(&key) else {
+            return false;
+        };
+        self.warn(
+            Diagnostic::warning(
+                read,
+                format!(
+                    "${name} is read after the block that assigns it: bpftrace 0.22 and later scope a variable to its block and refuse this; sdt takes it as earlier bpftrace did, as one variable for the whole probe, 0 until assigned"
+                ),
+            )
+            .related(assigned, "first assigned here, inside a block")
+            .hint(format!(
+                "declare it before the block with `let ${name};` to write it for bpftrace 0.22 and later"
+            )),
+        );
+        true
+    }
+
+    /// A read of `name` that no open block has, where an ended block
+    /// assigned it: the variable is one for the whole probe, as before
+    /// bpftrace 0.22, from the next run on. Whether that is so.
+    pub(crate) fn read_after_block(&mut self, name: &str, span: Span, scope: &Scope) -> bool {
+        if scope.block_scoped.contains(name) || !scope.ended(name) {
+            return false;
+        }
+        let key = (self.current_instance.0, name.to_string());
+        if let std::collections::hash_map::Entry::Vacant(entry) = self.probe_wide.entry(key) {
+            entry.insert(span);
+            self.learned = true;
+        }
+        true
     }
 
     fn var_key(&self, name: &str, definition: Span) -> VarKey {
@@ -1281,16 +1467,72 @@ impl Scope {
     }
 }
 
+/// Whether a statement never lets control go on to the next one:
+/// `return`, `break`, `continue`, `exit()`, or an `if` both of whose arms
+/// are such.
+fn leaves(stmt: &TStmt) -> bool {
+    let ends = |stmts: &[TStmt]| stmts.iter().any(leaves);
+    match stmt {
+        TStmt::Return | TStmt::Break | TStmt::Continue => true,
+        TStmt::Output(crate::hir::Output::Exit(_)) => true,
+        TStmt::If {
+            then, otherwise, ..
+        } => ends(then) && ends(otherwise),
+        TStmt::Block(body) => ends(body),
+        _ => false,
+    }
+}
+
+/// Keys as bpftrace 0.22 and later take them: several keys are one tuple,
+/// so a key that is a tuple (`@m[(1, "a")]`, `@m[$t]`) is the same as its
+/// items (`@m[1, "a"]`), and the map is written and printed as one with
+/// several keys. A tuple that is not written out is read item by item.
+fn spread_tuple_key(keys: Vec<TExpr>) -> Vec<TExpr> {
+    let items = match keys.as_slice() {
+        [TExpr {
+            ty: Ty::Tuple(items),
+            ..
+        }] if items.len() > 1 => items.clone(),
+        _ => return keys,
+    };
+    let Some(key) = keys.into_iter().next() else {
+        return Vec::new();
+    };
+    match key.kind {
+        TKind::Tuple(parts) => parts,
+        _ => (items.iter().enumerate())
+            .map(|(index, ty)| TExpr {
+                kind: TKind::TupleIndex {
+                    tuple: Box::new(key.clone()),
+                    index,
+                },
+                ty: ty.clone(),
+                span: key.span,
+            })
+            .collect(),
+    }
+}
+
 /// The type a value has once stored in a variable or a map: integers of
-/// any width become 64-bit, as in registers.
+/// any width become 64-bit, as in registers. A tuple keeps its items'
+/// types, which its layout in bpftrace (`sizeof`) depends on; each item
+/// takes 8 bytes anyway (see [`Ty::value_size`]).
 pub(crate) fn widen(ty: &Ty) -> Ty {
     match ty {
         Ty::Int { signed, .. } => Ty::Int {
             bytes: 8,
             signed: *signed,
         },
-        Ty::Tuple(items) => Ty::Tuple(items.iter().map(widen).collect()),
         other => other.clone(),
+    }
+}
+
+/// `ty` as it is laid out in memory: integers 64 bits wide, also inside
+/// tuples, whose items keep their widths for `sizeof` only.
+pub(crate) fn stored(ty: &Ty) -> Ty {
+    match ty {
+        Ty::Tuple(items) => Ty::Tuple(items.iter().map(stored).collect()),
+        other => widen(other),
     }
 }
 

@@ -68,9 +68,11 @@ fn aggregations() {
 #[test]
 fn printf_formats_are_checked() {
     let p = ok("BEGIN { printf(\"%s %d %-5x %c\\n\", comm, pid, 255, 65); }");
-    // The printf's, and the zero-division warning every program has.
-    assert_eq!(p.formats.len(), 2);
+    // The printf's, and the zero-division and full-map warnings every
+    // program has.
+    assert_eq!(p.formats.len(), 3);
     assert_eq!(p.zero_division, 1);
+    assert_eq!(p.map_full, 2);
     assert!(
         matches!(&p.probes[0].body[0], TStmt::Output(Output::Printf { args, .. }) if args.len() == 4)
     );
@@ -148,7 +150,7 @@ fn kstack_in_a_probe_of_a_process_warns() {
     assert_eq!(
         p.maps[0].keys[0],
         Ty::Shown(crate::types::Shown::KStack {
-            perf_mode: false,
+            mode: crate::types::StackMode::Bpftrace,
             depth: 3
         })
     );
@@ -313,14 +315,179 @@ fn enums_and_defines() {
 #[test]
 fn variables_belong_to_their_block() {
     ok("BEGIN { $a = 1; if ($a) { $b = 2; $a = $b; } let $c; if ($a) { $c = 3; } print($c); }");
-    let e = err("BEGIN { if (1) { $b = 2; } print($b); }");
+    // A name given to a block on purpose stays there.
+    let e = err("BEGIN { if (1) { let $b = 2; } print($b); }");
     assert!(e.contains("$b is not seen here"), "{e}");
+    let e = err("BEGIN { for ($i : 0..3) { } print($i); }");
+    assert!(e.contains("$i is not seen here"), "{e}");
     assert!(err("BEGIN { let $a = 1; let $a = 2; }").contains("already declared"));
     ok("BEGIN { for ($i : 0..3) { $x = $i; } for ($i : 1..2) { $x = \"s\"; } }");
     ok("BEGIN { let $u: uint8 = 200; $u = 5; $v = { let $w = 2; $w * 2 }; }");
     assert!(err("BEGIN { let $u: uint8 = 300; }").contains("does not fit"));
     assert!(err("BEGIN { let $u: uint16 = -1; }").contains("does not fit"));
     assert!(err("BEGIN { $v = { 1; }; }").contains("gives no value"));
+}
+
+/// `$x` assigned in a block and read after it, as scripts for bpftrace
+/// before 0.22 do: one variable for the whole probe, with one warning.
+#[test]
+fn a_variable_read_after_its_block_is_one_for_the_probe() {
+    let src =
+        "BEGIN { if (1) { $pct = 5; } else { $pct = 0; } print($pct); printf(\"%d\\n\", $pct); }";
+    let p = ok(src);
+    let body = &p.probes[0].body;
+    // One variable, zeroed first, assigned in both arms.
+    assert!(matches!(body[0], TStmt::ZeroVar(0)), "{body:?}");
+    let TStmt::If {
+        then, otherwise, ..
+    } = &body[1]
+    else {
+        panic!("{body:?}")
+    };
+    assert!(matches!(then[0], TStmt::AssignVar { var: 0, .. }));
+    assert!(matches!(otherwise[0], TStmt::AssignVar { var: 0, .. }));
+    assert_eq!(p.probes[0].vars.len(), 1);
+    // Warned once, at the first read after the block.
+    assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+    let w = &p.warnings[0];
+    assert!(w
+        .message
+        .contains("$pct is read after the block that assigns it"));
+    assert!(w.message.contains("0.22"));
+    assert_eq!(&src[w.span.start as usize..w.span.end as usize], "$pct");
+    assert_eq!(w.span.start as usize, src.find("print($pct)").unwrap() + 6);
+    // Where only bpftrace 0.22 and later accept a script (one name, two
+    // types, in two blocks), their rule holds, without a word.
+    let p = ok("BEGIN { if (1) { $x = 1; print($x); } else { $x = \"one\"; print($x); } }");
+    assert!(p.warnings.is_empty());
+    assert_eq!(p.probes[0].vars.len(), 2);
+    // Each probe block is its own.
+    let p = ok("BEGIN { if (1) { $a = 1; } print($a); } END { if (1) { $a = 2; } print($a); }");
+    assert_eq!(p.warnings.len(), 2);
+    // Assigned in a loop, read after it.
+    ok("BEGIN { $i = 0; while ($i < 3) { $last = $i; $i++; } print($last); }");
+}
+
+#[test]
+fn a_tuple_key_is_its_items() {
+    let p = ok("BEGIN { $t = (3, \"c\"); @m[(1, \"a\")] = 1; @m[2, \"bb\"] = 2; @m[$t] = 3; }");
+    let m = map(&p, "m");
+    assert_eq!(m.keys, [crate::types::INT64, Ty::Str { size: 3 }]);
+    // The variable is read item by item.
+    let TStmt::AssignMap { keys, .. } = &p.probes[0].body[3] else {
+        panic!()
+    };
+    assert!(matches!(keys[1].kind, TKind::TupleIndex { index: 1, .. }));
+    // A tuple inside the keys stays one; its integers, of any width, are
+    // laid out alike.
+    let p = ok("BEGIN { @o[(1, (2, 3))] = 1; }");
+    assert_eq!(map(&p, "o").keys.len(), 2);
+    ok("BEGIN { @a[1, (\"hello\", (int8)5)] = 0; $h = has_key(@a, (1, (\"hello\", 5))); }");
+}
+
+/// What wrappers and bpftrace's users look for, in bpftrace's words.
+#[test]
+fn unreachable_code_and_unroll_limits_in_bpftrace_s_words() {
+    let src = "BEGIN { @a = 1; exit(); @a = 2; @a = 3; } \
+               END { $i = 0; while ($i < 3) { $i++; if ($i > 1) { break; } else { continue; } @b = 1; } }";
+    let p = ok(src);
+    let at: Vec<&str> = (p.warnings.iter())
+        .filter(|w| w.message == "Unreachable statement.")
+        .map(|w| &src[w.span.start as usize..w.span.end as usize])
+        .collect();
+    assert_eq!(at, ["@a = 2", "@b = 1"]);
+    assert!(ok("BEGIN { if (1) { exit(); } @a = 1; }")
+        .warnings
+        .is_empty());
+    assert!(err("BEGIN { unroll (101) { } }").contains("unroll maximum value is 100"));
+    assert!(err("BEGIN { unroll (0) { } }").contains("unroll minimum value is 1"));
+    assert!(err("BEGIN { unroll (pid) { } }").contains("invalid unroll value"));
+}
+
+#[test]
+fn stack_modes_come_from_the_call_or_the_configuration() {
+    use crate::types::{Shown, StackMode};
+    let mode = |p: &Program| match &p.probes[0].body[0] {
+        TStmt::AssignVar { value, .. } => value.ty.clone(),
+        other => panic!("{other:?}"),
+    };
+    let stack = |mode, depth| Ty::Shown(Shown::UStack { mode, depth });
+    assert_eq!(
+        mode(&ok("uprobe:/bin/x:f { $s = ustack; }")),
+        stack(StackMode::Bpftrace, 127)
+    );
+    assert_eq!(
+        mode(&ok("uprobe:/bin/x:f { $s = ustack(raw); }")),
+        stack(StackMode::Raw, 127)
+    );
+    assert_eq!(
+        mode(&ok("uprobe:/bin/x:f { $s = ustack(build_id, 3); }")),
+        stack(StackMode::BuildId, 3)
+    );
+    assert_eq!(
+        mode(&ok("uprobe:/bin/x:f { $s = ustack(perf); }")),
+        stack(StackMode::Perf, 127)
+    );
+    assert!(
+        err("uprobe:/bin/x:f { $s = ustack(fast); }").contains("Error parsing stack mode: fast")
+    );
+    assert!(err("uprobe:/bin/x:f { $s = ustack(3, raw); }")
+        .contains("Expected stack mode as first argument"));
+    // `stack_mode` of the configuration, for a bare `ustack`.
+    let src = "uprobe:/bin/x:f { $s = ustack(2); $t = ustack(perf); }";
+    let script = crate::parser::parse(src).unwrap();
+    let attach = offline_attach(&script, &[]).unwrap();
+    let options = CheckOptions {
+        stack_mode: StackMode::Raw,
+        ..CheckOptions::default()
+    };
+    let p = check(&script, &attach, &options, &mut NoObjects).unwrap();
+    assert_eq!(mode(&p), stack(StackMode::Raw, 2));
+}
+
+#[test]
+fn time_series_take_literal_bounds_and_an_aggregation() {
+    let p = ok("BEGIN { @a[1] = tseries(pid, 100ms, 5, \"avg\"); @b = tseries(2, 1s, 1); }");
+    assert_eq!(
+        map(&p, "a").value,
+        Ty::Agg(Agg::TSeries {
+            interval_ns: 100_000_000,
+            count: 5,
+            how: crate::types::TSeriesAgg::Avg
+        })
+    );
+    assert!(map(&p, "a").has_bucket() && !map(&p, "a").is_histogram());
+    for (src, wanted) in [
+        (
+            "tseries(1, 0, 2)",
+            "tseries() interval_ns must be >= 1 (0 provided)",
+        ),
+        (
+            "tseries(1, 1s, 0)",
+            "tseries() num_intervals must be >= 1 (0 provided)",
+        ),
+        (
+            "tseries(1, 1s, 1000000)",
+            "tseries() num_intervals must be < 1000000 (1000000 provided)",
+        ),
+        (
+            "tseries(1, pid, 2)",
+            "tseries: invalid interval_ns value (must be non-negative literal)",
+        ),
+        (
+            "tseries(1, 1s, pid)",
+            "tseries: invalid num_intervals value (must be non-negative literal)",
+        ),
+        (
+            "tseries(1, 1s, 2, \"x\")",
+            "aggregation functions: avg, max, min, sum (\"x\" provided)",
+        ),
+        ("tseries(\"s\", 1s, 2)", "integer"),
+    ] {
+        let e = err(&format!("BEGIN {{ @t = {src}; }}"));
+        assert!(e.contains(wanted), "{src}: {e}");
+    }
+    assert!(err("BEGIN { $x = tseries(1, 1s, 2); }").contains("assigned to a map"));
 }
 
 #[test]
@@ -451,9 +618,15 @@ fn arrays_in_traced_memory_decay_to_pointers_in_casts() {
         matches!(place.kind, TKind::Field { offset: 32, .. }),
         "{place:?}"
     );
-    // An array cast to anything but a pointer is still refused.
-    let e = err("struct s { int a[2]; };\nusdt:/bin/x:p:a { $v = (uint64)((struct s *)arg0)->a; }");
-    assert!(e.contains("cannot cast int32[2] to uint64"), "{e}");
+    // Cast to an integer of its size, an array is its bytes (bpftrace
+    // 0.19 and later); to another size, it is refused.
+    let p = ok("struct s { int a[2]; };\nusdt:/bin/x:p:a { $v = (uint64)((struct s *)arg0)->a; }");
+    let TStmt::AssignVar { value, .. } = &p.probes[0].body[0] else {
+        panic!("{:?}", p.probes[0].body[0])
+    };
+    assert!(matches!(value.kind, TKind::Load { .. }), "{value:?}");
+    let e = err("struct s { int a[2]; };\nusdt:/bin/x:p:a { $v = (uint32)((struct s *)arg0)->a; }");
+    assert!(e.contains("cannot cast int32[2] to uint32"), "{e}");
 }
 
 #[test]

@@ -217,6 +217,52 @@ fn loops_declarations_and_blocks_of_bpftrace_0_24() {
         ),
         other => panic!("{other:?}"),
     }
+    // An `if` that ends a block that gives a value is that value
+    // (bpftrace 0.25), nested too; where no value is wanted, it stays a
+    // statement.
+    let script = parse(
+        "BEGIN { $v = { $w = 1; if $a { if $b { $w } else { 2 } } else if $c { 3 } else { 4 } }; \
+         if $a { 5 } else { 6 } }",
+    )
+    .unwrap();
+    let body = &script.probes[0].body;
+    match &body[0].kind {
+        StmtKind::AssignVar { value, .. } => assert_eq!(
+            sexp(value),
+            "(block 1 (? $a (block 0 (? $b (block 0 $w) (block 0 2))) (? $c (block 0 3) (block 0 4))))"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(&body[1].kind, StmtKind::If { then, .. } if then.len() == 1));
+    // `typeof(EXPR)` where a type is written (bpftrace 0.25).
+    let script =
+        parse("BEGIN { let $a: typeof($b + 1); $c = (typeof($d) *)0; $e = sizeof(typeof($f)); }")
+            .unwrap();
+    let body = &script.probes[0].body;
+    match &body[0].kind {
+        StmtKind::Let { ty: Some(t), .. } => {
+            assert_eq!(t.name, "typeof");
+            assert_eq!(sexp(t.of.as_deref().unwrap()), "(+ $b 1)");
+        }
+        other => panic!("{other:?}"),
+    }
+    match &body[1].kind {
+        StmtKind::AssignVar { value, .. } => match &value.kind {
+            ExprKind::Cast { ty, .. } => assert!(ty.of.is_some() && ty.pointers == 1),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        &body[2].kind,
+        StmtKind::AssignVar { value: Expr { kind: ExprKind::SizeofType(t), .. }, .. } if t.of.is_some()
+    ));
+    // An arm without a value leaves the `if` a statement of the block.
+    let script = parse("BEGIN { $v = { if $a { 1 } else { 2; } }; }").unwrap();
+    match &script.probes[0].body[0].kind {
+        StmtKind::AssignVar { value, .. } => assert_eq!(sexp(value), "(block 1)"),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

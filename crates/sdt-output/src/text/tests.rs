@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::{Frame, Layout, MapRow, Note, Stack};
+use crate::model::{Frame, Layout, MapRow, Note, Stack, StackStyle};
 use crate::Sink;
 
 fn escaped(bytes: &[u8]) -> String {
@@ -109,14 +109,14 @@ fn stacks_indent_by_where_they_are() {
                 addr: 0x1000,
                 symbol: Some(("main".into(), 4)),
                 module: Some("/bin/x".into()),
+                build_id: Some((vec![0xab, 0x01], 0x234)),
             },
             Frame {
                 addr: 0x2000,
-                symbol: None,
-                module: None,
+                ..Frame::default()
             },
         ],
-        perf: false,
+        style: StackStyle::Bpftrace,
         kernel: false,
     });
     assert_eq!(datum(&stack, Context::Key), "\n    main+4\n    0x2000\n");
@@ -124,17 +124,26 @@ fn stacks_indent_by_where_they_are() {
         datum(&stack, Context::Value),
         "\n        main+4\n        0x2000\n"
     );
-    let perf = Datum::Stack(Stack {
-        perf: true,
-        ..match stack {
-            Datum::Stack(s) => s,
-            _ => unreachable!(),
-        }
-    });
+    let styled = |style| {
+        let Datum::Stack(s) = &stack else {
+            unreachable!()
+        };
+        Datum::Stack(Stack { style, ..s.clone() })
+    };
+    let perf = styled(StackStyle::Perf);
     assert_eq!(
         datum(&perf, Context::Value),
         "\n\t1000 main+4 (/bin/x)\n\t2000 0x2000 ([unknown])\n"
     );
+    // `raw` and `build_id` (bpftrace 0.18, 0.25), in keys and values
+    // alike: an address alone, or a build id and the file offset.
+    for context in [Context::Key, Context::Value] {
+        assert_eq!(datum(&styled(StackStyle::Raw), context), "\n1000\n2000\n");
+        assert_eq!(
+            datum(&styled(StackStyle::BuildId), context),
+            "\nab01 0x234\n2000\n"
+        );
+    }
     // A kernel stack in perf mode names no object, as bpftrace prints it.
     let kernel = Datum::Stack(Stack {
         kernel: true,
@@ -272,6 +281,61 @@ fn a_table_shows_the_sentences_of_its_notes_under_its_rows() {
          \n\
          Not paired, so not in the table:\n  one\n  two\n\
          \n"
+    );
+}
+
+/// A time series drawn as bpftrace draws it: the least and greatest
+/// values above and below, a `*` scaled between them, `.` at 0 when the
+/// values straddle it, `-` for an interval without a value, and times
+/// with as many digits of a second as the interval needs (here 100 ms).
+#[test]
+fn time_series_are_drawn_between_their_least_and_greatest_values() {
+    let ms = 1_000_000i128;
+    let points = vec![
+        (500 * ms, Some(-5)),
+        (600 * ms, Some(0)),
+        (700 * ms, None),
+        (800 * ms, Some(5)),
+    ];
+    let map = MapPrint {
+        name: "@a".into(),
+        kind: MapKind::TSeries,
+        keyed: false,
+        rows: vec![MapRow {
+            key: Vec::new(),
+            value: MapValue::Series {
+                interval_ns: 100 * ms as u64,
+                points,
+            },
+        }],
+        div: 1,
+    };
+    let text = super::map(&map);
+    let lines: Vec<&str> = text.lines().collect();
+    let bounds = format!("{:13}{:<21}{:>32}", "", -5, 5);
+    let rule = "_".repeat(51);
+    assert_eq!(lines[0], "@a:");
+    assert_eq!(lines[1], bounds);
+    assert_eq!(lines[2], format!("hh:mm:ss.ms  |{rule}|"));
+    // The time of day, then the strip.
+    let strips: Vec<&str> = lines[3..7].iter().map(|l| &l[12..]).collect();
+    assert!(lines[3][..12].ends_with(":00.500"), "{}", lines[3]);
+    assert_eq!(
+        strips,
+        [
+            format!(" *{}.{}| -5", " ".repeat(25), " ".repeat(25)),
+            format!(" |{}*{}| 0", " ".repeat(25), " ".repeat(25)),
+            format!(" |{}.{}| -", " ".repeat(25), " ".repeat(25)),
+            format!(" |{}.{}* 5", " ".repeat(25), " ".repeat(25)),
+        ]
+    );
+    assert_eq!(lines[7], format!("{:12} v{rule}v", ""));
+    assert_eq!(lines[8], bounds);
+    assert_eq!(lines[9], "");
+    // JSON: each interval that has a value, by its start in UTC.
+    assert_eq!(
+        crate::json::map(&map).unwrap(),
+        r#"{"type": "tseries", "data": {"@a": [{"interval_start": "1970-01-01 00:00:00.500000000", "value": -5}, {"interval_start": "1970-01-01 00:00:00.600000000", "value": 0}, {"interval_start": "1970-01-01 00:00:00.800000000", "value": 5}]}}"#
     );
 }
 

@@ -315,3 +315,63 @@ fn snapshots_give_every_key_the_same_buckets_and_the_sums() {
     assert_eq!(buckets.len(), 12);
     assert_eq!(snapshot.sums, [25]);
 }
+
+/// A time series: each CPU's value of an interval is (value, time set or
+/// count, interval number); CPUs merge per interval, an earlier interval
+/// that held the same bucket is what it was before, and the intervals
+/// shown are the last `count` up to the latest of the map, each key's
+/// from its first with a value.
+#[test]
+fn time_series_merge_cpus_per_interval() {
+    let series = |how| {
+        let d = decl(
+            "t",
+            vec![INT64],
+            Ty::Agg(Agg::TSeries {
+                interval_ns: 100,
+                count: 3,
+                how,
+            }),
+        );
+        // Key, bucket (interval % 3), then each CPU's value.
+        let entry = |key: i64, bucket: i64, cpus: &[[i64; 3]]| {
+            let mut k = int_key(key);
+            k.extend(int_key(bucket));
+            (k, cpus.iter().map(|c| words(c)).collect::<Vec<_>>())
+        };
+        let entries = vec![
+            // Key 1: interval 10 on two CPUs; interval 8, then 11 (its
+            // bucket's latest) on one and an old 8 on the other.
+            entry(1, 1, &[[5, 1_000, 10], [9, 2_000, 10]]),
+            entry(1, 2, &[[4, 500, 8], [6, 3_000, 11]]),
+            // Key 2: only interval 7, outside the last three (9..=11).
+            entry(2, 1, &[[1, 100, 7], [0, 0, 0]]),
+            // Key 3: interval 9 only.
+            entry(3, 0, &[[-3, 50, 9], [0, 0, 0]]),
+        ];
+        let p = print(&d, entries, 0, 1);
+        (p.rows.iter())
+            .map(|r| match &r.value {
+                MapValue::Series { points, .. } => (r.key[0].as_int(), points.clone()),
+                other => panic!("{other:?}"),
+            })
+            .collect::<Vec<_>>()
+    };
+    // Last value: the later time wins within an interval.
+    assert_eq!(
+        series(TSeriesAgg::Last),
+        [
+            (3, vec![(900, Some(-3)), (1000, None), (1100, None)]),
+            (1, vec![(1000, Some(9)), (1100, Some(6))]),
+        ]
+    );
+    // Sum and average over the CPUs of the same interval (the second word
+    // is then how many values each CPU added).
+    assert_eq!(
+        series(TSeriesAgg::Sum)[1].1,
+        [(1000, Some(14)), (1100, Some(6))]
+    );
+    assert_eq!(series(TSeriesAgg::Avg)[1].1[0], (1000, Some(0)));
+    assert_eq!(series(TSeriesAgg::Max)[1].1[0], (1000, Some(9)));
+    assert_eq!(series(TSeriesAgg::Min)[1].1[0], (1000, Some(5)));
+}

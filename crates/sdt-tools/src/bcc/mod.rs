@@ -312,6 +312,7 @@ mod tests {
             addr: 0x1234,
             symbol: symbol.map(|(n, o)| (n.to_string(), o)),
             module: module.map(str::to_string),
+            build_id: None,
         };
         let known = frame(Some(("main", 0x6d)), Some("/usr/bin/allocs"));
         assert_eq!(sym(&known, true, true), "main+0x6d [allocs]");

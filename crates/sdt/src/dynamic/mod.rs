@@ -57,10 +57,12 @@
 //! | `U8`..`U64`, `I8`..`I64` | 1 | `1@`..`-8@` | any integer | `argN` |
 //! | `Ptr` | 1 | `8@` | a raw pointer | `argN` |
 //! | `Str` | 1 | `8@` | `&CStr`: a NUL-terminated string | `str(argN)` |
-//! | `Bytes` | 2: pointer, then length | `8@ 8@` | `&str` or `&[u8]` | `str(argN, argN+1)` |
+//! | `Bytes` | 2: pointer, then length | `8@ 8@` | `&str` or `&[u8]` | `str(argN, argM + 1)`, M = N + 1 |
 //!
 //! A `&str` is not NUL-terminated, so it is passed the way the `sdt`
-//! crate's compiled probes pass one: pointer and length in two slots. A
+//! crate's compiled probes pass one: pointer and length in two slots
+//! (the `+ 1` is for the NUL that `str()`'s length counts, as in bpftrace
+//! 0.23 and later). A
 //! probe takes at most 12 slots; bpftrace 0.17 reads the first six.
 //!
 //! # Unloading

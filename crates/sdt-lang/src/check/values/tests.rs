@@ -225,13 +225,22 @@ fn str_of_parameters_and_string_values() {
         [
             Some(&b"hello"[..]),
             Some(&b"llo"[..]),
-            Some(&b"hel"[..]),
+            // A length counts the NUL (bpftrace 0.23 and later).
+            Some(&b"he"[..]),
             Some(&b"42"[..])
         ]
     );
     assert!(matches!(assigned(&p, 5).kind, TKind::StrRead { .. }));
-    assert_eq!(p.probes[0].vars[5], Ty::Str { size: 4 });
-    assert_eq!(p.probes[0].vars[6], Ty::Str { size: 6 });
+    assert_eq!(p.probes[0].vars[5], Ty::Str { size: 3 });
+    assert_eq!(p.probes[0].vars[6], Ty::Str { size: 5 });
+    let p = run("BEGIN { $a = str(\"hello\", 9999); }", &[]).unwrap();
+    assert_eq!(p.probes[0].vars[0], Ty::Str { size: 6 });
+    assert_eq!(
+        p.warnings[0].message,
+        "length param (9999) is too long and will be shortened to 64 bytes (see BPFTRACE_MAX_STRLEN)"
+    );
+    let e = run("BEGIN { $a = str(arg0, -1); }", &[]).unwrap_err();
+    assert!(e.contains("str() cannot use a negative length (-1)"), "{e}");
     let e = run("BEGIN { $a = str($1 + 6); }", &["hello"]).unwrap_err();
     assert!(e.contains("$1 + 6 is outside $1, which has 5 bytes"), "{e}");
 }
