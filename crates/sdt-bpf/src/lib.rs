@@ -106,7 +106,10 @@ pub use insn::{
     PSEUDO_MAP_FD, STACKID_USER,
 };
 pub use kernel_btf::{func_id, kernel_func_id, VMLINUX_BTF};
-pub use map::{online_cpus, possible_cpus, Map, MapSpec, MapType, PerCpuValues, F_NO_PREALLOC};
+pub use map::{
+    online_cpus, possible_cpus, Map, MapSpec, MapType, PerCpuValues, F_NO_PREALLOC,
+    F_STACK_BUILD_ID, STACK_BUILD_ID_FRAME,
+};
 pub use mappings::{Mapped, MappingEvents, ProcessEvent};
 pub use perf_event::{PerfEvent, PerfType, Sampling};
 pub use program::{relocate_maps, AttachType, LoadOptions, Program, ProgramInfo, ProgramType};

@@ -54,6 +54,15 @@ pub const UPDATE_NOEXIST: u64 = 1;
 pub const UPDATE_EXIST: u64 = 2;
 /// `BPF_F_NO_PREALLOC`: allocate hash elements on demand.
 pub const F_NO_PREALLOC: u32 = 1;
+/// `BPF_F_STACK_BUILD_ID`: a stack-trace map whose frames are
+/// [`STACK_BUILD_ID_FRAME`]-byte `struct bpf_stack_build_id`s (the build
+/// ID of the object and the file offset in it) rather than addresses.
+pub const F_STACK_BUILD_ID: u32 = 1 << 5;
+/// The size of one frame of a [`F_STACK_BUILD_ID`] map: a status word
+/// (`i32` at 0: 0 empty, 1 build ID and offset, 2 only the address), the
+/// build ID (20 bytes at 4, zero-padded), and the file offset or the
+/// address (`u64` at 24).
+pub const STACK_BUILD_ID_FRAME: u32 = 32;
 
 /// The shape of a map to create.
 #[derive(Clone, Debug, PartialEq, Eq)]

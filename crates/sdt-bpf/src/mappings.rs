@@ -35,6 +35,7 @@ const DATA_SIZE: usize = 1048;
 /// Record types and flags (`enum perf_event_type`, `PERF_RECORD_MISC_*`).
 const RECORD_LOST: u32 = 2;
 const RECORD_COMM: u32 = 3;
+const RECORD_EXIT: u32 = 4;
 const RECORD_FORK: u32 = 7;
 const RECORD_MMAP2: u32 = 10;
 const MISC_COMM_EXEC: u16 = 1 << 13;
@@ -69,6 +70,10 @@ pub enum ProcessEvent {
     },
     /// `pid` called `exec`: its old mappings are gone.
     Exec {
+        pid: u32,
+    },
+    /// Process `pid` (its last thread) exited.
+    Exit {
         pid: u32,
     },
     /// Records the kernel dropped because a buffer was full.
@@ -224,6 +229,14 @@ fn parse(record: &[u8]) -> Option<(u64, ProcessEvent)> {
                 return None;
             }
             ProcessEvent::Fork { pid, parent }
+        }
+        RECORD_EXIT => {
+            let (pid, tid) = (u32_at(8)?, u32_at(16)?);
+            // A thread's exit leaves its process's mappings.
+            if pid != tid {
+                return None;
+            }
+            ProcessEvent::Exit { pid }
         }
         RECORD_LOST => ProcessEvent::Lost(u64_at(16)?),
         _ => return None,

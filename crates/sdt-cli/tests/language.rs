@@ -422,7 +422,7 @@ fn builtins_of_the_standard_library() {
             r#"BEGIN {
             printf("%d %d %s %d %d\n", ncpus > 0, jiffies > 0, probetype, usermode, has_cpid);
             printf("%d %d %d\n", pid() == pid, __builtin_tid == tid(curr_ns), pid(init) == pid);
-            printf("%d\n", comm() == comm);
+            printf("%d\n", comm() == comm); printf("%d %d %d %d %d\n", is_err((int64)-1), is_err((int64)-4095), is_err((int64)-4096), is_err(0), is_err((int8 *)-22));
             errorf("bad %d, %s", 10, "two");
             warnf("careful");
             @map[2] = (1, "hello");
@@ -443,7 +443,14 @@ fn builtins_of_the_standard_library() {
     let lines: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
     assert_eq!(
         lines,
-        ["1 1 special 1 0", "1 1 1", "1", "(1, hello)", "no 3"],
+        [
+            "1 1 special 1 0",
+            "1 1 1",
+            "1",
+            "1 1 0 0 1",
+            "(1, hello)",
+            "no 3"
+        ],
         "{stderr}"
     );
     assert_eq!(out.status.code(), Some(1), "a failed assert exits 1");

@@ -11,7 +11,9 @@
 //! `str(p, n)`, `buf()`, a struct's char array) and in `sdt trace -s`,
 //! and in the metrics of `--serve`. With `bad`, one more hit passes a
 //! pointer to an unmapped page: that hit still counts, and the run says
-//! which read failed, where, and with which error.
+//! which read failed, where, and with which error. An attach point
+//! without a file finds the library `dlopen` maps, also where another
+//! attach point named it.
 //!
 //! They attach real probes, so they need root. With `CI=true` a missing
 //! privilege or tool fails the test; elsewhere it prints a loud SKIP.
@@ -175,6 +177,27 @@ fn every_string_is_read_in_a_library_opened_later() {
         "{stderr}"
     );
     assert!(!stderr.contains("failed"), "{stderr}");
+}
+
+/// An attach point without a file means every object the process maps,
+/// also one that another attach point attached to by name before the
+/// process mapped it: `fleet:req` counts in the library `fleet:done`
+/// named.
+#[test]
+fn an_attach_point_without_a_file_also_attaches_where_another_named_the_object() {
+    let Some(b) = built() else { return };
+    let command = format!("{} {} 1000", b.loader.display(), b.library.display());
+    let script = format!(
+        "usdt:{}:fleet:done {{ @done = count(); }}\nusdt::fleet:req {{ @req = count(); }}",
+        b.library.display()
+    );
+    let out = run(&["-c", &command, "-e", &script]);
+    assert_no_panic(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("@done: 1\n"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("@req: 1000\n"), "{stdout}\n{stderr}");
 }
 
 #[test]

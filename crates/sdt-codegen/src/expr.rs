@@ -1133,6 +1133,7 @@ impl Gen<'_> {
     /// `usym(addr)`: the address and the process it belongs to.
     fn usym(&mut self, addr: &TExpr, dst: Mem) -> R<()> {
         let a = self.scalar(addr)?;
+        self.shared.user_addresses = true;
         self.load_op(a, Reg::R0);
         dst.store(&mut self.b, Size::DW, 0, Reg::R0);
         self.store_tgid(dst, 8);
@@ -1149,6 +1150,7 @@ impl Gen<'_> {
             return;
         }
         self.shared.stacks = true;
+        self.shared.user_addresses = true;
         self.uses_stack_map = true;
         self.b.push(Insn::mov64_reg(Reg::R1, CTX));
         self.b.ld_map_index(Reg::R2, layout::STACK_MAP);

@@ -24,6 +24,17 @@ pub const SCRATCH_MAP: u32 = 2;
 pub const STACK_MAP: u32 = 3;
 /// Frames a stack map entry holds: the kernel's most (`PERF_MAX_STACK_DEPTH`).
 pub const STACK_DEPTH: u32 = 127;
+
+/// The bytes of one frame in the stack map: an address, or, with
+/// `build_id_stacks` ([`crate::Options::build_id_stacks`]), a
+/// `struct bpf_stack_build_id`.
+pub const fn stack_frame_size(build_id_stacks: bool) -> u32 {
+    if build_id_stacks {
+        sdt_bpf::STACK_BUILD_ID_FRAME
+    } else {
+        8
+    }
+}
 /// A one-element array whose `u64` user space sets to 1 when the run ends
 /// ([`STOPPED`]). Every attached program reads it first and returns if
 /// set: the probes do nothing from then on, although the kernel has not

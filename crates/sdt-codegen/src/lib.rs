@@ -127,6 +127,12 @@ pub struct Options {
     /// Counters in the hits map ([`layout::HITS_MAP`]): one per probe
     /// whose hits the session counts.
     pub hit_counters: u32,
+    /// Whether the stack map records each frame as the build ID of its
+    /// object and the offset in that file ([`sdt_bpf::F_STACK_BUILD_ID`])
+    /// rather than as an address: for a run that does not record the
+    /// traced processes' mappings (system-wide), whose stacks must still
+    /// name their functions once those processes have gone.
+    pub build_id_stacks: bool,
 }
 
 /// Facts about the machine, fixed into the programs.
@@ -219,6 +225,7 @@ impl Default for Options {
             stamp_printf: false,
             machine: Machine::current(),
             hit_counters: 0,
+            build_id_stacks: false,
         }
     }
 }
@@ -272,6 +279,9 @@ pub struct Compiled {
     /// Probe instances whose programs read the traced process's memory
     /// without faulting pages in although the kernel could, with why.
     pub nonfaulting: Vec<(usize, &'static str)>,
+    /// Whether a program records addresses of the traced process to name
+    /// later (`usym`, `ustack`): the runtime then needs its mappings.
+    pub user_addresses: bool,
 }
 
 impl Compiled {
@@ -341,7 +351,7 @@ pub fn compile(
             spec: MapSpec::new(
                 MapType::StackTrace,
                 4,
-                8 * layout::STACK_DEPTH,
+                layout::stack_frame_size(options.build_id_stacks) * layout::STACK_DEPTH,
                 // A stack whose hash bucket another stack holds is lost
                 // (and counted): with many distinct stacks, a larger map
                 // loses fewer. Like bpftrace, BPFTRACE_MAP_KEYS_MAX sizes
@@ -352,6 +362,11 @@ pub fn compile(
                     1
                 },
             )
+            .flags(if options.build_id_stacks {
+                sdt_bpf::F_STACK_BUILD_ID
+            } else {
+                0
+            })
             .name("sdt_stacks"),
             used: shared.stacks,
         },
@@ -401,6 +416,7 @@ pub fn compile(
         scratch_size,
         read_sites: shared.read_sites,
         nonfaulting,
+        user_addresses: shared.user_addresses,
     })
 }
 
@@ -440,6 +456,8 @@ struct Shared {
     scratch: u32,
     /// Whether a program records user stacks.
     stacks: bool,
+    /// Whether a program records user addresses (`usym`, `ustack`).
+    user_addresses: bool,
     /// Read sites by index (see the `user` module).
     read_sites: Vec<layout::ReadSite>,
     /// Whether a sleepable program uses scratch memory, which is then

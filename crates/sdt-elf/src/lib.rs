@@ -75,6 +75,8 @@ pub use needed::{dependencies, needed_libraries, Dependencies};
 pub use pattern::ProbePattern;
 pub use probes::{parse, Anchor, NoteAddresses, Probe, Probes, Semaphore, Site, SkippedNote};
 pub use process::{mapped_objects, MappedObject};
-pub use resolve::{find_in_path, find_library, find_soname, library_dirs, resolve, LD_SO_CACHE};
+pub use resolve::{
+    cached_libraries, find_in_path, find_library, find_soname, library_dirs, resolve, LD_SO_CACHE,
+};
 pub use symbols::{data_symbols, demangle, functions, is_instruction_boundary, Function};
 pub use zip::{stored_member, ZipError};

@@ -109,6 +109,23 @@ pub fn find_soname(soname: &str) -> Option<PathBuf> {
         .find(|path| is_elf(path))
 }
 
+/// The native libraries the loader cache lists, each once: where a file
+/// named only by its build ID may be, when no process names it any more.
+pub fn cached_libraries() -> Vec<PathBuf> {
+    let Ok(cache) = std::fs::read(LD_SO_CACHE) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = parse_ld_cache(&cache)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| HOST.is_none_or(|(_, flags)| e.flags & 0xffff == flags))
+        .map(|e| PathBuf::from(e.path))
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
 /// This machine's Debian multiarch tuple and the loader-cache flags of its
 /// native libraries (`FLAG_ELF_LIBC6` plus the architecture's flag from
 /// `dl-cache.h`). Elsewhere, every cache entry is accepted.

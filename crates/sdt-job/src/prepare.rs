@@ -243,6 +243,9 @@ fn compile_options(
             },
             // Set from `counted` by the compiler.
             hit_counters: 0,
+            // Without processes named, nothing records their mappings:
+            // their stacks are recorded by build ID and file offset.
+            build_id_stacks: traced.pids.is_empty(),
         },
         counted: counted_probes(),
     }

@@ -193,6 +193,13 @@ impl Traced {
         stop_asked: &dyn Fn() -> bool,
         started: impl FnOnce(&mut Runner<'c>, Option<usize>),
     ) -> Result<Ended<'c>, Error> {
+        // System-wide, what every process maps is recorded from before
+        // the probes are attached, for the addresses of those that end.
+        if self.pids.is_empty() && !runner.track_everything() {
+            eprintln!(
+                "sdt: warning: the kernel does not report what processes map; addresses of processes that have ended are shown as numbers"
+            );
+        }
         let exited_in_begin = runner.begin()?;
         let mut attached = 0;
         if !exited_in_begin {

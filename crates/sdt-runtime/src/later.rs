@@ -49,9 +49,9 @@ pub(crate) struct LaterObjects {
     /// The mappings of each traced tree, one recorder per root.
     events: Vec<MappingEvents>,
     growth: Growth,
-    /// Objects already looked at, by the device and inode that the
-    /// kernel's records and the maps name them by: a mapping of one of
-    /// them needs no listing.
+    /// Objects already handed to the growth, by the device and inode
+    /// that the kernel's records and the maps name them by: a mapping of
+    /// one of them needs no listing.
     seen: HashSet<FileId>,
     /// Processes of the tree that have mapped something, to list again
     /// when the kernel dropped records.
@@ -65,13 +65,12 @@ pub(crate) struct LaterObjects {
 
 impl LaterObjects {
     /// Starts recording the mappings of `pids` (and, with `follow`, of
-    /// the processes they fork). The objects of the compilation's sites
-    /// count as looked at (by `fstat`, which on btrfs gives another device
-    /// than the maps: such an object is listed and read once more, never
-    /// missed). With `scan`, the objects `pids` map now are looked at too,
-    /// at the first [`poll`](Self::poll): those mapped between the
-    /// script's planning and now. An object is attached to once, however
-    /// many of the processes map it.
+    /// the processes they fork). With `scan`, the objects `pids` map now
+    /// are looked at too, at the first [`poll`](Self::poll): those mapped
+    /// between the script's planning and now. Every object goes to the
+    /// growth once, however many of the processes map it, also one that
+    /// some attach point already has sites in: another attach point may
+    /// mean it too, and the growth skips only those that have sites there.
     pub fn open(
         compilation: &Compilation,
         pids: &[u32],
@@ -90,14 +89,6 @@ impl LaterObjects {
             unlisted: BTreeSet::new(),
             programs: Vec::new(),
         };
-        for site in &compilation.sites {
-            if let Ok(stat) = rustix::fs::fstat(&*site.attach_fd) {
-                later.look_at(FileId {
-                    device: stat.st_dev,
-                    inode: stat.st_ino,
-                });
-            }
-        }
         if scan {
             later.unlisted.extend(pids);
         }
@@ -161,7 +152,9 @@ impl LaterObjects {
                     }
                 }
                 ProcessEvent::Lost(_) => to_list.extend(self.processes.iter().copied()),
-                ProcessEvent::Fork { .. } | ProcessEvent::Exec { .. } => {}
+                ProcessEvent::Fork { .. }
+                | ProcessEvent::Exec { .. }
+                | ProcessEvent::Exit { .. } => {}
             }
         }
         let mut notices = Vec::new();

@@ -40,8 +40,21 @@ use sdt_script::{Compilation, Growth, Names};
 use sdt_trace::PlannedSite;
 
 pub use self::maps::{map_print, map_snapshot, Entry, MapSnapshot};
-pub use self::symbols::Symbols;
+pub use self::symbols::{RawFrame, Symbols};
 use self::value::{decode, resolve, shown_number, Env, Symbol, Value};
+
+/// The files that uprobes (USDT sites among them) are attached to: where
+/// frames of stacks recorded by build ID are looked for first.
+fn attached_objects<'a>(
+    attach: impl Iterator<Item = &'a sdt_trace::Attach>,
+) -> impl Iterator<Item = &'a std::path::Path> {
+    attach
+        .flat_map(|a| match a {
+            sdt_trace::Attach::Uprobe { sites, .. } => sites.as_slice(),
+            _ => &[],
+        })
+        .map(|site| site.path.as_path())
+}
 
 /// Maps whose names start with this are sdt's own (what a span pragma
 /// adds to a script): never printed at the end.
@@ -51,8 +64,8 @@ pub const INTERNAL_MAP_PREFIX: &str = "__sdt_";
 pub trait Maps {
     /// Every entry of user map `map`, with one value per CPU for per-CPU maps.
     fn entries(&self, map: MapId) -> io::Result<Vec<Entry>>;
-    /// The frames of a recorded user stack.
-    fn stack(&self, id: u32) -> Vec<u64>;
+    /// The frames of a recorded stack.
+    fn stack(&self, id: u32) -> Vec<RawFrame>;
 }
 
 /// What the caller should do after a record.
@@ -121,12 +134,14 @@ impl<'p> Runtime<'p> {
         allow_unsafe: bool,
         sink: Box<dyn Sink + 'p>,
     ) -> Runtime<'p> {
+        let mut symbols = Symbols::default();
+        symbols.add_objects(attached_objects(compilation.attach.iter()));
         Runtime {
             sink,
             known: Known {
                 program: &compilation.program,
                 names: compilation.names.clone(),
-                symbols: Symbols::default(),
+                symbols,
                 wall_offset: wall_offset(),
             },
             allow_unsafe,
@@ -192,6 +207,27 @@ impl<'p> Runtime<'p> {
         }
     }
 
+    /// Remembers the mappings of every process on the machine from now on
+    /// (a system-wide run whose programs record user addresses), so that
+    /// `usym` and stack frames the kernel gave as addresses are named
+    /// after their process has gone, and frames recorded by build ID are
+    /// found in the files those processes mapped. Returns `false` if the
+    /// kernel would not record them.
+    pub fn track_everything(&mut self) -> bool {
+        match sdt_bpf::MappingEvents::open(-1, false, false) {
+            Ok(events) => {
+                self.known.symbols.watch_everything(events);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Applies the kernel's records of mappings (see [`Symbols`]).
+    pub(crate) fn keep_up_with_mappings(&mut self) {
+        self.known.symbols.keep_up();
+    }
+
     /// Takes the names, sites and output layouts of a compilation that has
     /// grown, before records of its new programs arrive.
     pub(crate) fn grow(&mut self, growth: &Growth) {
@@ -206,6 +242,8 @@ impl<'p> Runtime<'p> {
             .map(|s| (s.provider.as_str(), s.name.as_str()))
             .collect();
         self.sink.event(Event::ProbesAdded(&probes));
+        let sites = growth.sites().iter().map(|s| s.path.as_path());
+        self.known.symbols.add_objects(sites);
     }
 
     /// Reads the mappings of `pid` again from `/proc`.
@@ -646,8 +684,12 @@ impl Env for RuntimeEnv<'_> {
         self.symbols.kernel_symbol(addr)
     }
 
-    fn stack(&mut self, id: u32) -> Vec<u64> {
+    fn stack(&mut self, id: u32) -> Vec<RawFrame> {
         self.maps.stack(id)
+    }
+
+    fn object_frame(&mut self, pid: u32, build_id: &[u8; 20], offset: u64) -> sdt_output::Frame {
+        self.symbols.object_frame(pid, build_id, offset)
     }
 
     fn user_name(&self, uid: u32) -> Option<String> {
@@ -738,7 +780,7 @@ mod tests {
                 vec![5i64.to_ne_bytes().to_vec()],
             )])
         }
-        fn stack(&self, _: u32) -> Vec<u64> {
+        fn stack(&self, _: u32) -> Vec<RawFrame> {
             Vec::new()
         }
     }

@@ -254,6 +254,14 @@ impl<'c> Runner<'c> {
         self.runtime.track(pid, follow)
     }
 
+    /// System-wide, where the programs record user addresses (`usym`,
+    /// `ustack`): remembers the mappings of every process from now on
+    /// (see [`Runtime::track_everything`]). `false` if the kernel would
+    /// not record them.
+    pub fn track_everything(&mut self) -> bool {
+        !self.compilation.compiled.user_addresses || self.runtime.track_everything()
+    }
+
     /// Attaches the attach points that mean objects mapped later (a
     /// library loaded with `dlopen`, a provider defined at run time) to
     /// those that processes `pids` (and, where followed, their children)
@@ -321,6 +329,7 @@ impl<'c> Runner<'c> {
             self.session.trigger(program)?;
             self.drain();
         }
+        self.runtime.keep_up_with_mappings();
         let notices = match &mut self.later {
             Some(later) if self.exit.is_none() => {
                 later.poll(self.compilation, &mut self.session, &mut self.runtime)
@@ -486,7 +495,7 @@ impl Maps for SessionMaps<'_> {
         )
     }
 
-    fn stack(&self, id: u32) -> Vec<u64> {
+    fn stack(&self, id: u32) -> Vec<crate::RawFrame> {
         match self.session.map(layout::STACK_MAP as usize) {
             Some(map) => read_stack(map, id),
             None => Vec::new(),
@@ -515,14 +524,38 @@ pub(crate) fn read_entries(map: &Map, per_cpu: bool) -> io::Result<Vec<Entry>> {
     Ok(entries)
 }
 
-/// The frames of stack `id` in the stack map.
-pub(crate) fn read_stack(map: &Map, id: u32) -> Vec<u64> {
-    match map.lookup(&id.to_ne_bytes()) {
-        Ok(Some(bytes)) => bytes
+/// The frames of stack `id` in the stack map: addresses, or, in a map of
+/// build IDs, `struct bpf_stack_build_id`s (see
+/// [`sdt_bpf::STACK_BUILD_ID_FRAME`]).
+pub(crate) fn read_stack(map: &Map, id: u32) -> Vec<crate::RawFrame> {
+    use crate::RawFrame;
+    let Ok(Some(bytes)) = map.lookup(&id.to_ne_bytes()) else {
+        return Vec::new();
+    };
+    let word =
+        |c: &[u8], at: usize| u64::from_ne_bytes(c[at..at + 8].try_into().unwrap_or_default());
+    if map.spec().flags & sdt_bpf::F_STACK_BUILD_ID == 0 {
+        return bytes
             .chunks_exact(8)
-            .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
+            .map(|c| word(c, 0))
             .take_while(|&ip| ip != 0)
-            .collect(),
-        _ => Vec::new(),
+            .map(RawFrame::Address)
+            .collect();
     }
+    const VALID: i32 = 1;
+    const IP: i32 = 2;
+    bytes
+        .chunks_exact(sdt_bpf::STACK_BUILD_ID_FRAME as usize)
+        .map_while(|c| {
+            let status = i32::from_ne_bytes(c[..4].try_into().unwrap_or_default());
+            match status {
+                VALID => Some(RawFrame::InObject {
+                    build_id: c[4..24].try_into().unwrap_or_default(),
+                    offset: word(c, 24),
+                }),
+                IP => Some(RawFrame::Address(word(c, 24))),
+                _ => None,
+            }
+        })
+        .collect()
 }

@@ -188,7 +188,7 @@ impl Maps for Inner {
         Ok(unique.into_iter().collect())
     }
 
-    fn stack(&self, id: u32) -> Vec<u64> {
+    fn stack(&self, id: u32) -> Vec<crate::RawFrame> {
         self.stacks
             .as_ref()
             .map_or_else(Vec::new, |map| crate::run::read_stack(map, id))

@@ -15,6 +15,8 @@
 use sdt_lang::types::{Shown, StackMode, Ty, TypeRegistry};
 use sdt_output::{Datum, Frame, Stack, StackStyle};
 
+use crate::symbols::RawFrame;
+
 /// What rendering needs from the rest of the runtime.
 pub trait Env {
     fn registry(&self) -> &TypeRegistry;
@@ -36,8 +38,19 @@ pub trait Env {
         let _ = (pid, addr);
         None
     }
-    /// The frames of a recorded user stack.
-    fn stack(&mut self, id: u32) -> Vec<u64>;
+    /// The frames of a recorded stack.
+    fn stack(&mut self, id: u32) -> Vec<RawFrame>;
+    /// The frame at `offset` in the object with `build_id`, which process
+    /// `pid` mapped (a stack recorded by build ID).
+    fn object_frame(&mut self, pid: u32, build_id: &[u8; 20], offset: u64) -> Frame {
+        let _ = (pid, build_id);
+        Frame {
+            addr: offset,
+            symbol: None,
+            module: None,
+            build_id: None,
+        }
+    }
     /// `symbol+offset` of kernel address `addr`, or `None`.
     fn kernel_symbol(&mut self, addr: u64) -> Option<Symbol> {
         let _ = addr;
@@ -354,20 +367,23 @@ fn user_stack(id: i64, pid: u32, mode: StackMode, depth: u32, env: &mut dyn Env)
     let frames = addrs
         .into_iter()
         .take(depth as usize)
-        .map(|addr| {
-            let sym = env.symbol(pid, addr);
-            Frame {
-                addr,
-                module: match &sym {
-                    Some(s) => Some(s.module.clone()),
-                    None => env.module(pid, addr),
-                },
-                symbol: sym.map(|s| (s.name, s.offset)),
-                build_id: match mode {
-                    StackMode::BuildId => env.build_id(pid, addr),
-                    _ => None,
-                },
+        .map(|raw| match raw {
+            RawFrame::Address(addr) => {
+                let sym = env.symbol(pid, addr);
+                Frame {
+                    addr,
+                    module: match &sym {
+                        Some(s) => Some(s.module.clone()),
+                        None => env.module(pid, addr),
+                    },
+                    symbol: sym.map(|s| (s.name, s.offset)),
+                    build_id: match mode {
+                        StackMode::BuildId => env.build_id(pid, addr),
+                        _ => None,
+                    },
+                }
             }
+            RawFrame::InObject { build_id, offset } => env.object_frame(pid, &build_id, offset),
         })
         .collect();
     Stack {
@@ -399,11 +415,21 @@ fn kernel_stack(id: i64, mode: StackMode, depth: u32, env: &mut dyn Env) -> Stac
     let frames = addrs
         .into_iter()
         .take(depth as usize)
-        .map(|addr| Frame {
-            addr,
-            symbol: env.kernel_symbol(addr).map(|s| (s.name, s.offset)),
-            module: None,
-            build_id: None,
+        .map(|raw| match raw {
+            RawFrame::Address(addr) => Frame {
+                addr,
+                symbol: env.kernel_symbol(addr).map(|s| (s.name, s.offset)),
+                module: None,
+                build_id: None,
+            },
+            // The kernel records its own frames by address, also in a
+            // map of build IDs.
+            RawFrame::InObject { offset, .. } => Frame {
+                addr: offset,
+                symbol: None,
+                module: None,
+                build_id: None,
+            },
         })
         .collect();
     Stack {
@@ -526,7 +552,7 @@ mod tests {
         fn symbol(&mut self, _: u32, _: u64) -> Option<Symbol> {
             None
         }
-        fn stack(&mut self, _: u32) -> Vec<u64> {
+        fn stack(&mut self, _: u32) -> Vec<crate::symbols::RawFrame> {
             Vec::new()
         }
         fn user_name(&self, _: u32) -> Option<String> {

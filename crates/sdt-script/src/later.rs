@@ -14,6 +14,12 @@
 //! their meaning and the new programs load against the maps that already
 //! exist; [`Growth::add`] checks that the maps come out the same.
 //!
+//! An object is planned for each attach point that may mean it, and once
+//! for each: the runtime hands every object it finds to [`Growth::add`],
+//! also one that some attach point already has sites in (one that named
+//! it by path, before the process mapped it), and the growth skips only
+//! the attach points that already have sites there.
+//!
 //! Only the scratch map depends on which units are compiled (its size is
 //! the most any program needs), so the first compilation reserves it: for
 //! each such attach point it also compiles, and then drops, a program for
@@ -24,7 +30,7 @@ use std::collections::HashMap;
 use sdt_bpf::arg::ArgSource;
 use sdt_codegen::layout::OutputInfo;
 use sdt_codegen::{ArgAccess, Ids, Unit};
-use sdt_elf::MappedObject;
+use sdt_elf::{FileId, MappedObject};
 use sdt_trace::{PlannedSite, ProbeSpec, ProgramSpec};
 
 use crate::{Compilation, Lowering, Names};
@@ -76,6 +82,10 @@ pub struct Growth {
     /// The probe instances of the attach points that have sites in an
     /// object mapped later.
     attached: std::collections::HashSet<usize>,
+    /// The objects each attach point (by probe instance) has sites in, by
+    /// the device and inode of the file opened (as `fstat` gives them: on
+    /// btrfs the device differs from the one the process's maps name).
+    covered: std::collections::HashSet<(usize, FileId)>,
 }
 
 /// What one object added.
@@ -111,6 +121,7 @@ impl Growth {
             },
             outputs: compilation.compiled.outputs.clone(),
             attached: std::collections::HashSet::new(),
+            covered: covered_at_start(compilation),
         }
     }
 
@@ -152,7 +163,11 @@ impl Growth {
         let mut lowering = self.lowering.clone();
         let first_unit = lowering.units.len();
         let mut attached = Vec::new();
+        let id = object.file().ok().map(sdt_elf::ElfFile::id);
         for point in &compilation.later.points {
+            if id.is_some_and(|id| self.covered.contains(&(point.instance, id))) {
+                continue;
+            }
             let plan = sdt_trace::plan_mapped(&point.spec, object);
             added.warnings.extend(plan.warnings);
             if plan.sites.is_empty() {
@@ -232,10 +247,49 @@ impl Growth {
         lowering.roles.clear();
         lowering.attach.clear();
         self.lowering = lowering;
+        if let Some(id) = id {
+            self.covered
+                .extend(attached.iter().map(|&instance| (instance, id)));
+        }
         self.attached.extend(attached);
         self.outputs = compiled.outputs;
         added
     }
+}
+
+/// The objects that each attach point meaning objects mapped later has
+/// sites in from the start.
+fn covered_at_start(compilation: &Compilation) -> std::collections::HashSet<(usize, FileId)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut covered = std::collections::HashSet::new();
+    for point in &compilation.later.points {
+        let instance = &compilation.program.probes[point.instance];
+        let sdt_bind::Target::Usdt(sites) =
+            &compilation.bound[instance.block][instance.attach_point].target
+        else {
+            continue;
+        };
+        for site in sites {
+            // The descriptor is the site's, checked when it was planned;
+            // a copy of it gives its `fstat`.
+            let Ok(meta) = site
+                .attach_fd
+                .try_clone()
+                .map(std::fs::File::from)
+                .and_then(|file| file.metadata())
+            else {
+                continue;
+            };
+            covered.insert((
+                point.instance,
+                FileId {
+                    device: meta.dev(),
+                    inode: meta.ino(),
+                },
+            ));
+        }
+    }
+    covered
 }
 
 /// Each name's index.

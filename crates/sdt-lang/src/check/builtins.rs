@@ -189,6 +189,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     function("delete", 1, 2, delete),
     function("ntop", 1, 2, ntop),
     function("strerror", 1, 1, strerror),
+    function("is_err", 1, 1, is_err),
     function("signal_name", 1, 1, signal_name),
     function("strftime", 2, 2, strftime),
     function("bswap", 1, 1, bswap),
@@ -967,6 +968,44 @@ fn strcontains(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Chec
         TKind::StrContains {
             haystack: Box::new(haystack),
             needle: Box::new(needle),
+        },
+        crate::types::BOOL,
+    )
+}
+
+/// `is_err(ptr)` (bpftrace 0.26's standard library): whether a value is
+/// a kernel `ERR_PTR`, an error code from -4095 to -1 passed as a pointer.
+/// Computed as `(uint64)(ptr + 4095) < 4095`, one comparison.
+fn is_err(c: &mut Checker<'_>, use_: &Use<'_>, scope: &mut Scope) -> R<Checked> {
+    let arg = &use_.args[0];
+    let v = c.expr(arg, scope)?;
+    let v = c.value(v)?;
+    if !v.ty.is_integer() && !matches!(v.ty, Ty::Ptr(..)) {
+        return Err(c.error(Diagnostic::error(
+            arg.span,
+            format!(
+                "is_err() takes a pointer or an integer, not {}",
+                v.ty.display(&c.registry)
+            ),
+        )));
+    }
+    let span = use_.span;
+    let word = c.cast(v, UINT64, span)?;
+    let shifted = TExpr {
+        kind: TKind::Binary {
+            op: crate::ast::BinOp::Add,
+            lhs: Box::new(word),
+            rhs: Box::new(TExpr::int(4095, UINT64, span)),
+        },
+        ty: UINT64,
+        span,
+    };
+    value(
+        use_,
+        TKind::Binary {
+            op: crate::ast::BinOp::Lt,
+            lhs: Box::new(shifted),
+            rhs: Box::new(TExpr::int(4095, UINT64, span)),
         },
         crate::types::BOOL,
     )

@@ -19,7 +19,7 @@ impl Env for TestEnv {
     fn symbol(&mut self, _: u32, _: u64) -> Option<super::super::value::Symbol> {
         None
     }
-    fn stack(&mut self, _: u32) -> Vec<u64> {
+    fn stack(&mut self, _: u32) -> Vec<crate::RawFrame> {
         Vec::new()
     }
     fn user_name(&self, _: u32) -> Option<String> {
