@@ -58,6 +58,9 @@ pub struct Anchor {
     pub file_offset: Option<u64>,
     /// The semaphore it raises.
     pub semaphore: Semaphore,
+    /// Bit N set when the probe's hits carry a copy of the bytes `argN`
+    /// points to (`&CStr`, `&str`, `&[u8]`).
+    pub capture: u64,
 }
 
 /// One `provider:name` pair and the range of its sites in `Probes::sites`.
@@ -422,14 +425,15 @@ impl Layout<'_> {
 }
 
 impl Layout<'_> {
-    /// Decodes the body of an `sdt` anchor note: anchor, semaphore and
-    /// `.stapsdt.base`, each 8 bytes; `None` for a malformed one.
+    /// Decodes the body of an `sdt` anchor note: anchor, semaphore,
+    /// `.stapsdt.base` and the capture mask, each 8 bytes; `None` for a
+    /// malformed one.
     fn anchor(&self, desc: &[u8]) -> Option<Anchor> {
-        if !self.is_64 || desc.len() < 24 {
+        if !self.is_64 || desc.len() < 32 {
             return None;
         }
         let read = |i: usize| read_uint(self.endian, &desc[i * 8..(i + 1) * 8]);
-        let (anchor, semaphore, base) = (read(0), read(1), read(2));
+        let (anchor, semaphore, base, capture) = (read(0), read(1), read(2), read(3));
         let delta = match self.stapsdt_base {
             Some(at) if base != 0 => at.wrapping_sub(base),
             _ => 0,
@@ -442,6 +446,7 @@ impl Layout<'_> {
                 address: semaphore,
                 file_offset: file_offset(self.loads, semaphore, elf::PF_W),
             },
+            capture,
         })
     }
 }

@@ -90,6 +90,11 @@ fn hits_arrive_in_the_shared_rings_exactly_with_no_uprobe_at_any_site() {
     let file = sdt_elf::ElfFile::open(&program).unwrap();
     let probes = file.probes().unwrap();
     assert_eq!(probes.anchors.len(), 2, "one anchor per semaphore");
+    // `hit(u64, i32, &CStr)` copies arg2; `text(u64, &str)` arg1, its
+    // pointer (arg2 is the length).
+    let mut masks: Vec<u64> = probes.anchors.iter().map(|a| a.capture).collect();
+    masks.sort();
+    assert_eq!(masks, [0b010, 0b100]);
     let stat = rustix::fs::stat(&program).unwrap();
     let mut fixture = Fixture::start(&program);
     let pid = fixture.child.id();

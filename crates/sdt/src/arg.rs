@@ -81,6 +81,12 @@ pub trait Argument: sealed::Sealed {
     #[doc(hidden)]
     fn into_slot(self) -> Self::Slot;
 
+    /// Whether the fast path copies the bytes the argument points to
+    /// (`&CStr`, `&str`, `&[u8]`), so that a tracer reads them from the
+    /// hit's record rather than from the program's memory.
+    #[doc(hidden)]
+    const CAPTURED: bool = false;
+
     /// What the fast path records of the slot: its value, and for a
     /// string, its bytes.
     #[doc(hidden)]
@@ -198,6 +204,7 @@ impl<T: ?Sized> Argument for NonNull<T> {
 
 impl sealed::Sealed for &CStr {}
 impl Argument for &CStr {
+    const CAPTURED: bool = true;
     type Slot = u64;
     const SPEC: i8 = 8;
     #[inline(always)]
@@ -212,6 +219,7 @@ impl Argument for &CStr {
 
 impl sealed::Sealed for &[u8] {}
 impl Argument for &[u8] {
+    const CAPTURED: bool = true;
     type Slot = PtrLen;
     const SPEC: i8 = 0;
     #[inline(always)]
@@ -229,6 +237,7 @@ impl Argument for &[u8] {
 
 impl sealed::Sealed for &str {}
 impl Argument for &str {
+    const CAPTURED: bool = true;
     type Slot = PtrLen;
     const SPEC: i8 = 0;
     #[inline(always)]

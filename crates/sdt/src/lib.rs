@@ -207,6 +207,20 @@ pub mod __private {
         }
     }
 
+    /// The bits of the argument slots whose bytes the fast path copies,
+    /// for each argument's `(slots, captured)`: bit N for `argN`.
+    pub const fn capture_mask(args: &[(usize, bool)]) -> u64 {
+        let (mut mask, mut slot, mut i) = (0u64, 0, 0);
+        while i < args.len() {
+            if args[i].1 && slot < 64 {
+                mask |= 1 << slot;
+            }
+            slot += args[i].0;
+            i += 1;
+        }
+        mask
+    }
+
     /// Type-checks and converts a typed probe's argument, as a function
     /// argument would be (deref coercion included), with temporaries living
     /// to the end of the probe statement.

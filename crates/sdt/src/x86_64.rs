@@ -99,7 +99,8 @@ macro_rules! __sdt_fast_symbol {
 /// groups across them, the 8 bytes that cache the probe's slot, its anchor
 /// (a one-byte `nop` in a function nothing calls) and the note that tells
 /// `sdt` where the anchor and the semaphore are (owner `sdt`, type 1:
-/// anchor, semaphore, `_.stapsdt.base`). The cache keeps the anchor alive
+/// anchor, semaphore, `_.stapsdt.base`, and the `{capture}` operand: bit N
+/// set when the fast path copies the bytes `argN` points to). The cache keeps the anchor alive
 /// under `--gc-sections`; see the `fastpath` module for why.
 #[cfg(feature = "fastpath")]
 #[doc(hidden)]
@@ -129,10 +130,10 @@ macro_rules! __sdt_fast_definition {
             ".popsection\n",
             ".pushsection .note.sdt.fast, \"G\", @note, ", $crate::__sdt_fast_symbol!(anchor, $p, $n), ", comdat\n",
             ".balign 4\n",
-            ".4byte 4, 24, 1\n",
+            ".4byte 4, 32, 1\n",
             ".asciz \"sdt\"\n",
             ".8byte ", $crate::__sdt_fast_symbol!(anchor, $p, $n), ", ",
-            $crate::__sdt_semaphore_symbol!($p, $n), ", _.stapsdt.base\n",
+            $crate::__sdt_semaphore_symbol!($p, $n), ", _.stapsdt.base, {capture}\n",
             ".popsection\n",
             ".endif",
         )
@@ -144,7 +145,7 @@ macro_rules! __sdt_fast_definition {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __sdt_fast_probe {
-    ($p:ident, $n:ident) => {{
+    ($p:ident, $n:ident, $capture:expr) => {{
         let semaphore: usize;
         let cache: usize;
         // SAFETY: the block computes two addresses of this object file's
@@ -158,6 +159,7 @@ macro_rules! __sdt_fast_probe {
                 concat!("lea ", $crate::__sdt_fast_symbol!(cache, $p, $n), "(%rip), {cache}"),
                 semaphore = out(reg) semaphore,
                 cache = out(reg) cache,
+                capture = const $capture,
                 options(att_syntax, nostack, preserves_flags, pure, nomem),
             );
         }
@@ -173,7 +175,7 @@ macro_rules! __sdt_fast_probe {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __sdt_fast_probe {
-    ($p:ident, $n:ident) => {
+    ($p:ident, $n:ident, $capture:expr) => {
         (0usize, &$crate::__private::NO_CACHE)
     };
 }
@@ -255,7 +257,14 @@ macro_rules! __sdt_emit {
             };
             $(let $a = $crate::Argument::into_slot($a);)*
             {
-                let (semaphore, cache) = $crate::__sdt_fast_probe!($p, $n);
+                let (semaphore, cache) = $crate::__sdt_fast_probe!(
+                    $p,
+                    $n,
+                    $crate::__private::capture_mask(&[$((
+                        $crate::__private::slots::<$t>(),
+                        <$t as $crate::Argument>::CAPTURED,
+                    )),*])
+                );
                 let mut fast = $crate::__private::FastArgs::new();
                 $(<$t as $crate::Argument>::fast(&$a, &mut fast);)*
                 $crate::__private::fast_hit(semaphore, cache, &fast);
