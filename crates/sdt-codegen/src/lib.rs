@@ -40,6 +40,7 @@ mod loops;
 mod mem;
 mod percpu;
 mod place;
+mod replay;
 mod stmt;
 mod user;
 mod walk;
@@ -55,6 +56,7 @@ use sdt_lang::hir::{ProbeInstance, ProbeKind, Program};
 use sdt_lang::types::Ty;
 
 use self::mem::{Frame, Mem};
+pub use self::replay::{blocker as replay_blocker, ArgWidth};
 
 /// How a program reads `argN`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -68,6 +70,9 @@ pub enum ArgAccess {
     Usdt(Vec<Option<ArgSource>>),
     /// The x86-64 calling convention's argument registers.
     Registers,
+    /// A hit of the fast path, replayed from its record: the arguments
+    /// are values in the context ([`layout::replay`]), each of this width.
+    Replay(Vec<ArgWidth>),
 }
 
 /// How a program knows which probe fired, for `probe`, `func` and events.
@@ -78,6 +83,8 @@ pub enum Ids {
     /// From the attach cookie: probe id in the high 32 bits, site (or
     /// function) id in the low 32 bits.
     Cookie,
+    /// From a replayed hit's context, laid out as the cookie.
+    Replayed,
 }
 
 /// One program to generate: a probe instance, compiled for one way of

@@ -27,6 +27,8 @@ pub struct Job {
     /// The text compiled: the script, and what a front end added to it.
     pub(crate) text: String,
     pub(crate) compilation: Compilation,
+    /// The fast path's socket, when probes take it.
+    pub(crate) listener: Option<sdt_fastpath::Listener>,
     pub(crate) traced: Traced,
     pub(crate) config: Config,
     pub(crate) mechanism: Mechanism,
@@ -187,6 +189,9 @@ impl Job {
             for note in &compilation.program.type_notes {
                 eprintln!("sdt: {note}");
             }
+            for line in crate::inspect::paths(compilation) {
+                eprintln!("sdt: {line}");
+            }
         }
     }
 
@@ -202,6 +207,7 @@ impl Job {
             request,
             text,
             compilation,
+            listener,
             traced,
             config,
             mechanism,
@@ -224,6 +230,11 @@ impl Job {
                 &text,
             ))
         })?;
+        if let Some(listener) = listener {
+            runner
+                .serve_fast(listener, &traced.pids, request.follow)
+                .map_err(Failure::other)?;
+        }
         if request.voice == Voice::Sdt && request.hint_records {
             for said in &start {
                 runner.runtime().sink().event(Event::Hint(&said.hint));

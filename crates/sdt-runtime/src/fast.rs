@@ -1,0 +1,304 @@
+//! Serving the fast path during a run: programs whose probes the anchors
+//! rang register on the socket; their hits are read out of the memory
+//! they share and replayed, in time order, through the programs compiled
+//! for that ([`sdt_script::FastPlan`]); and what the probes and the
+//! kernel's programs sent is put back into one order by time.
+//!
+//! # Why replaying in time order is enough, and what is held back
+//!
+//! A replayed hit's output reaches the ring buffer when sdt replays it,
+//! after the output of kernel hits that happened later. So every record
+//! that says when its hit was (a stamped `printf`, an `sdt trace` event;
+//! other records take the time of the one before them) is sorted by that
+//! time, and a record is handed on only once no hit before it can still
+//! arrive: the rings were read at `T`, so a hit stamped before `T` minus
+//! [`IN_FLIGHT`] (a record being written while the rings were read) has
+//! been replayed. The rest waits for the next read, or for the end.
+
+use std::collections::HashSet;
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
+
+use sdt_codegen::layout::{self, replay, OutputInfo};
+use sdt_fastpath::{address_of, Clock, Entry, Listener, Record, Shared};
+use sdt_script::Compilation;
+use sdt_trace::Session;
+
+/// How long a hit may take from its time stamp to its record being
+/// published, at most, for the order of what sdt prints.
+const IN_FLIGHT: u64 = 5_000_000;
+
+/// Bytes of the tracer's copy of one captured string: the most a hit
+/// copies, a NUL, and room so that a read of a string type's full size
+/// stays inside the copy.
+const COPY_SIZE: usize = sdt_fastpath::layout::MAX_CAPTURE + 1024;
+
+/// The fast path of one run.
+pub(crate) struct FastPath {
+    listener: Listener,
+    clock: Clock,
+    /// Each fast probe's object, as `(device, inode)`.
+    objects: Vec<(u64, u64)>,
+    /// The processes this run traces (none: every process), and whether
+    /// their children are traced too.
+    pids: Vec<u32>,
+    follow: bool,
+    /// The programs registered, each with its `gid << 32 | uid`.
+    programs: Vec<(Shared, u64)>,
+    /// The copies of a replayed hit's strings, one slot per argument.
+    copies: Vec<u8>,
+    /// Hits lost by programs that have ended.
+    lost_before: u64,
+    /// Hits replayed, and those the kernel refused to replay.
+    pub replayed: u64,
+    pub failed: u64,
+    refused: HashSet<u32>,
+}
+
+impl FastPath {
+    /// Serves `compilation`'s fast path with `listener`, for processes
+    /// `pids` (and their children with `follow`).
+    pub(crate) fn new(
+        compilation: &Compilation,
+        listener: Listener,
+        pids: &[i32],
+        follow: bool,
+    ) -> io::Result<FastPath> {
+        let objects = compilation
+            .fast
+            .probes
+            .iter()
+            .map(|p| rustix::fs::fstat(&*p.file).map(|s| (s.st_dev, s.st_ino)))
+            .collect::<Result<_, _>>()?;
+        Ok(FastPath {
+            listener,
+            clock: Clock::calibrate(Duration::from_millis(5)),
+            objects,
+            pids: pids.iter().map(|&p| p as u32).collect(),
+            follow,
+            programs: Vec::new(),
+            copies: vec![0; COPY_SIZE * replay::ARGS_MAX as usize],
+            lost_before: 0,
+            replayed: 0,
+            failed: 0,
+            refused: HashSet::new(),
+        })
+    }
+
+    /// The socket programs register on, to wait for.
+    pub(crate) fn socket(&self) -> BorrowedFd<'_> {
+        self.listener.as_fd()
+    }
+
+    /// Whether a program sends hits this way.
+    pub(crate) fn serving(&self) -> bool {
+        !self.programs.is_empty()
+    }
+
+    /// Answers the programs that asked: those this run traces get their
+    /// probes' table, the others keep the kernel's path.
+    pub(crate) fn accept(&mut self, compilation: &Compilation) {
+        while let Ok(Some(pending)) = self.listener.accept() {
+            if !self.traces(pending.pid) {
+                self.refused.insert(pending.pid);
+                pending.refuse();
+                continue;
+            }
+            let entries = self.entries(compilation, pending.pid);
+            let ids = status(pending.pid)
+                .map(|s| (u64::from(s.gid) << 32) | u64::from(s.uid))
+                .unwrap_or(u64::from(pending.uid));
+            if let Ok(shared) = pending.admit(&entries, &self.clock) {
+                self.programs.push((shared, ids));
+            }
+        }
+    }
+
+    fn traces(&self, pid: u32) -> bool {
+        if self.pids.is_empty() || self.pids.contains(&pid) {
+            return true;
+        }
+        if !self.follow {
+            return false;
+        }
+        let mut at = pid;
+        // A parent's chain is short; the bound keeps a racing reuse of
+        // process ids from looping.
+        for _ in 0..64 {
+            match status(at) {
+                Some(s) if s.ppid > 1 => {
+                    if self.pids.contains(&s.ppid) {
+                        return true;
+                    }
+                    at = s.ppid;
+                }
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// The table for process `pid`: each fast probe whose semaphore it maps.
+    fn entries(&self, compilation: &Compilation, pid: u32) -> Vec<Entry> {
+        (compilation.fast.probes.iter().zip(&self.objects))
+            .enumerate()
+            .filter_map(|(slot, (probe, &(dev, ino)))| {
+                let semaphore = address_of(pid, dev, ino, probe.semaphore_offset).ok()??;
+                Some(Entry {
+                    semaphore,
+                    slot: slot as u32,
+                    capture: probe.capture != 0,
+                })
+            })
+            .collect()
+    }
+
+    /// Reads every program's rings and replays what they hold, in time
+    /// order; returns the time up to which every hit has been replayed.
+    pub(crate) fn drain(&mut self, compilation: &Compilation, session: &Session) -> u64 {
+        let read_at = monotonic_ns();
+        let mut hits: Vec<(u32, u64, Record)> = Vec::new();
+        for (shared, ids) in &mut self.programs {
+            let (pid, ids) = (shared.pid, *ids);
+            shared.drain(|r| hits.push((pid, ids, r)));
+            shared.heartbeat();
+        }
+        hits.sort_by_key(|(_, _, r)| r.tsc);
+        for (pid, ids, hit) in &hits {
+            self.replay(compilation, session, (*pid, *ids), hit);
+        }
+        self.forget_ended();
+        read_at.saturating_sub(IN_FLIGHT)
+    }
+
+    /// Programs that have ended are read one last time, then dropped.
+    fn forget_ended(&mut self) {
+        let (ended, running): (Vec<_>, Vec<_>) = std::mem::take(&mut self.programs)
+            .into_iter()
+            .partition(|(shared, _)| shared.ended());
+        self.programs = running;
+        self.lost_before += ended.iter().map(|(s, _)| s.lost()).sum::<u64>();
+    }
+
+    /// Hits the programs had no room for.
+    pub(crate) fn lost(&self) -> u64 {
+        self.lost_before + self.programs.iter().map(|(s, _)| s.lost()).sum::<u64>()
+    }
+
+    fn replay(
+        &mut self,
+        compilation: &Compilation,
+        session: &Session,
+        (pid, ids): (u32, u64),
+        hit: &Record,
+    ) {
+        let Some(probe) = compilation.fast.probes.get(hit.slot as usize) else {
+            self.failed += 1;
+            return;
+        };
+        let mut context = vec![0u8; replay::SIZE as usize];
+        let put = |context: &mut [u8], at: u32, value: u64| {
+            context[at as usize..at as usize + 8].copy_from_slice(&value.to_ne_bytes());
+        };
+        put(&mut context, replay::TIME, self.clock.ns(hit.tsc));
+        put(
+            &mut context,
+            replay::PID_TGID,
+            (u64::from(pid) << 32) | u64::from(hit.tid),
+        );
+        put(&mut context, replay::UID_GID, ids);
+        context[replay::COMM as usize..][..16].copy_from_slice(&hit.comm);
+        for (n, &value) in hit.args.iter().take(replay::ARGS_MAX as usize).enumerate() {
+            put(&mut context, replay::ARGS + 8 * n as u32, value);
+        }
+        self.copies.fill(0);
+        for (n, bytes) in &hit.strings {
+            if *n >= replay::ARGS_MAX as usize {
+                continue;
+            }
+            let copy = &mut self.copies[n * COPY_SIZE..][..COPY_SIZE];
+            let len = bytes.len().min(COPY_SIZE - 1);
+            copy[..len].copy_from_slice(&bytes[..len]);
+            let address = copy.as_ptr() as u64;
+            put(&mut context, replay::CAPTURED + 8 * *n as u32, address);
+        }
+        for &(program, cookie) in &probe.replays {
+            put(&mut context, replay::COOKIE, cookie);
+            match session.replay(program, &mut context) {
+                Ok(_) => self.replayed += 1,
+                Err(_) => self.failed += 1,
+            }
+        }
+    }
+}
+
+/// What `/proc/PID/status` says of a process's parent and ids.
+struct Status {
+    ppid: u32,
+    uid: u32,
+    gid: u32,
+}
+
+fn status(pid: u32) -> Option<Status> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+    };
+    Some(Status {
+        ppid: field("PPid:")?,
+        uid: field("Uid:")?,
+        gid: field("Gid:")?,
+    })
+}
+
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// When a record's hit was, if the record says.
+pub(crate) fn record_time(compilation: &Compilation, record: &[u8]) -> Option<u64> {
+    let id = u64::from_ne_bytes(record.get(..8)?.try_into().ok()?);
+    let at = match compilation.compiled.outputs.get(id as usize)? {
+        OutputInfo::Printf { stamped: true, .. } => layout::stamp::TIME,
+        OutputInfo::Event { .. } => layout::event::TIME,
+        _ => return None,
+    } as usize;
+    Some(u64::from_ne_bytes(record.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// Records put back into the order of their hits' times.
+#[derive(Default)]
+pub(crate) struct Reorder {
+    /// Records not yet handed on, with the time they sort by.
+    held: Vec<(u64, Vec<u8>)>,
+    /// The time of the last record, which records without one take.
+    last: u64,
+}
+
+impl Reorder {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Takes `records`, and gives back, in order, those whose hits were
+    /// before `until`.
+    pub(crate) fn take(
+        &mut self,
+        compilation: &Compilation,
+        records: Vec<Vec<u8>>,
+        until: u64,
+    ) -> Vec<Vec<u8>> {
+        for record in records {
+            let time = record_time(compilation, &record).unwrap_or(self.last);
+            self.last = time;
+            self.held.push((time, record));
+        }
+        self.held.sort_by_key(|(time, _)| *time);
+        let ready = self.held.partition_point(|(time, _)| *time <= until);
+        self.held.drain(..ready).map(|(_, r)| r).collect()
+    }
+}
