@@ -332,7 +332,7 @@ fn report_losses(outcome: &Outcome, request: &Request, sink: &mut dyn Sink) {
         events: summary.lost_events,
         stacks: summary.lost_stacks,
         full_maps: summary.full_maps.clone(),
-        hits: summary.lost_hits,
+        hits: summary.lost_hits + summary.fast_lost,
         failed_reads: summary.failed_reads.clone(),
     }));
     if summary.lost_events > 0 {
@@ -365,6 +365,18 @@ fn report_losses(outcome: &Outcome, request: &Request, sink: &mut dyn Sink) {
         eprintln!(
             "sdt: {} hits were dropped because the kernel had no memory for a thread's scratch space",
             summary.lost_hits
+        );
+    }
+    if summary.fast_lost > 0 {
+        eprintln!(
+            "sdt: {} hits of the fast path were dropped because their thread's ring was full (the program never waits for sdt)",
+            summary.fast_lost
+        );
+    }
+    if summary.fast_failed > 0 {
+        eprintln!(
+            "sdt: {} hits of the fast path could not be replayed: the kernel refused to run their program",
+            summary.fast_failed
         );
     }
     for read in &summary.failed_reads {

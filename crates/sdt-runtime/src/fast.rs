@@ -197,7 +197,7 @@ impl FastPath {
             self.failed += 1;
             return;
         };
-        let mut context = vec![0u8; replay::SIZE as usize];
+        let mut context = [0u8; replay::SIZE as usize];
         let put = |context: &mut [u8], at: u32, value: u64| {
             context[at as usize..at as usize + 8].copy_from_slice(&value.to_ne_bytes());
         };
@@ -212,14 +212,16 @@ impl FastPath {
         for (n, &value) in hit.args.iter().take(replay::ARGS_MAX as usize).enumerate() {
             put(&mut context, replay::ARGS + 8 * n as u32, value);
         }
-        self.copies.fill(0);
         for (n, bytes) in &hit.strings {
             if *n >= replay::ARGS_MAX as usize {
                 continue;
             }
+            // The bytes and a NUL: a string read stops there, and a
+            // buffer read takes no more than the copy's length.
             let copy = &mut self.copies[n * COPY_SIZE..][..COPY_SIZE];
             let len = bytes.len().min(COPY_SIZE - 1);
             copy[..len].copy_from_slice(&bytes[..len]);
+            copy[len] = 0;
             let address = copy.as_ptr() as u64;
             put(&mut context, replay::CAPTURED + 8 * *n as u32, address);
         }
