@@ -12,22 +12,6 @@ use sdt_bpf::{Insn, LoadOptions, Program, ProgramType, Reg, UprobeAttach, Uprobe
 use sdt_fastpath::{address_of, Clock, Entry, Listener, Record};
 use sdt_testing::{require, require_root};
 
-/// The fixture program, built once.
-fn fixture() -> Option<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = sdt_testing::fixture::target_tmpdir().join("fastpath-fixture");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let built = Command::new(cargo)
-        .args(["build", "--release", "--quiet", "--manifest-path"])
-        .arg(root.join("tests/fixtures/fastpath/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
-        .status()
-        .is_ok_and(|s| s.success());
-    require(built, "the fast-path fixture built with cargo")
-        .then(|| target.join("release/sdt-fastpath-fixture"))
-}
-
 struct Fixture {
     child: Child,
     out: BufReader<std::process::ChildStdout>,
@@ -84,7 +68,7 @@ fn hits_arrive_in_the_shared_rings_exactly_with_no_uprobe_at_any_site() {
     if !require_root() {
         return;
     }
-    let Some(program) = fixture() else {
+    let Some(program) = sdt_testing::fixture::fastpath_program() else {
         return;
     };
     let file = sdt_elf::ElfFile::open(&program).unwrap();

@@ -26,8 +26,10 @@ use sdt_script::Compilation;
 use sdt_trace::Session;
 
 /// How long a hit may take from its time stamp to its record being
-/// published, at most, for the order of what sdt prints.
-const IN_FLIGHT: u64 = 5_000_000;
+/// published, at most, for the order of what sdt prints: a thread
+/// preempted between the two, on a busy machine, for several time
+/// slices. Output waits this long.
+const IN_FLIGHT: u64 = 50_000_000;
 
 /// Bytes of the tracer's copy of one captured string: the most a hit
 /// copies, a NUL, and room so that a read of a string type's full size
@@ -50,7 +52,7 @@ pub(crate) struct FastPath {
     copies: Vec<u8>,
     /// Hits lost by programs that have ended.
     lost_before: u64,
-    /// Hits replayed, and those the kernel refused to replay.
+    /// Hits replayed, and runs of their programs the kernel refused.
     pub replayed: u64,
     pub failed: u64,
     refused: HashSet<u32>,
@@ -159,26 +161,26 @@ impl FastPath {
     pub(crate) fn drain(&mut self, compilation: &Compilation, session: &Session) -> u64 {
         let read_at = monotonic_ns();
         let mut hits: Vec<(u32, u64, Record)> = Vec::new();
-        for (shared, ids) in &mut self.programs {
+        let mut ended = Vec::new();
+        for (i, (shared, ids)) in self.programs.iter_mut().enumerate() {
+            // Asked before the rings are read: a program that had ended
+            // then wrote nothing after this read.
+            if shared.ended() {
+                ended.push(i);
+            }
             let (pid, ids) = (shared.pid, *ids);
             shared.drain(|r| hits.push((pid, ids, r)));
             shared.heartbeat();
+        }
+        for i in ended.into_iter().rev() {
+            let (shared, _) = self.programs.swap_remove(i);
+            self.lost_before += shared.lost();
         }
         hits.sort_by_key(|(_, _, r)| r.tsc);
         for (pid, ids, hit) in &hits {
             self.replay(compilation, session, (*pid, *ids), hit);
         }
-        self.forget_ended();
         read_at.saturating_sub(IN_FLIGHT)
-    }
-
-    /// Programs that have ended are read one last time, then dropped.
-    fn forget_ended(&mut self) {
-        let (ended, running): (Vec<_>, Vec<_>) = std::mem::take(&mut self.programs)
-            .into_iter()
-            .partition(|(shared, _)| shared.ended());
-        self.programs = running;
-        self.lost_before += ended.iter().map(|(s, _)| s.lost()).sum::<u64>();
     }
 
     /// Hits the programs had no room for.
@@ -225,11 +227,11 @@ impl FastPath {
             let address = copy.as_ptr() as u64;
             put(&mut context, replay::CAPTURED + 8 * *n as u32, address);
         }
+        self.replayed += 1;
         for &(program, cookie) in &probe.replays {
             put(&mut context, replay::COOKIE, cookie);
-            match session.replay(program, &mut context) {
-                Ok(_) => self.replayed += 1,
-                Err(_) => self.failed += 1,
+            if session.replay(program, &mut context).is_err() {
+                self.failed += 1;
             }
         }
     }
