@@ -120,7 +120,7 @@ untraced=$(for _ in $(seq "$reps"); do "$fixture" "${bench_args[@]}" | awk '{ pr
 echo
 echo "## Enabled: the program's CPU per hit, $n hits in batches of 250 a millisecond (median of $reps)"
 echo
-echo "Untraced: $(awk -v u="$untraced" -v n="$n" 'BEGIN { printf "%.1f", u / n }') ns per iteration (the sleeps included)."
+echo "Untraced: $(awk -v u="$untraced" -v n="$n" 'BEGIN { printf "%.1f", u / n }') ns per iteration (two reads of the thread's CPU clock a batch included)."
 echo
 printf '| %-40s | %12s | %12s |\n' "traced by" "ns per hit" "hits seen"
 printf '| %s | %s | %s |\n' "$(printf -- '-%.0s' {1..40})" ------------ ------------

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use sdt_bpf::{Insn, LoadOptions, Program, ProgramType, Reg, UprobeAttach, UprobeSite};
 use sdt_fastpath::{address_of, Clock, Entry, Listener, Record};
-use sdt_testing::{require, require_root};
+use sdt_testing::require_root;
 
 struct Fixture {
     child: Child,
