@@ -174,6 +174,20 @@ fn direct_arg(e: &TExpr) -> Option<usize> {
     }
 }
 
+/// The builtin a kernel helper's value stands for, in messages.
+fn builtin_of(helper_id: u32) -> &'static str {
+    match helper_id {
+        helper::GET_CURRENT_TASK => "curtask",
+        helper::GET_SMP_PROCESSOR_ID => "cpu",
+        helper::GET_CURRENT_CGROUP_ID => "cgroup",
+        helper::GET_NUMA_NODE_ID => "numaid",
+        helper::JIFFIES64 => "jiffies",
+        helper::KTIME_GET_BOOT_NS => "nsecs(boot)",
+        helper::KTIME_GET_TAI_NS => "nsecs(tai)",
+        _ => "a kernel helper's value",
+    }
+}
+
 /// Why the program of probe instance `instance` cannot replay hits of the
 /// fast path, if it cannot: `captured` has bit N set when the hits copy
 /// the bytes `argN` points to.
@@ -289,7 +303,7 @@ impl Blockers {
             TKind::Helper(h) => match Current::of_helper(h.helper) {
                 Some(_) => None,
                 None if h.helper == helper::GET_PRANDOM_U32 => None,
-                None => kernel_only(&format!("the value of kernel helper {}", h.helper)),
+                None => kernel_only(builtin_of(h.helper)),
             },
             TKind::HelperString { helper: id, .. } => {
                 (*id != helper::GET_CURRENT_COMM).then(|| "a kernel helper's string".into())

@@ -2,10 +2,14 @@
 //! `CLOCK_MONOTONIC`, which the kernel's records carry.
 //!
 //! The counter ticks at a constant rate on every processor this runs on
-//! (`constant_tsc`); its rate and its offset from the monotonic clock are
-//! measured from two readings of both, the first when the clock is made
-//! and the latest when it is asked, so the estimate grows more exact the
-//! longer a run lasts.
+//! (`constant_tsc`). Its rate is measured from two readings of both
+//! clocks, the first when the clock is made and the latest
+//! ([`Clock::refine`]), so it grows more exact the longer a run lasts; a
+//! counter value is read as a time from the latest reading, so that the
+//! error is that reading's (tens of nanoseconds) and not the rate's over
+//! the whole run. Hits of the fast path and the kernel's sort by these
+//! times, and consecutive hits of one thread can be a few hundred
+//! nanoseconds apart.
 
 use std::time::Duration;
 
@@ -78,12 +82,12 @@ impl Clock {
         (ticks * 1_000_000_000 / ns) as u64
     }
 
-    /// The monotonic time at counter value `tsc`.
+    /// The monotonic time at counter value `tsc`, from the latest reading.
     pub fn ns(&self, tsc: u64) -> u64 {
         let ticks = self.tsc1.saturating_sub(self.tsc0).max(1) as i128;
         let ns = self.ns1.saturating_sub(self.ns0) as i128;
-        let since = tsc as i128 - self.tsc0 as i128;
-        (self.ns0 as i128 + since * ns / ticks).max(0) as u64
+        let since = tsc as i128 - self.tsc1 as i128;
+        (self.ns1 as i128 + since * ns / ticks).max(0) as u64
     }
 }
 

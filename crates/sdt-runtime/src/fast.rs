@@ -52,6 +52,8 @@ pub(crate) struct FastPath {
     copies: Vec<u8>,
     /// Hits lost by programs that have ended.
     lost_before: u64,
+    /// Whether a program has registered: from then on, output is sorted.
+    pub served: bool,
     /// Hits replayed, and runs of their programs the kernel refused.
     pub replayed: u64,
     pub failed: u64,
@@ -82,6 +84,7 @@ impl FastPath {
             programs: Vec::new(),
             copies: vec![0; COPY_SIZE * replay::ARGS_MAX as usize],
             lost_before: 0,
+            served: false,
             replayed: 0,
             failed: 0,
             refused: HashSet::new(),
@@ -113,6 +116,7 @@ impl FastPath {
                 .unwrap_or(u64::from(pending.uid));
             if let Ok(shared) = pending.admit(&entries, &self.clock) {
                 self.programs.push((shared, ids));
+                self.served = true;
             }
         }
     }
@@ -160,6 +164,7 @@ impl FastPath {
     /// order; returns the time up to which every hit has been replayed.
     pub(crate) fn drain(&mut self, compilation: &Compilation, session: &Session) -> u64 {
         let read_at = monotonic_ns();
+        self.clock.refine();
         let mut hits: Vec<(u32, u64, Record)> = Vec::new();
         let mut ended = Vec::new();
         for (i, (shared, ids)) in self.programs.iter_mut().enumerate() {
@@ -284,10 +289,6 @@ pub(crate) struct Reorder {
 }
 
 impl Reorder {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.held.is_empty()
-    }
-
     /// Takes `records`, and gives back, in order, those whose hits were
     /// before `until`.
     pub(crate) fn take(

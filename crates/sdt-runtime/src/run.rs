@@ -422,11 +422,14 @@ impl<'c> Runner<'c> {
         self.session.consume(|r| records.push(r.to_vec()));
     }
 
-    /// Handles records: in the order of their hits while the fast path
-    /// serves a program (see the `fast` module), else as they came.
+    /// Handles records: in the order of their hits once the fast path has
+    /// served a program (see the `fast` module), else as they came.
     fn deliver(&mut self, records: Vec<Vec<u8>>) {
-        let serving = self.fast.as_ref().is_some_and(|f| f.serving());
-        let records = if serving || !self.reorder.is_empty() {
+        // Once a program has sent hits this way, for the rest of the run:
+        // its last hits may come with the kernel's in one batch after it
+        // has gone.
+        let served = self.fast.as_ref().is_some_and(|f| f.served);
+        let records = if served {
             self.reorder
                 .take(self.compilation, records, self.replayed_until)
         } else {

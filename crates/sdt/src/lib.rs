@@ -149,6 +149,11 @@
 //!   ELF object the probes live in, `libc` to load it); without the
 //!   feature the crate is `no_std` and depends on nothing. The
 //!   `sdt-capi` crate makes it a C library, `libsdt.so`.
+//! * The `fastpath` feature lets a hit reach `sdt` without entering the
+//!   kernel: through memory the program shares with `sdt`, while `sdt`
+//!   traces the program ([`fastpath`], with `std` and `libc`). Other
+//!   tracers still see every hit at the probe's site. A disabled probe
+//!   costs the same with or without it.
 //!
 //! # Unsafe code
 //!
