@@ -212,7 +212,7 @@ impl<'c> Runner<'c> {
         follow: bool,
     ) -> Result<(), sdt_trace::Error> {
         let fast = crate::fast::FastPath::new(self.compilation, listener, pids, follow)
-            .map_err(|e| sdt_trace::Error::Follow(format!("cannot serve the fast path: {e}")))?;
+            .map_err(sdt_trace::Error::FastPath)?;
         self.session.watch(fast.socket(), FAST)?;
         self.fast = Some(fast);
         Ok(())
