@@ -1353,30 +1353,6 @@ fn a_configmap_update_reloads_sdt_serve_without_a_signal() {
     assert!(status.success(), "{status:?}\n{stderr}");
 }
 
-/// A pod's cgroup: a directory of the node's cgroup v2 hierarchy, made by
-/// the test and removed (once its processes have ended) when dropped.
-struct PodCgroup(PathBuf);
-
-impl PodCgroup {
-    fn create(name: &str) -> Option<PodCgroup> {
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-        let mount = mountinfo.lines().find_map(|line| {
-            let (fields, rest) = line.split_once(" - ")?;
-            rest.starts_with("cgroup2 ")
-                .then(|| fields.split_whitespace().nth(4).map(PathBuf::from))?
-        })?;
-        let dir = mount.join(format!("sdt-{name}-{}", std::process::id()));
-        std::fs::create_dir(&dir).ok()?;
-        Some(PodCgroup(dir))
-    }
-}
-
-impl Drop for PodCgroup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
 /// What `--cgroup` is for: a pod's processes, in their own cgroup and
 /// their own PID and mount namespaces, traced by sdt from the image's
 /// root, exactly, and none of the same program's hits outside the pod;
@@ -1388,7 +1364,7 @@ fn a_pod_is_traced_by_its_cgroup_and_its_metrics_say_so() {
     };
     let docs = documents(venv, &applied_files());
     let capabilities = added_capabilities(one(&docs, "DaemonSet"));
-    let cgroup = PodCgroup::create("pod");
+    let cgroup = sdt_testing::cgroup::Cgroup::create("pod");
     if !sdt_testing::require(cgroup.is_some(), "a writable cgroup v2 hierarchy") {
         return;
     }
@@ -1404,7 +1380,7 @@ fn a_pod_is_traced_by_its_cgroup_and_its_metrics_say_so() {
         "-c",
         r#"echo $$ > "$1/cgroup.procs" && exec unshare --pid --mount --fork "$2""#,
         "sh",
-        &cgroup.0.display().to_string(),
+        &cgroup.dir().display().to_string(),
         &bin.join("target").display().to_string(),
     ]));
     let mut outside = Target::start(&bin.join("target"));
@@ -1412,7 +1388,7 @@ fn a_pod_is_traced_by_its_cgroup_and_its_metrics_say_so() {
         "usdt:/host{}/target:deploy:tick {{ @ticks = count(); }}",
         bin.display()
     );
-    let host_cgroup = format!("/host{}", cgroup.0.display());
+    let host_cgroup = format!("/host{}", cgroup.dir().display());
     let mut command = pod.sdt(
         &capabilities,
         &[
@@ -1431,7 +1407,7 @@ fn a_pod_is_traced_by_its_cgroup_and_its_metrics_say_so() {
     run.wait_for(true, NOTIFY, 1);
     inside.fire(6);
     outside.fire(4);
-    let name = format!("/{}", cgroup.0.file_name().unwrap().to_string_lossy());
+    let name = format!("/{}", cgroup.dir().file_name().unwrap().to_string_lossy());
     let text = http_get(metrics, "/metrics");
     assert_eq!(
         sample(

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sdt_testing::cgroup::Cgroup;
 use sdt_testing::fixture::C;
 use sdt_testing::{require, require_root};
 
@@ -221,36 +222,6 @@ fn several_processes_are_each_traced_exactly_until_the_last_ends() {
     );
 }
 
-/// A cgroup v2 directory of the test's own, removed when dropped (after
-/// its processes have ended).
-struct Cgroup {
-    dir: PathBuf,
-}
-
-impl Cgroup {
-    fn create(name: &str) -> Option<Cgroup> {
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-        let mount = mountinfo.lines().find_map(|line| {
-            let (fields, rest) = line.split_once(" - ")?;
-            rest.starts_with("cgroup2 ")
-                .then(|| fields.split_whitespace().nth(4).map(PathBuf::from))?
-        })?;
-        let dir = mount.join(format!("sdt-{name}-{}", std::process::id()));
-        std::fs::create_dir(&dir).ok()?;
-        Some(Cgroup { dir })
-    }
-
-    fn enter(&self, pid: u32) {
-        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).unwrap();
-    }
-}
-
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
-
 #[test]
 fn a_cgroup_is_traced_with_the_processes_that_join_it_later() {
     if !require_root() {
@@ -267,7 +238,7 @@ fn a_cgroup_is_traced_with_the_processes_that_join_it_later() {
     let path = program.display().to_string();
     let (mut inside, mut outside) = (Target::start(&program), Target::start(&program));
     cgroup.enter(inside.pid());
-    let dir = cgroup.dir.display().to_string();
+    let dir = cgroup.dir().display().to_string();
     let script = format!("usdt:{path}:deploy:tick {{ @[pid] = count(); }}");
     let run = Sdt::start(&["run", "--cgroup", &dir, "-e", &script], "Attaching");
     std::thread::sleep(Duration::from_millis(200));
@@ -285,7 +256,7 @@ fn a_cgroup_is_traced_with_the_processes_that_join_it_later() {
     // The cgroup named as /proc/PID/cgroup shows it works alike; one that
     // does not exist is a one-line error.
     let name = cgroup
-        .dir
+        .dir()
         .file_name()
         .unwrap()
         .to_string_lossy()
@@ -333,7 +304,7 @@ fn a_served_program_traces_the_cgroup_its_config_names_and_labels_it() {
     }
     let cgroup = cgroup.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let name = format!("/{}", cgroup.dir.file_name().unwrap().to_string_lossy());
+    let name = format!("/{}", cgroup.dir().file_name().unwrap().to_string_lossy());
     std::fs::write(
         dir.path().join("ticks.bt"),
         format!(

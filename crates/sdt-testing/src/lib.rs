@@ -6,6 +6,8 @@
 //!   `systemtap-sdt-dev` can still run the rest.
 //! * **readelf.** An independent reader of the same notes and section
 //!   headers that `sdt-elf` parses, for cross-checks.
+//! * **Cgroups.** [`cgroup::Cgroup`], a cgroup v2 directory of a test's
+//!   own, removed when dropped.
 //! * **Fixtures.** [`fixture::C`] compiles the C programs the tests trace,
 //!   once per test binary.
 //!
@@ -16,6 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub mod cgroup;
 pub mod fixture;
 
 /// Whether the tests run in CI (`CI=true`).
