@@ -411,3 +411,42 @@ fn dump_says_which_path_each_probe_takes_and_why() {
         .unwrap();
     assert!(!text(&kernel.stdout).contains("fast path"));
 }
+
+#[test]
+fn a_script_that_compiles_for_the_kernel_compiles_with_the_fast_path_too() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(fixture) = fixture() else {
+        return;
+    };
+    // Deeper and deeper expressions, up to more stack than a program has:
+    // a replayed program has less (it runs under the batch's loop), and
+    // where it does not fit, the probe takes the kernel's path.
+    let mut expression = "arg0".to_string();
+    let mut fell_back = false;
+    for depth in 1..=12 {
+        expression = format!("(arg1 * {depth} + {expression} * (arg0 + {depth}))");
+        let script = format!(
+            "usdt:{}:acc:hit {{ @x = sum({expression}); }}",
+            fixture.display()
+        );
+        let dump = |kernel: bool| {
+            let mut command = sdt();
+            if kernel {
+                command.env("SDT_FASTPATH", "0");
+            }
+            command
+                .args(["run", "--dump", "-e", &script])
+                .output()
+                .unwrap()
+        };
+        let (kernel, fast) = (dump(true), dump(false));
+        assert_eq!(
+            kernel.status.success(),
+            fast.status.success(),
+            "depth {depth}: {}",
+            text(&fast.stderr)
+        );
+        fell_back |= text(&fast.stdout).contains("every probe takes the kernel's path");
+    }
+    assert!(fell_back, "no depth needed the kernel's path");
+}

@@ -237,4 +237,13 @@ pub mod replay {
     pub const SIZE: u32 = CAPTURED + 8 * ARGS_MAX;
     /// Arguments a probe has at most.
     pub const ARGS_MAX: u32 = 12;
+
+    /// What a replay program runs on: a batch of hits, each a context as
+    /// above, one after another in the tracer's memory. `u64`: where the
+    /// first starts.
+    pub const BATCH_RECORDS: u32 = 0;
+    /// `u64`: how many there are.
+    pub const BATCH_COUNT: u32 = 8;
+    /// Bytes of a batch's description.
+    pub const BATCH_SIZE: u32 = 16;
 }

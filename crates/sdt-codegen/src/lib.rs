@@ -334,7 +334,25 @@ pub fn compile(
         return Err(errors);
     }
     let registry = &program.registry;
-    let scratch_size = shared.scratch.max(8).next_multiple_of(8);
+    let mut scratch_size = shared.scratch.max(8).next_multiple_of(8);
+    // Replay programs copy each hit of a batch past what the others use.
+    if programs
+        .iter()
+        .any(|p| matches!(p.unit.args, ArgAccess::Replay(_)))
+    {
+        let record_at = scratch_size;
+        scratch_size += layout::replay::SIZE;
+        for p in &mut programs {
+            if matches!(p.unit.args, ArgAccess::Replay(_)) {
+                let body = std::mem::take(&mut p.insns);
+                p.insns = replay::batched(record_at, &body);
+                let driver = p.insns.len() - body.len();
+                for (at, _) in &mut p.spans {
+                    *at += driver;
+                }
+            }
+        }
+    }
     let mut maps = vec![
         MapDef {
             spec: MapSpec::new(MapType::RingBuf, 0, 0, options.ring_size).name("sdt_ring"),
@@ -352,7 +370,7 @@ pub fn compile(
         },
         MapDef {
             spec: MapSpec::new(MapType::PerCpuArray, 4, scratch_size, 1).name("sdt_scratch"),
-            used: shared.scratch > 0,
+            used: scratch_size > 8 || shared.scratch > 0,
         },
         MapDef {
             spec: MapSpec::new(
@@ -616,7 +634,10 @@ impl<'a> Gen<'a> {
         // A map walk's callback frame (16 bytes, rounded up to 32) counts
         // too, below the deepest chain of loop callbacks.
         let walk_frame = if self.walks.is_empty() { 0 } else { 32 };
-        let stack = self.deepest_stack() + walk_frame;
+        // A replay program runs as a function of the batch's loop: two
+        // frames of 32 bytes above it (see the `replay` module).
+        let batch_frames = if self.replays() { 64 } else { 0 };
+        let stack = self.deepest_stack() + walk_frame + batch_frames;
         if stack > 512 {
             return Err(Diagnostic::error(
                 self.instance.span,

@@ -148,6 +148,71 @@ impl Gen<'_> {
     }
 }
 
+/// A replay program that runs on a batch of hits ([`replay::BATCH_RECORDS`]):
+/// `bpf_loop` over them, each copied from the tracer's memory into scratch
+/// memory at `record_at` and handed to `body` (the probe's program,
+/// generated for one hit) as its context, in a call of its own. One run,
+/// one system call, for a whole batch: the call, not the program, is what
+/// a replayed hit cost.
+pub(crate) fn batched(record_at: u32, body: &[Insn]) -> Vec<Insn> {
+    use sdt_bpf::{Builder, Helper, JmpOp};
+    let mut b = Builder::new();
+    let callback = b.label();
+    let out = b.label();
+    // The program: R6 = the batch; bpf_loop(count, callback, &records).
+    b.push(Insn::mov64_reg(Reg::R6, Reg::R1));
+    b.push(Insn::ldx(
+        Size::DW,
+        Reg::R1,
+        Reg::R6,
+        replay::BATCH_RECORDS as i16,
+    ));
+    b.push(Insn::stx(Size::DW, Reg::R10, -8, Reg::R1));
+    b.push(Insn::ldx(
+        Size::DW,
+        Reg::R1,
+        Reg::R6,
+        replay::BATCH_COUNT as i16,
+    ));
+    b.ld_func(Reg::R2, callback);
+    b.push(Insn::mov64_reg(Reg::R3, Reg::R10));
+    b.push(Insn::alu64_imm(AluOp::Add, Reg::R3, -8));
+    b.push(Insn::mov64_imm(Reg::R4, 0));
+    b.call(Helper::Loop);
+    b.push(Insn::mov64_imm(Reg::R0, 0));
+    b.exit();
+    // The callback: R1 = the hit's number, R2 = where the records are.
+    b.bind(callback);
+    b.push(Insn::mov64_reg(Reg::R6, Reg::R1));
+    b.push(Insn::mov64_reg(Reg::R7, Reg::R2));
+    b.push(Insn::st(Size::W, Reg::R10, -4, 0));
+    b.ld_map_index(Reg::R1, crate::layout::SCRATCH_MAP);
+    b.push(Insn::mov64_reg(Reg::R2, Reg::R10));
+    b.push(Insn::alu64_imm(AluOp::Add, Reg::R2, -4));
+    b.call(Helper::MapLookupElem);
+    b.jump_imm(JmpOp::Eq, Reg::R0, 0, out);
+    b.push(Insn::alu64_imm(AluOp::Add, Reg::R0, record_at as i32));
+    b.push(Insn::mov64_reg(Reg::R8, Reg::R0));
+    b.push(Insn::ldx(Size::DW, Reg::R3, Reg::R7, 0));
+    b.push(Insn::mov64_reg(Reg::R1, Reg::R6));
+    b.push(Insn::alu64_imm(AluOp::Mul, Reg::R1, replay::SIZE as i32));
+    b.push(Insn::alu64_reg(AluOp::Add, Reg::R3, Reg::R1));
+    b.push(Insn::mov64_reg(Reg::R1, Reg::R8));
+    b.push(Insn::mov64_imm(Reg::R2, replay::SIZE as i32));
+    b.call(Helper::CopyFromUser);
+    b.jump_imm(JmpOp::Ne, Reg::R0, 0, out);
+    b.push(Insn::mov64_reg(Reg::R1, Reg::R8));
+    let call_at = b.len();
+    b.push(Insn::call_local(0));
+    b.bind(out);
+    b.push(Insn::mov64_imm(Reg::R0, 0));
+    b.exit();
+    let mut insns = b.finish().expect("the driver's labels are bound");
+    insns[call_at] = Insn::call_local((insns.len() - call_at - 1) as i32);
+    insns.extend_from_slice(body);
+    insns
+}
+
 /// An argument's width as its site's note gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ArgWidth {

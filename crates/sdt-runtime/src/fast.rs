@@ -31,10 +31,8 @@ use sdt_trace::Session;
 /// slices. Output waits this long.
 const IN_FLIGHT: u64 = 50_000_000;
 
-/// Bytes of the tracer's copy of one captured string: the most a hit
-/// copies, a NUL, and room so that a read of a string type's full size
-/// stays inside the copy.
-const COPY_SIZE: usize = sdt_fastpath::layout::MAX_CAPTURE + 1024;
+/// Hits a replay program runs on at most in one run.
+const BATCH_MAX: u64 = 1024;
 
 /// The fast path of one run.
 pub(crate) struct FastPath {
@@ -48,13 +46,13 @@ pub(crate) struct FastPath {
     follow: bool,
     /// The programs registered, each with its `gid << 32 | uid`.
     programs: Vec<(Shared, u64)>,
-    /// The copies of a replayed hit's strings, one slot per argument.
-    copies: Vec<u8>,
+    /// Hits waiting to be replayed, kept for its memory.
+    batch: Batch,
     /// Hits lost by programs that have ended.
     lost_before: u64,
     /// Whether a program has registered: from then on, output is sorted.
     pub served: bool,
-    /// Hits replayed, and runs of their programs the kernel refused.
+    /// Hits replayed, and replays of them the kernel refused to run.
     pub replayed: u64,
     pub failed: u64,
     refused: HashSet<u32>,
@@ -82,7 +80,7 @@ impl FastPath {
             pids: pids.iter().map(|&p| p as u32).collect(),
             follow,
             programs: Vec::new(),
-            copies: vec![0; COPY_SIZE * replay::ARGS_MAX as usize],
+            batch: Batch::default(),
             lost_before: 0,
             served: false,
             replayed: 0,
@@ -182,9 +180,12 @@ impl FastPath {
             self.lost_before += shared.lost();
         }
         hits.sort_by_key(|(_, _, r)| r.tsc);
+        let mut batch = std::mem::take(&mut self.batch);
         for (pid, ids, hit) in &hits {
-            self.replay(compilation, session, (*pid, *ids), hit);
+            self.replay(compilation, session, &mut batch, (*pid, *ids), hit);
         }
+        self.run(session, &mut batch);
+        self.batch = batch;
         read_at.saturating_sub(IN_FLIGHT)
     }
 
@@ -193,10 +194,13 @@ impl FastPath {
         self.lost_before + self.programs.iter().map(|(s, _)| s.lost()).sum::<u64>()
     }
 
+    /// Adds `hit` to `batch` for each program that replays its probe,
+    /// running the batch first when it is another program's or full.
     fn replay(
         &mut self,
         compilation: &Compilation,
         session: &Session,
+        batch: &mut Batch,
         (pid, ids): (u32, u64),
         hit: &Record,
     ) {
@@ -204,42 +208,85 @@ impl FastPath {
             self.failed += 1;
             return;
         };
-        let mut context = [0u8; replay::SIZE as usize];
-        let put = |context: &mut [u8], at: u32, value: u64| {
-            context[at as usize..at as usize + 8].copy_from_slice(&value.to_ne_bytes());
-        };
-        put(&mut context, replay::TIME, self.clock.ns(hit.tsc));
-        put(
-            &mut context,
-            replay::PID_TGID,
-            (u64::from(pid) << 32) | u64::from(hit.tid),
-        );
-        put(&mut context, replay::UID_GID, ids);
-        context[replay::COMM as usize..][..16].copy_from_slice(&hit.comm);
-        for (n, &value) in hit.args.iter().take(replay::ARGS_MAX as usize).enumerate() {
-            put(&mut context, replay::ARGS + 8 * n as u32, value);
-        }
-        for (n, bytes) in &hit.strings {
-            if *n >= replay::ARGS_MAX as usize {
-                continue;
-            }
-            // The bytes and a NUL: a string read stops there, and a
-            // buffer read takes no more than the copy's length.
-            let copy = &mut self.copies[n * COPY_SIZE..][..COPY_SIZE];
-            let len = bytes.len().min(COPY_SIZE - 1);
-            copy[..len].copy_from_slice(&bytes[..len]);
-            copy[len] = 0;
-            let address = copy.as_ptr() as u64;
-            put(&mut context, replay::CAPTURED + 8 * *n as u32, address);
-        }
         self.replayed += 1;
         for &(program, cookie) in &probe.replays {
-            put(&mut context, replay::COOKIE, cookie);
-            if session.replay(program, &mut context).is_err() {
-                self.failed += 1;
+            if batch.program != Some(program) || batch.count >= BATCH_MAX {
+                self.run(session, batch);
+                batch.program = Some(program);
             }
+            let at = batch.records.len();
+            batch.records.resize(at + replay::SIZE as usize, 0);
+            let context = &mut batch.records[at..];
+            let mut put = |field: u32, value: u64| {
+                context[field as usize..][..8].copy_from_slice(&value.to_ne_bytes());
+            };
+            put(replay::TIME, self.clock.ns(hit.tsc));
+            put(
+                replay::PID_TGID,
+                (u64::from(pid) << 32) | u64::from(hit.tid),
+            );
+            put(replay::UID_GID, ids);
+            put(replay::COOKIE, cookie);
+            for (n, &value) in hit.args.iter().take(replay::ARGS_MAX as usize).enumerate() {
+                put(replay::ARGS + 8 * n as u32, value);
+            }
+            context[replay::COMM as usize..][..16].copy_from_slice(&hit.comm);
+            for (n, bytes) in &hit.strings {
+                if *n < replay::ARGS_MAX as usize {
+                    let field = at + (replay::CAPTURED + 8 * *n as u32) as usize;
+                    batch.strings_at.push((field, batch.strings.len()));
+                    // The bytes and a NUL: a string read stops there, and a
+                    // buffer read takes no more than the copy's length.
+                    batch.strings.extend_from_slice(bytes);
+                    batch.strings.push(0);
+                }
+            }
+            batch.count += 1;
         }
     }
+
+    /// Runs `batch`'s program on its hits, and empties it.
+    fn run(&mut self, session: &Session, batch: &mut Batch) {
+        let Some(program) = batch.program.take() else {
+            return;
+        };
+        // Zeros after the last copy: a read of a copy cut at
+        // MAX_CAPTURE bytes, for a longer length, stays in this memory.
+        let end = batch.strings.len();
+        batch
+            .strings
+            .resize(end + sdt_fastpath::layout::MAX_CAPTURE, 0);
+        // Where the copies are, now that they have all been made.
+        let base = batch.strings.as_ptr() as u64;
+        for &(field, offset) in &batch.strings_at {
+            let address = base + offset as u64;
+            batch.records[field..][..8].copy_from_slice(&address.to_ne_bytes());
+        }
+        let mut context = [0u8; replay::BATCH_SIZE as usize];
+        let records = batch.records.as_ptr() as u64;
+        context[replay::BATCH_RECORDS as usize..][..8].copy_from_slice(&records.to_ne_bytes());
+        context[replay::BATCH_COUNT as usize..][..8].copy_from_slice(&batch.count.to_ne_bytes());
+        if session.replay(program, &mut context).is_err() {
+            self.failed += batch.count;
+        }
+        batch.records.clear();
+        batch.strings.clear();
+        batch.strings_at.clear();
+        batch.count = 0;
+    }
+}
+
+/// Hits waiting to be replayed by one program, in one run.
+#[derive(Default)]
+pub(crate) struct Batch {
+    program: Option<usize>,
+    /// Their contexts, one after another.
+    records: Vec<u8>,
+    count: u64,
+    /// The bytes of the strings they copied, each with a NUL.
+    strings: Vec<u8>,
+    /// `(where in records the copy's address goes, where in strings it is)`.
+    strings_at: Vec<(usize, usize)>,
 }
 
 /// What `/proc/PID/status` says of a process's parent and ids.

@@ -171,8 +171,34 @@ pub fn compile_parsed(
     Ok(compilation)
 }
 
-/// Compiles a parsed script.
-pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilation, Diagnostics> {
+/// Compiles a parsed script. Where its probes could take the fast path
+/// but a program cannot be made for it (a replayed program needs more
+/// stack, say), every probe takes the kernel's path instead, and
+/// [`FastPlan::kernel`] says why.
+pub fn compile_script(script: Script, options: &Options) -> Result<Compilation, Diagnostics> {
+    if !options.fastpath {
+        return compile_lowered(script, options);
+    }
+    match compile_lowered(script.clone(), options) {
+        Ok(compilation) => Ok(compilation),
+        Err(fast_errors) => {
+            let kernel_only = Options {
+                fastpath: false,
+                ..options.clone()
+            };
+            let mut compilation = compile_lowered(script, &kernel_only)?;
+            compilation.fast.kernel.extend(
+                fast_errors
+                    .0
+                    .iter()
+                    .map(|d| format!("every probe takes the kernel's path: {}", d.message)),
+            );
+            Ok(compilation)
+        }
+    }
+}
+
+fn compile_lowered(mut script: Script, options: &Options) -> Result<Compilation, Diagnostics> {
     let mut bindings = sdt_bind::bind(
         &script,
         &options.check.params,
