@@ -654,6 +654,14 @@ impl Insn {
         )
     }
 
+    /// Calls a function of the same program that starts `distance`
+    /// instructions after the one following this call
+    /// (`BPF_PSEUDO_CALL`). Arguments in `R1`–`R5`, result in `R0`; the
+    /// function has a stack frame of its own.
+    pub const fn call_local(distance: i32) -> Insn {
+        Insn::new(class::JMP | jmp::CALL, 0, PSEUDO_CALL, 0, distance)
+    }
+
     /// Returns from the program with the value in `R0`.
     pub const fn exit() -> Insn {
         Insn::new(class::JMP | jmp::EXIT, 0, 0, 0, 0)

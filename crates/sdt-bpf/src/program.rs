@@ -39,6 +39,12 @@ pub enum ProgramType {
     /// context is `struct bpf_perf_event_data`, the interrupted task's
     /// `pt_regs` first.
     PerfEvent,
+    /// `BPF_PROG_TYPE_SYSCALL`: attached to nothing, only run from user
+    /// space ([`Program::run_with_context`]) with a context of bytes the
+    /// caller gives, which the program may read and write. It is always
+    /// loaded sleepable, and it runs in the calling task: the way to hand the kernel records
+    /// that were made without entering it.
+    Syscall,
 }
 
 impl ProgramType {
@@ -48,6 +54,7 @@ impl ProgramType {
             ProgramType::Tracepoint => 5,
             ProgramType::RawTracepoint => 17,
             ProgramType::PerfEvent => 7,
+            ProgramType::Syscall => 31,
         }
     }
 }
@@ -128,7 +135,12 @@ impl Program {
             expected_attach_type: opts.expected_attach_type.map_or(0, AttachType::raw),
             insns,
             license: c"GPL",
-            flags: if opts.sleepable { sys::F_SLEEPABLE } else { 0 },
+            // The kernel loads syscall programs only as sleepable ones.
+            flags: if opts.sleepable || opts.prog_type == ProgramType::Syscall {
+                sys::F_SLEEPABLE
+            } else {
+                0
+            },
             name,
             func_info: functions
                 .as_ref()
@@ -153,6 +165,17 @@ impl Program {
     /// this way.
     pub fn test_run(&self) -> Result<u32> {
         sys::prog_test_run(self.fd.as_fd()).map_err(|e| Error::sys("running BPF program", e))
+    }
+
+    /// Runs a [`ProgramType::Syscall`] program once in this task, with
+    /// `context` as its context, and returns what it returned. What the
+    /// program wrote into the context is in `context` afterwards. The
+    /// verifier refuses a program that reads past the context it was
+    /// checked for; the kernel refuses a run whose context is shorter
+    /// than what the program reads.
+    pub fn run_with_context(&self, context: &mut [u8]) -> Result<u32> {
+        sys::prog_run_with_context(self.fd.as_fd(), context)
+            .map_err(|e| Error::sys("running BPF program", e))
     }
 
     /// The name given at load time.

@@ -408,6 +408,20 @@ pub(crate) fn prog_test_run(prog: BorrowedFd<'_>) -> io::Result<u32> {
     Ok(attr.get_u32(4))
 }
 
+/// Runs a syscall program once with `context` (`BPF_PROG_TEST_RUN`'s
+/// `ctx_in`, which the kernel copies back after the run) and returns its
+/// return value.
+pub(crate) fn prog_run_with_context(prog: BorrowedFd<'_>, context: &mut [u8]) -> io::Result<u32> {
+    let len = u32::try_from(context.len())
+        .map_err(|_| io::Error::from_raw_os_error(Errno::INVAL.raw_os_error()))?;
+    let mut attr = Attr::new();
+    attr.u32(0, prog.as_raw_fd() as u32)
+        .u32(40, len)
+        .ptr(48, context.as_mut_ptr().cast_const());
+    bpf(BPF_PROG_TEST_RUN, &mut attr)?;
+    Ok(attr.get_u32(4))
+}
+
 /// Attaches a raw tracepoint program to the tracepoint `name`
 /// (`BPF_RAW_TRACEPOINT_OPEN`), which needs no tracefs.
 pub(crate) fn raw_tracepoint_open(name: &CStr, prog: BorrowedFd<'_>) -> io::Result<OwnedFd> {

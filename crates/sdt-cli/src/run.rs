@@ -394,6 +394,12 @@ pub fn run(args: RunArgs, voice: Voice) -> anyhow::Result<ExitCode> {
     if let Some(fleet) = fleet {
         crate::fleet::report_push(fleet.finish());
     }
+    if args.verbose && outcome.summary.fast_replayed > 0 {
+        eprintln!(
+            "sdt: {} hits came by the fast path",
+            outcome.summary.fast_replayed
+        );
+    }
     if let (Some(code), true) = (outcome.command_status, args.verbose) {
         eprintln!("sdt: the command exited with status {code}");
     }

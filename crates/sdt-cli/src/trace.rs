@@ -221,8 +221,12 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let outcome = job.run(sink, hooks).map_err(Failure::without_script)?;
     if !args.json {
         let summary = summary(&outcome);
+        let fast = match outcome.summary.fast_replayed {
+            0 => String::new(),
+            n => format!(" ({n} events by the fast path)"),
+        };
         eprintln!(
-            "sdt: {} events, {} lost, {} sites",
+            "sdt: {} events, {} lost, {} sites{fast}",
             summary.events, summary.lost, summary.sites
         );
     }
@@ -233,7 +237,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
 fn summary(outcome: &Outcome) -> TraceSummary {
     TraceSummary {
         events: outcome.hits.delivered,
-        lost: outcome.summary.lost_events + outcome.hits.undecodable,
+        lost: outcome.summary.lost_events + outcome.hits.undecodable + outcome.summary.fast_lost,
         sites: outcome.sites,
         hints: outcome.hints.clone(),
     }

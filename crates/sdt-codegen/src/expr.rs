@@ -172,6 +172,10 @@ impl Gen<'_> {
     /// user space.
     fn user_mode(&mut self) -> Op {
         const CS: i16 = 136;
+        if self.replays() {
+            // Every probe of the fast path fires in the process's code.
+            return Op::Imm(1);
+        }
         let kernel = self.b.label();
         self.b.push(Insn::ldx(Size::DW, Reg::R1, CTX, CS));
         self.b.push(Insn::alu64_imm(AluOp::And, Reg::R1, 3));
@@ -529,9 +533,14 @@ impl Gen<'_> {
     fn identity(&mut self, probe: bool) -> Op {
         match self.unit.ids {
             Ids::Const { probe: p, site } => Op::Imm(i64::from(if probe { p } else { site })),
-            Ids::Cookie => {
-                self.b.push(Insn::mov64_reg(Reg::R1, CTX));
-                self.b.call(Helper::GetAttachCookie);
+            Ids::Cookie | Ids::Replayed => {
+                if self.unit.ids == Ids::Replayed {
+                    let at = crate::layout::replay::COOKIE as i16;
+                    self.b.push(Insn::ldx(Size::DW, Reg::R0, CTX, at));
+                } else {
+                    self.b.push(Insn::mov64_reg(Reg::R1, CTX));
+                    self.b.call(Helper::GetAttachCookie);
+                }
                 if probe {
                     self.b.push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, 32));
                 } else {
@@ -544,7 +553,9 @@ impl Gen<'_> {
 
     /// A kernel helper's result, narrowed as the builtin says.
     fn helper_value(&mut self, h: HelperValue) -> R<Op> {
-        self.call_helper(h.helper);
+        if !self.replayed_helper(h.helper) {
+            self.call_helper(h.helper);
+        }
         if h.shift > 0 {
             self.b
                 .push(Insn::alu64_imm(AluOp::Rsh, Reg::R0, i32::from(h.shift)));
@@ -582,7 +593,12 @@ impl Gen<'_> {
     /// its own, 0 for a task outside it.
     fn ns_pid(&mut self, thread: bool) -> Op {
         const GET_NS_CURRENT_PID_TGID: i32 = 120;
-        let Some((dev, ino)) = self.options.machine.pid_namespace else {
+        let namespace = self
+            .options
+            .machine
+            .pid_namespace
+            .filter(|_| !self.replays());
+        let Some((dev, ino)) = namespace else {
             return match self.helper_value(HelperValue {
                 helper: Helper::GetCurrentPidTgid as u32,
                 shift: if thread { 0 } else { 32 },
@@ -642,6 +658,18 @@ impl Gen<'_> {
                 Ok(self.spill(Reg::R0))
             }
             ArgAccess::Registers => Ok(self.ctx_reg(ARG_REGS[usize::from(n)])),
+            ArgAccess::Replay(widths) if usize::from(n) < widths.len() => {
+                self.replayed_arg(usize::from(n));
+                Ok(self.spill(Reg::R0))
+            }
+            ArgAccess::Replay(widths) => Err(Diagnostic::error(
+                span,
+                format!(
+                    "{} has {} arguments; arg{n} does not exist",
+                    self.unit.display,
+                    widths.len()
+                ),
+            )),
             ArgAccess::None => Err(self.error(format!("arg{n} is not available here"))),
         }
     }
@@ -892,6 +920,11 @@ impl Gen<'_> {
         match &e.kind {
             // Strings and buffers.
             TKind::Str(bytes) => self.store_bytes(dst, bytes, area.padded),
+            TKind::HelperString { helper, .. }
+                if self.replays() && *helper == sdt_lang::check::helper::GET_CURRENT_COMM =>
+            {
+                self.current_comm(dst, 0);
+            }
             TKind::HelperString { helper, size } => {
                 dst.address(&mut self.b, Reg::R1, 0);
                 self.b.push(Insn::mov64_imm(Reg::R2, *size as i32));
@@ -966,7 +999,10 @@ impl Gen<'_> {
     /// address, or a string value cut short.
     fn str_read(&mut self, ptr: &TExpr, len: Option<&TExpr>, area: Area, span: Span) -> R<()> {
         let Area { dst, size, padded } = area;
-        let source = if ptr.ty.is_scalar() {
+        let source = if let Some(n) = self.captured_arg(ptr) {
+            self.captured_address(n, Reg::R0);
+            Err(self.spill(Reg::R0))
+        } else if ptr.ty.is_scalar() {
             Err(self.scalar(ptr)?)
         } else {
             Ok(self.aggregate(ptr)?)
@@ -1075,7 +1111,13 @@ impl Gen<'_> {
             let have = self.value_size(&ptr.ty);
             return self.buf_of_value(ptr, len, cap, have, dst, padded);
         }
-        let p = self.scalar(ptr)?;
+        let p = match self.captured_arg(ptr) {
+            Some(n) => {
+                self.captured_address(n, Reg::R0);
+                self.spill(Reg::R0)
+            }
+            None => self.scalar(ptr)?,
+        };
         let n = self.scalar(len)?;
         self.zero(dst, padded);
         let ok = self.b.label();

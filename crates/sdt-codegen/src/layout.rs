@@ -212,3 +212,38 @@ pub mod event {
     /// Bytes read for each string argument, including the NUL.
     pub const STRING_LEN: u32 = 256;
 }
+
+/// The context of a program that replays a hit of the fast path
+/// ([`crate::ArgAccess::Replay`]): what the probe's program would have
+/// asked the kernel, taken from the hit's record by the tracer, which
+/// runs the program (`BPF_PROG_TYPE_SYSCALL`) on these bytes.
+pub mod replay {
+    /// `u64`: `CLOCK_MONOTONIC` at the hit, in nanoseconds.
+    pub const TIME: u32 = 0;
+    /// `u64`: process id << 32 | thread id, as sdt's PID namespace sees them.
+    pub const PID_TGID: u32 = 8;
+    /// `u64`: group id << 32 | user id.
+    pub const UID_GID: u32 = 16;
+    /// `u64`: probe id << 32 | site id, as an attach cookie would be.
+    pub const COOKIE: u32 = 24;
+    /// 16 bytes: the thread's name.
+    pub const COMM: u32 = 32;
+    /// `u64` × [`ARGS_MAX`]: the arguments' register values.
+    pub const ARGS: u32 = 48;
+    /// `u64` × [`ARGS_MAX`]: for each argument whose bytes the hit
+    /// copied, where the copy is in the tracer's memory (0: none).
+    pub const CAPTURED: u32 = ARGS + 8 * ARGS_MAX;
+    /// Bytes of the context.
+    pub const SIZE: u32 = CAPTURED + 8 * ARGS_MAX;
+    /// Arguments a probe has at most.
+    pub const ARGS_MAX: u32 = 12;
+
+    /// What a replay program runs on: a batch of hits, each a context as
+    /// above, one after another in the tracer's memory. `u64`: where the
+    /// first starts.
+    pub const BATCH_RECORDS: u32 = 0;
+    /// `u64`: how many there are.
+    pub const BATCH_COUNT: u32 = 8;
+    /// Bytes of a batch's description.
+    pub const BATCH_SIZE: u32 = 16;
+}

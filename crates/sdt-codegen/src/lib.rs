@@ -40,6 +40,7 @@ mod loops;
 mod mem;
 mod percpu;
 mod place;
+mod replay;
 mod stmt;
 mod user;
 mod walk;
@@ -55,6 +56,7 @@ use sdt_lang::hir::{ProbeInstance, ProbeKind, Program};
 use sdt_lang::types::Ty;
 
 use self::mem::{Frame, Mem};
+pub use self::replay::{blocker as replay_blocker, ArgWidth};
 
 /// How a program reads `argN`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -68,6 +70,9 @@ pub enum ArgAccess {
     Usdt(Vec<Option<ArgSource>>),
     /// The x86-64 calling convention's argument registers.
     Registers,
+    /// A hit of the fast path, replayed from its record: the arguments
+    /// are values in the context ([`layout::replay`]), each of this width.
+    Replay(Vec<ArgWidth>),
 }
 
 /// How a program knows which probe fired, for `probe`, `func` and events.
@@ -78,6 +83,8 @@ pub enum Ids {
     /// From the attach cookie: probe id in the high 32 bits, site (or
     /// function) id in the low 32 bits.
     Cookie,
+    /// From a replayed hit's context, laid out as the cookie.
+    Replayed,
 }
 
 /// One program to generate: a probe instance, compiled for one way of
@@ -327,7 +334,25 @@ pub fn compile(
         return Err(errors);
     }
     let registry = &program.registry;
-    let scratch_size = shared.scratch.max(8).next_multiple_of(8);
+    let mut scratch_size = shared.scratch.max(8).next_multiple_of(8);
+    // Replay programs copy each hit of a batch past what the others use.
+    if programs
+        .iter()
+        .any(|p| matches!(p.unit.args, ArgAccess::Replay(_)))
+    {
+        let record_at = scratch_size;
+        scratch_size += layout::replay::SIZE;
+        for p in &mut programs {
+            if matches!(p.unit.args, ArgAccess::Replay(_)) {
+                let body = std::mem::take(&mut p.insns);
+                p.insns = replay::batched(record_at, &body);
+                let driver = p.insns.len() - body.len();
+                for (at, _) in &mut p.spans {
+                    *at += driver;
+                }
+            }
+        }
+    }
     let mut maps = vec![
         MapDef {
             spec: MapSpec::new(MapType::RingBuf, 0, 0, options.ring_size).name("sdt_ring"),
@@ -345,7 +370,7 @@ pub fn compile(
         },
         MapDef {
             spec: MapSpec::new(MapType::PerCpuArray, 4, scratch_size, 1).name("sdt_scratch"),
-            used: shared.scratch > 0,
+            used: scratch_size > 8 || shared.scratch > 0,
         },
         MapDef {
             spec: MapSpec::new(
@@ -609,7 +634,10 @@ impl<'a> Gen<'a> {
         // A map walk's callback frame (16 bytes, rounded up to 32) counts
         // too, below the deepest chain of loop callbacks.
         let walk_frame = if self.walks.is_empty() { 0 } else { 32 };
-        let stack = self.deepest_stack() + walk_frame;
+        // A replay program runs as a function of the batch's loop: two
+        // frames of 32 bytes above it (see the `replay` module).
+        let batch_frames = if self.replays() { 64 } else { 0 };
+        let stack = self.deepest_stack() + walk_frame + batch_frames;
         if stack > 512 {
             return Err(Diagnostic::error(
                 self.instance.span,

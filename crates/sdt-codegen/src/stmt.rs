@@ -7,6 +7,7 @@ use sdt_bpf::{
 
 use super::expr::{Op, R};
 use super::mem::{Mem, KEY_SLOT};
+use super::replay::Current;
 use super::user::UserRead;
 use super::{Gen, CTX};
 use crate::layout::{self, Field, OutputInfo, ReadWhat, HEADER};
@@ -323,7 +324,7 @@ impl Gen<'_> {
     /// The wall-clock time now, the number of the `interval_ns`-long
     /// interval it is in, and that modulo `count`: three slots.
     fn tseries_interval(&mut self, interval_ns: u64, count: u32) -> (i16, i16, Op) {
-        self.b.call(Helper::KtimeGetNs);
+        self.current(Current::Time);
         self.b.load_imm(Reg::R1, self.options.wall_offset_ns as i64);
         self.b.push(Insn::alu64_reg(AluOp::Add, Reg::R0, Reg::R1));
         let now = self.spill_slot(Reg::R0);
@@ -586,13 +587,11 @@ impl Gen<'_> {
     /// The time, thread and thread name of a record ([`layout::stamp`]).
     fn stamp(&mut self, record: Mem) {
         use layout::stamp;
-        self.b.call(Helper::KtimeGetNs);
+        self.current(Current::Time);
         record.store(&mut self.b, Size::DW, stamp::TIME, Reg::R0);
-        self.b.call(Helper::GetCurrentPidTgid);
+        self.current(Current::PidTgid);
         record.store(&mut self.b, Size::DW, stamp::PID_TGID, Reg::R0);
-        record.address(&mut self.b, Reg::R1, stamp::COMM);
-        self.b.push(Insn::mov64_imm(Reg::R2, 16));
-        self.b.call(Helper::GetCurrentComm);
+        self.current_comm(record, stamp::COMM);
     }
 
     /// `bpf_ringbuf_output` of a record, counting it as lost when the ring
@@ -661,12 +660,25 @@ impl Gen<'_> {
         Ok(())
     }
 
+    /// `R3` = where the string of argument `arg` is: the argument, or,
+    /// replaying, the copy the hit carried.
+    fn string_address(&mut self, record: Mem, arg: usize) {
+        if self.replays() {
+            self.captured_address(arg, Reg::R3);
+        } else {
+            let at = layout::event::ARGS + 8 * arg as u32;
+            record.load(&mut self.b, Size::DW, Reg::R3, at);
+        }
+    }
+
     /// One `sdt trace` event: time, pid/tid, cookie, comm, every argument
     /// of the site, and the strings asked for.
     fn event(&mut self, strings: &[sdt_lang::hir::StringArg]) -> R<()> {
         use layout::event;
         let args = match &self.unit.args {
             super::ArgAccess::Usdt(sources) => sources.clone(),
+            // Read below from the context, by number.
+            super::ArgAccess::Replay(widths) => vec![None; widths.len()],
             _ => Vec::new(),
         };
         let strings: Vec<sdt_lang::hir::StringArg> = strings
@@ -683,14 +695,18 @@ impl Gen<'_> {
         let size = strings_at + strings.len() as u32 * (8 + event::STRING_LEN);
         let record = self.frame.scratch(size);
         record.store_imm(&mut self.b, Size::DW, 0, id as i32);
-        self.b.call(Helper::KtimeGetNs);
+        self.current(Current::Time);
         record.store(&mut self.b, Size::DW, event::TIME, Reg::R0);
-        self.b.call(Helper::GetCurrentPidTgid);
+        self.current(Current::PidTgid);
         record.store(&mut self.b, Size::DW, event::PID_TGID, Reg::R0);
         match self.unit.ids {
             super::Ids::Cookie => {
                 self.b.push(Insn::mov64_reg(Reg::R1, CTX));
                 self.b.call(Helper::GetAttachCookie);
+            }
+            super::Ids::Replayed => {
+                let at = layout::replay::COOKIE as i16;
+                self.b.push(Insn::ldx(Size::DW, Reg::R0, CTX, at));
             }
             super::Ids::Const { probe, site } => {
                 self.b
@@ -698,10 +714,13 @@ impl Gen<'_> {
             }
         }
         record.store(&mut self.b, Size::DW, event::COOKIE, Reg::R0);
-        record.address(&mut self.b, Reg::R1, event::COMM);
-        self.b.push(Insn::mov64_imm(Reg::R2, 16));
-        self.b.call(Helper::GetCurrentComm);
+        self.current_comm(record, event::COMM);
         for (n, source) in args.iter().enumerate() {
+            if self.replays() {
+                self.replayed_arg(n);
+                record.store(&mut self.b, Size::DW, event::ARGS + 8 * n as u32, Reg::R0);
+                continue;
+            }
             // An argument that cannot be read is recorded as 0; the
             // reader knows from the site that it is not a value.
             let source = source.unwrap_or(sdt_bpf::arg::ArgSource::Const(0));
@@ -717,12 +736,7 @@ impl Gen<'_> {
             let stored = self.b.label();
             match s.len_arg {
                 None => {
-                    record.load(
-                        &mut self.b,
-                        Size::DW,
-                        Reg::R3,
-                        event::ARGS + 8 * s.arg as u32,
-                    );
+                    self.string_address(record, s.arg);
                     record.address(&mut self.b, Reg::R1, bytes_at);
                     self.b
                         .push(Insn::mov64_imm(Reg::R2, event::STRING_LEN as i32));
@@ -744,12 +758,7 @@ impl Gen<'_> {
                         .push(Insn::mov64_imm(Reg::R2, event::STRING_LEN as i32 - 1));
                     self.b.bind(bounded);
                     self.b.push(Insn::mov64_reg(Reg::R8, Reg::R2));
-                    record.load(
-                        &mut self.b,
-                        Size::DW,
-                        Reg::R3,
-                        event::ARGS + 8 * s.arg as u32,
-                    );
+                    self.string_address(record, s.arg);
                     record.address(&mut self.b, Reg::R1, bytes_at);
                     self.read_user(UserRead::Bytes, ReadWhat::EventArg(s.arg as u32));
                     self.b.jump_imm(JmpOp::Slt, Reg::R0, 0, stored);

@@ -73,7 +73,7 @@ pub use file::{ElfFile, FileId};
 pub use insn::{classify, site_code, SiteInstruction, MAX_INSTRUCTION_LEN};
 pub use needed::{dependencies, needed_libraries, Dependencies};
 pub use pattern::ProbePattern;
-pub use probes::{parse, NoteAddresses, Probe, Probes, Semaphore, Site, SkippedNote};
+pub use probes::{parse, Anchor, NoteAddresses, Probe, Probes, Semaphore, Site, SkippedNote};
 pub use process::{mapped_objects, MappedObject};
 pub use resolve::{
     cached_libraries, find_in_path, find_library, find_soname, library_dirs, resolve, LD_SO_CACHE,

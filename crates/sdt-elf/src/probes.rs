@@ -40,8 +40,27 @@ pub struct Probes<'data> {
     pub arch: Arch,
     /// Notes that were malformed and left out; the rest are still listed.
     pub skipped: Vec<SkippedNote>,
+    /// The fast path's anchors, one for each semaphore of a probe of the
+    /// `sdt` crate built with its `fastpath` feature.
+    pub anchors: Vec<Anchor>,
     groups: Vec<Group<'data>>,
     sites: Vec<Site<'data>>,
+}
+
+/// A fast-path anchor (a note of owner `sdt`, type 1): a one-byte no-op
+/// that never runs, where a uprobe whose reference counter is `semaphore`
+/// raises the semaphore without any site trapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Anchor {
+    /// The anchor's virtual address, after the prelink correction.
+    pub address: u64,
+    /// Its offset in the file, in an executable segment.
+    pub file_offset: Option<u64>,
+    /// The semaphore it raises.
+    pub semaphore: Semaphore,
+    /// Bit N set when the probe's hits carry a copy of the bytes `argN`
+    /// points to (`&CStr`, `&str`, `&[u8]`).
+    pub capture: u64,
 }
 
 /// One `provider:name` pair and the range of its sites in `Probes::sites`.
@@ -228,6 +247,7 @@ where
     // are passed over below).
     let mut sources: Vec<(u64, u64, u64)> = Vec::new(); // (offset, size, align)
     let mut stapsdt_base = None;
+    let mut anchor_sources: Vec<(u64, u64)> = Vec::new(); // (offset, size)
     if sections.is_empty() {
         for ph in segments
             .iter()
@@ -249,6 +269,11 @@ where
                     section.sh_offset(endian).into(),
                     section.sh_size(endian).into(),
                     section.sh_addralign(endian).into(),
+                ));
+            } else if name == b".note.sdt.fast" && section.sh_type(endian) == elf::SHT_NOTE {
+                anchor_sources.push((
+                    section.sh_offset(endian).into(),
+                    section.sh_size(endian).into(),
                 ));
             }
         }
@@ -304,9 +329,26 @@ where
         }
     }
     let (groups, sites) = grouper.finish();
+    let anchors = anchor_sources
+        .into_iter()
+        .filter_map(|(offset, size)| {
+            let start = usize::try_from(offset).ok()?;
+            data.get(start..start.checked_add(usize::try_from(size).ok()?)?)
+        })
+        .flat_map(|bytes| Notes {
+            data: bytes,
+            pos: 0,
+            align: 4,
+            endian,
+        })
+        .filter_map(|note| note.body.ok())
+        .filter(NoteBody::is_sdt_anchor)
+        .filter_map(|body| layout.anchor(body.desc))
+        .collect();
     Ok(Probes {
         arch,
         skipped,
+        anchors,
         groups,
         sites,
     })
@@ -382,6 +424,33 @@ impl Layout<'_> {
     }
 }
 
+impl Layout<'_> {
+    /// Decodes the body of an `sdt` anchor note: anchor, semaphore,
+    /// `.stapsdt.base` and the capture mask, each 8 bytes; `None` for a
+    /// malformed one.
+    fn anchor(&self, desc: &[u8]) -> Option<Anchor> {
+        if !self.is_64 || desc.len() < 32 {
+            return None;
+        }
+        let read = |i: usize| read_uint(self.endian, &desc[i * 8..(i + 1) * 8]);
+        let (anchor, semaphore, base, capture) = (read(0), read(1), read(2), read(3));
+        let delta = match self.stapsdt_base {
+            Some(at) if base != 0 => at.wrapping_sub(base),
+            _ => 0,
+        };
+        let (address, semaphore) = (anchor.wrapping_add(delta), semaphore.wrapping_add(delta));
+        Some(Anchor {
+            address,
+            file_offset: file_offset(self.loads, address, elf::PF_X),
+            semaphore: Semaphore {
+                address: semaphore,
+                file_offset: file_offset(self.loads, semaphore, elf::PF_W),
+            },
+            capture,
+        })
+    }
+}
+
 /// Reads an unsigned integer of `bytes.len()` bytes (at most 8).
 fn read_uint(endian: Endianness, bytes: &[u8]) -> u64 {
     let fold = |acc: u64, &b: &u8| acc << 8 | u64::from(b);
@@ -420,6 +489,10 @@ struct NoteBody<'data> {
 }
 
 impl NoteBody<'_> {
+    fn is_sdt_anchor(&self) -> bool {
+        self.kind == 1 && self.name.split(|&b| b == 0).next() == Some(b"sdt")
+    }
+
     fn is_stapsdt(&self) -> bool {
         const NT_STAPSDT: u32 = 3;
         // The name is "stapsdt" plus its NUL, but be lenient about padding.

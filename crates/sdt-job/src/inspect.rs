@@ -6,6 +6,30 @@ use std::io::{self, Write};
 use sdt_bind::Target;
 use sdt_script::Compilation;
 
+/// Which path each probe that could take the fast path takes, and why,
+/// one line each (for `--dump` and `-v`).
+pub fn paths(compilation: &Compilation) -> Vec<String> {
+    let fast = &compilation.fast;
+    let mut lines: Vec<String> = fast
+        .probes
+        .iter()
+        .map(|p| {
+            format!(
+                "{} takes the fast path: its hits come through memory the program shares, and {} replay{} them",
+                p.display,
+                p.replays
+                    .iter()
+                    .map(|&(program, _)| compilation.compiled.programs[program].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if p.replays.len() == 1 { "s" } else { "" }
+            )
+        })
+        .collect();
+    lines.extend(fast.kernel.iter().cloned());
+    lines
+}
+
 /// `--dump`: the sites each attach point resolved to, then every
 /// generated program, disassembled.
 pub fn dump(compilation: &Compilation, out: &mut dyn Write) -> io::Result<()> {
@@ -39,6 +63,9 @@ pub fn dump(compilation: &Compilation, out: &mut dyn Write) -> io::Result<()> {
             }
             _ => {}
         }
+    }
+    for line in paths(compilation) {
+        writeln!(out, "{line}")?;
     }
     let names = compilation.compiled.map_names();
     // Sleepable programs call the kfunc that the kernel was asked about.

@@ -27,6 +27,8 @@ pub struct Job {
     /// The text compiled: the script, and what a front end added to it.
     pub(crate) text: String,
     pub(crate) compilation: Compilation,
+    /// The fast path's socket, when probes take it.
+    pub(crate) listener: Option<sdt_fastpath::Listener>,
     pub(crate) traced: Traced,
     pub(crate) config: Config,
     pub(crate) mechanism: Mechanism,
@@ -187,6 +189,9 @@ impl Job {
             for note in &compilation.program.type_notes {
                 eprintln!("sdt: {note}");
             }
+            for line in crate::inspect::paths(compilation) {
+                eprintln!("sdt: {line}");
+            }
         }
     }
 
@@ -202,6 +207,7 @@ impl Job {
             request,
             text,
             compilation,
+            listener,
             traced,
             config,
             mechanism,
@@ -224,6 +230,11 @@ impl Job {
                 &text,
             ))
         })?;
+        if let Some(listener) = listener {
+            runner
+                .serve_fast(listener, &traced.pids, request.follow)
+                .map_err(Failure::other)?;
+        }
         if request.voice == Voice::Sdt && request.hint_records {
             for said in &start {
                 runner.runtime().sink().event(Event::Hint(&said.hint));
@@ -321,7 +332,7 @@ fn report_losses(outcome: &Outcome, request: &Request, sink: &mut dyn Sink) {
         events: summary.lost_events,
         stacks: summary.lost_stacks,
         full_maps: summary.full_maps.clone(),
-        hits: summary.lost_hits,
+        hits: summary.lost_hits + summary.fast_lost,
         failed_reads: summary.failed_reads.clone(),
     }));
     if summary.lost_events > 0 {
@@ -354,6 +365,18 @@ fn report_losses(outcome: &Outcome, request: &Request, sink: &mut dyn Sink) {
         eprintln!(
             "sdt: {} hits were dropped because the kernel had no memory for a thread's scratch space",
             summary.lost_hits
+        );
+    }
+    if summary.fast_lost > 0 {
+        eprintln!(
+            "sdt: {} hits of the fast path were dropped because their thread's ring was full (the program never waits for sdt)",
+            summary.fast_lost
+        );
+    }
+    if summary.fast_failed > 0 {
+        eprintln!(
+            "sdt: {} hits of the fast path could not be replayed: the kernel refused to run their program",
+            summary.fast_failed
         );
     }
     for read in &summary.failed_reads {

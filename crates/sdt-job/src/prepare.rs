@@ -22,6 +22,8 @@ pub struct Prepared {
     traced: Traced,
     mechanism: Mechanism,
     options: sdt_script::Options,
+    /// The fast path's socket, held while the run may serve it.
+    listener: Option<sdt_fastpath::Listener>,
 }
 
 impl Job {
@@ -61,7 +63,13 @@ impl Job {
         } else {
             sdt_trace::mechanism(request.mechanism).map_err(Failure::other)?
         };
-        let options = compile_options(&request, &config, &traced, mechanism);
+        let mut options = compile_options(&request, &config, &traced, mechanism);
+        // Another sdt serving the fast path has the socket: this run
+        // takes every hit through the kernel.
+        let listener = (fastpath_wanted() && !request.compile_only)
+            .then(sdt_fastpath::Listener::bind)
+            .and_then(Result::ok);
+        options.fastpath = fastpath_wanted() && (request.compile_only || listener.is_some());
         Ok(Prepared {
             request,
             script,
@@ -69,6 +77,7 @@ impl Job {
             traced,
             mechanism,
             options,
+            listener,
         })
     }
 }
@@ -82,12 +91,8 @@ impl Prepared {
     /// Compiles the script.
     pub fn compile(self) -> Result<Job, Failure> {
         let source = &self.request.source;
-        match sdt_script::compile_parsed(
-            &source.name,
-            &source.text,
-            self.script.clone(),
-            &self.options,
-        ) {
+        let text = source.text.clone();
+        match self.compile_script(&text, self.script.clone()) {
             Ok(compilation) => {
                 let text = source.text.clone();
                 Ok(self.into_job(text, compilation))
@@ -101,7 +106,22 @@ impl Prepared {
     pub fn compile_text(&self, text: &str) -> Result<Compilation, Diagnostics> {
         let parsed = sdt_lang::parser::parse(text).map_err(Diagnostics::from)?;
         let script = reprepare(parsed, &self.request)?;
-        sdt_script::compile_parsed(&self.request.source.name, text, script, &self.options)
+        self.compile_script(text, script)
+    }
+
+    /// Compiles `script`, whose text is `text`; again with every `printf`
+    /// stamped with its hit's time when probes take the fast path, so
+    /// that their output sorts among the kernel's (see `sdt_runtime`'s
+    /// `fast` module).
+    fn compile_script(&self, text: &str, script: Script) -> Result<Compilation, Diagnostics> {
+        let name = &self.request.source.name;
+        let compilation = sdt_script::compile_parsed(name, text, script.clone(), &self.options)?;
+        if compilation.fast.is_empty() || self.options.codegen.stamp_printf {
+            return Ok(compilation);
+        }
+        let mut stamped = self.options.clone();
+        stamped.codegen.stamp_printf = true;
+        sdt_script::compile_parsed(name, text, script, &stamped)
     }
 
     /// The job of `compilation`, compiled from `text` by
@@ -109,9 +129,11 @@ impl Prepared {
     pub fn into_job(self, text: String, compilation: Compilation) -> Job {
         let traced = self.traced.view(self.request.command());
         let start = crate::hints::at_start(&compilation, &traced, self.request.internal);
+        let listener = self.listener.filter(|_| !compilation.fast.is_empty());
         Job {
             request: self.request,
             text,
+            listener,
             compilation,
             traced: self.traced,
             config: self.config,
@@ -248,7 +270,18 @@ fn compile_options(
             build_id_stacks: traced.pids.is_empty(),
         },
         counted: counted_probes(),
+        // Decided by `Job::prepare`, which binds the socket.
+        fastpath: false,
     }
+}
+
+/// The environment variable that, set to `0`, keeps every hit on the
+/// kernel's path: probes of the `sdt` crate built with its `fastpath`
+/// feature then trap into the kernel as every other probe does.
+pub const FASTPATH_VARIABLE: &str = "SDT_FASTPATH";
+
+fn fastpath_wanted() -> bool {
+    std::env::var_os(FASTPATH_VARIABLE).is_none_or(|v| v != "0")
 }
 
 /// The probes whose hits tell whether a runtime's switch was on, counted

@@ -240,8 +240,8 @@ pub struct Losses {
     pub stacks: u64,
     /// `(map name, updates refused because the map was full)`.
     pub full_maps: Vec<(String, u64)>,
-    /// Hits dropped because the kernel had no memory for the thread's
-    /// scratch space.
+    /// Hits dropped: the kernel had no memory for the thread's scratch
+    /// space, or, on the fast path, the thread's ring was full.
     pub hits: u64,
     /// Reads of the traced process's memory that failed, by place.
     pub failed_reads: Vec<FailedRead>,

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod event;
+mod fast;
 mod later;
 mod maps;
 pub mod reads;

@@ -20,9 +20,17 @@ use sdt_script::{Compilation, Role};
 /// for action, so the reader looks on its own this often.
 pub const DELIVERY_INTERVAL: Duration = Duration::from_millis(20);
 
+/// How often the rings of the fast path are read: a thread's ring holds
+/// about 16,000 hits, which a thread firing a million a second fills in
+/// 16 ms.
+const FAST_INTERVAL: Duration = Duration::from_millis(2);
+
 /// The token of the descriptors that say the traced tree has mapped
 /// something; callers' tokens are small.
 const MAPPED: u64 = u64::MAX;
+
+/// The token of the socket programs register on for the fast path.
+const FAST: u64 = u64::MAX - 1;
 
 /// The least time between two wake-ups by mappings.
 const MAPPED_SPACING: Duration = Duration::from_millis(1);
@@ -41,6 +49,12 @@ pub struct Runner<'c> {
     later: Option<LaterObjects>,
     /// When a mapping last woke [`step`](Self::step).
     last_mapped_wakeup: Option<Instant>,
+    /// The fast path, when the run serves one.
+    fast: Option<crate::fast::FastPath>,
+    /// Records put back in the order of their hits, while it does.
+    reorder: crate::fast::Reorder,
+    /// Every hit before this time has been replayed.
+    replayed_until: u64,
 }
 
 /// What went wrong, if anything, and what was lost, at the end.
@@ -65,6 +79,11 @@ pub struct Summary {
     pub counted: Vec<ProbeHits>,
     /// Attach points that waited for objects mapped later, in vain.
     pub unattached: Unattached,
+    /// Hits of the fast path that found no room in their thread's ring.
+    pub fast_lost: u64,
+    /// Hits of the fast path replayed, and those the kernel refused to run.
+    pub fast_replayed: u64,
+    pub fast_failed: u64,
 }
 
 /// How often a counted probe fired, counted by its programs.
@@ -176,7 +195,27 @@ impl<'c> Runner<'c> {
             exit: None,
             later: None,
             last_mapped_wakeup: None,
+            fast: None,
+            reorder: crate::fast::Reorder::default(),
+            replayed_until: 0,
         })
+    }
+
+    /// Serves the compilation's fast path ([`sdt_script::FastPlan`]) with
+    /// `listener`: programs of the traced processes that register on it
+    /// send their hits through shared memory, which this run replays.
+    /// Called before [`attach`](Self::attach), whose anchors ring them.
+    pub fn serve_fast(
+        &mut self,
+        listener: sdt_fastpath::Listener,
+        pids: &[i32],
+        follow: bool,
+    ) -> Result<(), sdt_trace::Error> {
+        let fast = crate::fast::FastPath::new(self.compilation, listener, pids, follow)
+            .map_err(sdt_trace::Error::FastPath)?;
+        self.session.watch(fast.socket(), FAST)?;
+        self.fast = Some(fast);
+        Ok(())
     }
 
     pub(crate) fn compilation(&self) -> &'c Compilation {
@@ -294,19 +333,25 @@ impl<'c> Runner<'c> {
     pub fn step(&mut self) -> Result<Step, sdt_trace::Error> {
         let now = Instant::now();
         let next = self.intervals.iter().map(|i| i.2).min();
+        // Programs of the fast path fill their rings without waking sdt:
+        // it looks more often while one sends hits.
+        let interval = match &self.fast {
+            Some(fast) if fast.serving() => FAST_INTERVAL,
+            _ => DELIVERY_INTERVAL,
+        };
         let timeout = next
             .map(|t| t.saturating_duration_since(now))
-            .unwrap_or(DELIVERY_INTERVAL)
-            .min(DELIVERY_INTERVAL);
+            .unwrap_or(interval)
+            .min(interval);
         let mut records = Vec::new();
         let mut ready = self.session.poll(timeout, |r| records.push(r.to_vec()))?;
         if ready.contains(&MAPPED) {
             ready.retain(|&token| token != MAPPED);
             self.space_mapping_wakeups();
         }
-        for record in records {
-            self.record(&record);
-        }
+        ready.retain(|&token| token != FAST);
+        self.replay_fast(&mut records);
+        self.deliver(records);
         let now = Instant::now();
         let due: Vec<usize> = self
             .intervals
@@ -363,6 +408,33 @@ impl<'c> Runner<'c> {
     fn drain(&mut self) {
         let mut records = Vec::new();
         self.session.consume(|r| records.push(r.to_vec()));
+        self.deliver(records);
+    }
+
+    /// Answers programs that registered for the fast path, replays the
+    /// hits they sent, and adds what that output to `records`.
+    fn replay_fast(&mut self, records: &mut Vec<Vec<u8>>) {
+        let Some(fast) = &mut self.fast else {
+            return;
+        };
+        fast.accept(self.compilation);
+        self.replayed_until = fast.drain(self.compilation, &self.session);
+        self.session.consume(|r| records.push(r.to_vec()));
+    }
+
+    /// Handles records: in the order of their hits once the fast path has
+    /// served a program (see the `fast` module), else as they came.
+    fn deliver(&mut self, records: Vec<Vec<u8>>) {
+        // Once a program has sent hits this way, for the rest of the run:
+        // its last hits may come with the kernel's in one batch after it
+        // has gone.
+        let served = self.fast.as_ref().is_some_and(|f| f.served);
+        let records = if served {
+            self.reorder
+                .take(self.compilation, records, self.replayed_until)
+        } else {
+            records
+        };
         for record in records {
             self.record(&record);
         }
@@ -391,6 +463,12 @@ impl<'c> Runner<'c> {
     /// nobody needs to sit through once the output is printed, so that is
     /// left to whoever takes [`Finished::attached`].
     pub fn finish(mut self, print_maps: bool) -> Result<Finished<'c>, sdt_trace::Error> {
+        // Hits of the fast path so far are replayed before the programs
+        // are told to stop, since replays obey that too.
+        let mut records = Vec::new();
+        self.replay_fast(&mut records);
+        self.replayed_until = u64::MAX;
+        self.deliver(records);
         let stopped = self
             .session
             .map(layout::CONTROL_MAP as usize)
@@ -449,7 +527,11 @@ impl<'c> Runner<'c> {
             self.session
                 .per_cpu_values(layout::LOST_MAP as usize, index)
         });
+        let fast = self.fast.take();
         let summary = Summary {
+            fast_lost: fast.as_ref().map_or(0, |f| f.lost()),
+            fast_replayed: fast.as_ref().map_or(0, |f| f.replayed),
+            fast_failed: fast.as_ref().map_or(0, |f| f.failed),
             lost_events: lost(layout::LOST_EVENTS),
             lost_stacks: lost(layout::LOST_STACKS),
             full_maps,

@@ -118,6 +118,8 @@ impl Growth {
                 cookies: compilation.later.cookies,
                 counted: compilation.counted.clone(),
                 warnings: Vec::new(),
+                // Objects mapped after the start keep the kernel's path.
+                fast: crate::fast::FastLowering::new(false),
             },
             outputs: compilation.compiled.outputs.clone(),
             attached: std::collections::HashSet::new(),
@@ -176,6 +178,7 @@ impl Growth {
             let instance = &compilation.program.probes[point.instance];
             let first_site = lowering.sites.len();
             if let Err(d) = lowering.usdt(
+                &compilation.program,
                 point.instance,
                 instance,
                 &plan.sites,

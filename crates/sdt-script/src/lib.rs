@@ -14,6 +14,7 @@
 
 #![forbid(unsafe_code)]
 
+mod fast;
 mod later;
 
 use std::collections::HashMap;
@@ -32,6 +33,7 @@ use sdt_lang::diag::{Diagnostic, Diagnostics};
 use sdt_lang::hir::{ProbeInstance, ProbeKind, Program};
 use sdt_lang::perf::CounterKind;
 
+pub use fast::{FastPlan, FastProbe};
 use later::LaterPoint;
 pub use later::{Added, Growth, Later};
 
@@ -57,6 +59,10 @@ pub struct Options {
     /// programs of their sites add one to counter N of the hits map for
     /// the Nth, at each hit (see [`Compilation::counted`]).
     pub counted: Vec<(String, String)>,
+    /// Whether probes of the `sdt` crate built with its `fastpath`
+    /// feature may deliver their hits through shared memory (see
+    /// [`FastPlan`]); the run must then serve them.
+    pub fastpath: bool,
 }
 
 /// What a program is run for.
@@ -70,6 +76,8 @@ pub enum Role {
     },
     /// Attached to probes.
     Probe,
+    /// Run by sdt on hits of the fast path ([`FastPlan`]).
+    Replay,
 }
 
 /// A compiled script, ready to load.
@@ -102,6 +110,8 @@ pub struct Compilation {
     /// The probes whose hits are counted, by counter (see
     /// [`Options::counted`]).
     pub counted: Vec<(String, String)>,
+    /// The probes whose hits come through shared memory.
+    pub fast: FastPlan,
 }
 
 impl Compilation {
@@ -161,8 +171,34 @@ pub fn compile_parsed(
     Ok(compilation)
 }
 
-/// Compiles a parsed script.
-pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilation, Diagnostics> {
+/// Compiles a parsed script. Where its probes could take the fast path
+/// but a program cannot be made for it (a replayed program needs more
+/// stack, say), every probe takes the kernel's path instead, and
+/// [`FastPlan::kernel`] says why.
+pub fn compile_script(script: Script, options: &Options) -> Result<Compilation, Diagnostics> {
+    if !options.fastpath {
+        return compile_lowered(script, options);
+    }
+    match compile_lowered(script.clone(), options) {
+        Ok(compilation) => Ok(compilation),
+        Err(fast_errors) => {
+            let kernel_only = Options {
+                fastpath: false,
+                ..options.clone()
+            };
+            let mut compilation = compile_lowered(script, &kernel_only)?;
+            compilation.fast.kernel.extend(
+                fast_errors
+                    .0
+                    .iter()
+                    .map(|d| format!("every probe takes the kernel's path: {}", d.message)),
+            );
+            Ok(compilation)
+        }
+    }
+}
+
+fn compile_lowered(mut script: Script, options: &Options) -> Result<Compilation, Diagnostics> {
     let mut bindings = sdt_bind::bind(
         &script,
         &options.check.params,
@@ -200,11 +236,12 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         cookies: options.mechanism.supports_cookies(),
         counted: options.counted.clone(),
         warnings: Vec::new(),
+        fast: fast::FastLowering::new(options.fastpath),
     };
     for (index, instance) in program.probes.iter().enumerate() {
         let b = &bound[instance.block][instance.attach_point];
         lowering
-            .instance(index, instance, b)
+            .instance(&program, index, instance, b)
             .map_err(|d| Diagnostics(vec![d]))?;
     }
     let later_points: Vec<LaterPoint> = program
@@ -238,6 +275,18 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
     .map_err(Diagnostics)?;
     // The reserving programs are never loaded.
     compiled.programs.truncate(lowering.units.len());
+    let mut fast = std::mem::take(&mut lowering.fast);
+    if !fast.anchor_sites.is_empty() {
+        fast.plan.anchors = Some(compiled.programs.len());
+        compiled
+            .programs
+            .push(fast::anchor_program(&lowering.units));
+        lowering.roles.push(Role::Probe);
+        lowering.attach.push(Attach::Uprobe {
+            sites: fast.anchor_sites,
+            retprobe: false,
+        });
+    }
     let later = Later {
         points: later_points,
         units: lowering.units.clone(),
@@ -270,6 +319,7 @@ pub fn compile_script(mut script: Script, options: &Options) -> Result<Compilati
         skipped,
         later,
         counted: options.counted.clone(),
+        fast: fast.plan,
     })
 }
 
@@ -383,6 +433,7 @@ struct Lowering {
     /// Sites left out because the script reads an argument there that
     /// cannot be read, one line each.
     warnings: Vec<String>,
+    fast: fast::FastLowering,
 }
 
 impl Lowering {
@@ -414,6 +465,7 @@ impl Lowering {
 
     fn instance(
         &mut self,
+        program: &Program,
         index: usize,
         instance: &ProbeInstance,
         b: &Bound,
@@ -425,7 +477,7 @@ impl Lowering {
                     AttachSpec::Usdt { path, .. } => path.clone(),
                     _ => None,
                 };
-                self.usdt(index, instance, planned, written.as_deref())?;
+                self.usdt(program, index, instance, planned, written.as_deref())?;
             }
             Target::Functions(functions) => self.functions(index, instance, functions, b),
             Target::Tracepoints(tps) => {
@@ -579,6 +631,7 @@ impl Lowering {
     /// read are left out, with a warning; an error if that leaves none.
     fn usdt(
         &mut self,
+        program: &Program,
         index: usize,
         instance: &ProbeInstance,
         planned: &[PlannedSite],
@@ -618,6 +671,20 @@ impl Lowering {
                 site.provider,
                 site.name
             );
+            if let Some(anchor) = self.fast.anchor(site) {
+                match sdt_codegen::replay_blocker(program, index, anchor.capture) {
+                    None => {
+                        self.fast_site(index, site, anchor, display);
+                        continue;
+                    }
+                    Some(why) => {
+                        let line = format!("{display} takes the kernel's path: {why}");
+                        if !self.fast.plan.kernel.contains(&line) {
+                            self.fast.plan.kernel.push(line);
+                        }
+                    }
+                }
+            }
             let probe = self.probe_id(display.clone());
             self.sites.push(site.clone());
             let site_id = self.sites.len() as u32 - 1;
@@ -692,6 +759,51 @@ impl Lowering {
             );
         }
         Ok(())
+    }
+}
+
+impl Lowering {
+    /// A site of probe instance `index` whose hits come through shared
+    /// memory: one program per instance and probe replays them.
+    fn fast_site(
+        &mut self,
+        index: usize,
+        site: &PlannedSite,
+        anchor: sdt_elf::Anchor,
+        display: String,
+    ) {
+        let probe = self.probe_id(display.clone());
+        self.sites.push(site.clone());
+        let site_id = self.sites.len() as u32 - 1;
+        let slot = self.fast.probe(site, anchor, &display);
+        let served = self.fast.plan.probes[slot]
+            .replays
+            .iter()
+            .any(|&(unit, _)| self.units[unit].instance == index);
+        if served {
+            return;
+        }
+        let counted = self
+            .counted
+            .iter()
+            .position(|(provider, name)| *provider == site.provider && *name == site.name)
+            .map(|n| n as u32);
+        let u = Unit {
+            counted,
+            ..unit(
+                index,
+                ProgramType::Syscall,
+                ArgAccess::Replay(fast::widths(site)),
+                Ids::Replayed,
+                format!("replay_{}", self.units.len()),
+                display,
+            )
+        };
+        self.fast.plan.probes[slot].replays.push((
+            self.units.len(),
+            (u64::from(probe) << 32) | u64::from(site_id),
+        ));
+        self.push(u, Role::Replay, Attach::Triggered);
     }
 }
 

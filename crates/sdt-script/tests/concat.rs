@@ -23,6 +23,7 @@ fn concatenated(parts: &[&[u8]], size: u32) -> Option<Vec<u8>> {
         missing_probes: sdt_lang::config::Config::default().missing_probes,
         codegen: Default::default(),
         counted: Vec::new(),
+        fastpath: false,
     };
     let mut compilation =
         sdt_script::compile(r#"BEGIN { @s = "placeholder"; }"#, &options).expect("compiles");

@@ -37,6 +37,7 @@ fn options(machine: Machine) -> sdt_script::Options {
             ..Default::default()
         },
         counted: Vec::new(),
+        fastpath: false,
     }
 }
 

@@ -94,6 +94,9 @@ pub enum Error {
     #[error("{0}")]
     Follow(String),
 
+    #[error("cannot serve the fast path: {0}")]
+    FastPath(std::io::Error),
+
     #[error("cannot attach {probe}")]
     PerfEvent {
         probe: String,

@@ -289,6 +289,16 @@ impl Session {
         program.test_run().map(|_| ()).map_err(Error::Bpf)
     }
 
+    /// Runs program `index` (a `BPF_PROG_TYPE_SYSCALL` program) once in
+    /// this thread on `context`: a hit of the fast path, replayed.
+    pub fn replay(&self, index: usize, context: &mut [u8]) -> Result<u32, Error> {
+        let (program, _) = self
+            .programs
+            .get(index)
+            .ok_or_else(|| Error::Bpf(sdt_bpf::Error::Invalid(format!("no program {index}"))))?;
+        program.run_with_context(context).map_err(Error::Bpf)
+    }
+
     /// Detaches every probe; the kernel lowers the semaphores it raised.
     ///
     /// Closing a uprobe link waits for an RCU grace period (tens of

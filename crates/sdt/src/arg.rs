@@ -80,6 +80,20 @@ pub trait Argument: sealed::Sealed {
 
     #[doc(hidden)]
     fn into_slot(self) -> Self::Slot;
+
+    /// Whether the fast path copies the bytes the argument points to
+    /// (`&CStr`, `&str`, `&[u8]`), so that a tracer reads them from the
+    /// hit's record rather than from the program's memory.
+    #[doc(hidden)]
+    const CAPTURED: bool = false;
+
+    /// What the fast path records of the slot: its value, and for a
+    /// string, its bytes.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn fast(slot: &Self::Slot, args: &mut crate::__private::FastArgs) {
+        args.value(slot.register());
+    }
 }
 
 /// The value an [`Argument`] leaves at the probe site.
@@ -87,6 +101,14 @@ pub trait Argument: sealed::Sealed {
 pub trait Slot {
     /// The value for the argument's register.
     fn register(&self) -> u64;
+}
+
+impl PtrLen {
+    /// The fast path's two arguments, with the bytes to copy.
+    #[inline(always)]
+    pub fn fast(&self, args: &mut crate::__private::FastArgs) {
+        args.bytes(self.ptr as usize as u64, self.len as u64);
+    }
 }
 
 impl Slot for u64 {
@@ -182,16 +204,22 @@ impl<T: ?Sized> Argument for NonNull<T> {
 
 impl sealed::Sealed for &CStr {}
 impl Argument for &CStr {
+    const CAPTURED: bool = true;
     type Slot = u64;
     const SPEC: i8 = 8;
     #[inline(always)]
     fn into_slot(self) -> u64 {
         self.as_ptr().into_slot()
     }
+    #[inline(always)]
+    fn fast(slot: &u64, args: &mut crate::__private::FastArgs) {
+        args.c_str(*slot);
+    }
 }
 
 impl sealed::Sealed for &[u8] {}
 impl Argument for &[u8] {
+    const CAPTURED: bool = true;
     type Slot = PtrLen;
     const SPEC: i8 = 0;
     #[inline(always)]
@@ -201,14 +229,23 @@ impl Argument for &[u8] {
             len: self.len(),
         }
     }
+    #[inline(always)]
+    fn fast(slot: &PtrLen, args: &mut crate::__private::FastArgs) {
+        slot.fast(args);
+    }
 }
 
 impl sealed::Sealed for &str {}
 impl Argument for &str {
+    const CAPTURED: bool = true;
     type Slot = PtrLen;
     const SPEC: i8 = 0;
     #[inline(always)]
     fn into_slot(self) -> PtrLen {
         self.as_bytes().into_slot()
+    }
+    #[inline(always)]
+    fn fast(slot: &PtrLen, args: &mut crate::__private::FastArgs) {
+        slot.fast(args);
     }
 }

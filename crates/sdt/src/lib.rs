@@ -149,6 +149,11 @@
 //!   ELF object the probes live in, `libc` to load it); without the
 //!   feature the crate is `no_std` and depends on nothing. The
 //!   `sdt-capi` crate makes it a C library, `libsdt.so`.
+//! * The `fastpath` feature lets a hit reach `sdt` without entering the
+//!   kernel: through memory the program shares with `sdt`, while `sdt`
+//!   traces the program ([`fastpath`], with `std` and `libc`). Other
+//!   tracers still see every hit at the probe's site. A disabled probe
+//!   costs the same with or without it.
 //!
 //! # Unsafe code
 //!
@@ -169,13 +174,17 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-#[cfg(feature = "dynamic")]
+#[cfg(any(feature = "dynamic", feature = "fastpath"))]
 extern crate std;
 
 mod arg;
 #[cfg(feature = "dynamic")]
 #[allow(unsafe_code)] // it loads the probes it generates and calls them: see its doc
 pub mod dynamic;
+// The layout is always here, for the tracer; the writing of hits only with
+// the `fastpath` feature.
+#[allow(unsafe_code)] // it shares memory with a tracer and writes hits into it: see its doc
+pub mod fastpath;
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod unsupported;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -203,6 +212,20 @@ pub mod __private {
         }
     }
 
+    /// The bits of the argument slots whose bytes the fast path copies,
+    /// for each argument's `(slots, captured)`: bit N for `argN`.
+    pub const fn capture_mask(args: &[(usize, bool)]) -> u64 {
+        let (mut mask, mut slot, mut i) = (0u64, 0, 0);
+        while i < args.len() {
+            if args[i].1 && slot < 64 {
+                mask |= 1 << slot;
+            }
+            slot += args[i].0;
+            i += 1;
+        }
+        mask
+    }
+
     /// Type-checks and converts a typed probe's argument, as a function
     /// argument would be (deref coercion included), with temporaries living
     /// to the end of the probe statement.
@@ -210,6 +233,37 @@ pub mod __private {
     pub fn typed<T: crate::Argument>(value: T) -> T {
         value
     }
+
+    #[cfg(feature = "fastpath")]
+    pub use crate::fastpath::{hit as fast_hit, Args as FastArgs};
+
+    /// Without the fast path, what a probe collects for it is nothing.
+    #[cfg(not(feature = "fastpath"))]
+    #[derive(Default)]
+    pub struct FastArgs;
+
+    #[cfg(not(feature = "fastpath"))]
+    impl FastArgs {
+        #[inline(always)]
+        pub const fn new() -> FastArgs {
+            FastArgs
+        }
+        #[inline(always)]
+        pub fn value(&mut self, _: u64) {}
+        #[inline(always)]
+        pub fn c_str(&mut self, _: u64) {}
+        #[inline(always)]
+        pub fn bytes(&mut self, _: u64, _: u64) {}
+    }
+
+    /// Without the fast path, no probe has a cache.
+    #[cfg(not(feature = "fastpath"))]
+    pub static NO_CACHE: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+    /// Without the fast path, a hit goes to the kernel only.
+    #[cfg(not(feature = "fastpath"))]
+    #[inline(always)]
+    pub fn fast_hit(_: usize, _: &core::sync::atomic::AtomicU64, _: &FastArgs) {}
 }
 
 /// Fires the probe `provider:name` with up to twelve argument slots.

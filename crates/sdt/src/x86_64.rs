@@ -82,6 +82,104 @@ macro_rules! __sdt_base_definition {
     };
 }
 
+/// The assembler name of the fast path's cache of `provider:name`'s slot,
+/// and of its anchor.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __sdt_fast_symbol {
+    (cache, $p:ident, $n:ident) => {
+        concat!("__sdt_fast.", stringify!($p), ".", stringify!($n))
+    };
+    (anchor, $p:ident, $n:ident) => {
+        concat!("__sdt_anchor.", stringify!($p), ".", stringify!($n))
+    };
+}
+
+/// With the `fastpath` feature: defines, once per object file and in COMDAT
+/// groups across them, the 8 bytes that cache the probe's slot, its anchor
+/// (a one-byte `nop` in a function nothing calls) and the note that tells
+/// `sdt` where the anchor and the semaphore are (owner `sdt`, type 1:
+/// anchor, semaphore, `_.stapsdt.base`, and the `{capture}` operand: bit N
+/// set when the fast path copies the bytes `argN` points to). The cache keeps the anchor alive
+/// under `--gc-sections`; see the `fastpath` module for why.
+#[cfg(feature = "fastpath")]
+#[doc(hidden)]
+#[macro_export]
+#[rustfmt::skip]
+macro_rules! __sdt_fast_definition {
+    ($p:ident, $n:ident) => {
+        concat!(
+            ".ifndef ", $crate::__sdt_fast_symbol!(cache, $p, $n), "\n",
+            ".pushsection .data.sdt.fast, \"awG\", @progbits, ", $crate::__sdt_fast_symbol!(cache, $p, $n), ", comdat\n",
+            ".reloc ., R_X86_64_NONE, ", $crate::__sdt_fast_symbol!(anchor, $p, $n), "\n",
+            ".weak ", $crate::__sdt_fast_symbol!(cache, $p, $n), "\n",
+            ".hidden ", $crate::__sdt_fast_symbol!(cache, $p, $n), "\n",
+            ".type ", $crate::__sdt_fast_symbol!(cache, $p, $n), ", @object\n",
+            ".size ", $crate::__sdt_fast_symbol!(cache, $p, $n), ", 8\n",
+            ".balign 8\n",
+            $crate::__sdt_fast_symbol!(cache, $p, $n), ":\n",
+            ".8byte 0\n",
+            ".popsection\n",
+            ".pushsection .text.sdt.anchor, \"axG\", @progbits, ", $crate::__sdt_fast_symbol!(anchor, $p, $n), ", comdat\n",
+            ".weak ", $crate::__sdt_fast_symbol!(anchor, $p, $n), "\n",
+            ".hidden ", $crate::__sdt_fast_symbol!(anchor, $p, $n), "\n",
+            ".type ", $crate::__sdt_fast_symbol!(anchor, $p, $n), ", @function\n",
+            $crate::__sdt_fast_symbol!(anchor, $p, $n), ":\n",
+            ".byte 0x90\n",
+            ".size ", $crate::__sdt_fast_symbol!(anchor, $p, $n), ", 1\n",
+            ".popsection\n",
+            ".pushsection .note.sdt.fast, \"G\", @note, ", $crate::__sdt_fast_symbol!(anchor, $p, $n), ", comdat\n",
+            ".balign 4\n",
+            ".4byte 4, 32, 1\n",
+            ".asciz \"sdt\"\n",
+            ".8byte ", $crate::__sdt_fast_symbol!(anchor, $p, $n), ", ",
+            $crate::__sdt_semaphore_symbol!($p, $n), ", _.stapsdt.base, {capture}\n",
+            ".popsection\n",
+            ".endif",
+        )
+    };
+}
+
+/// The address of `provider:name`'s semaphore and its fast path's cache.
+#[cfg(feature = "fastpath")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __sdt_fast_probe {
+    ($p:ident, $n:ident, $capture:expr) => {{
+        let semaphore: usize;
+        let cache: usize;
+        // SAFETY: the block computes two addresses of this object file's
+        // own symbols, which it defines if the file has not yet.
+        unsafe {
+            ::core::arch::asm!(
+                $crate::__sdt_base_definition!(),
+                $crate::__sdt_semaphore_definition!($p, $n),
+                $crate::__sdt_fast_definition!($p, $n),
+                concat!("lea ", $crate::__sdt_semaphore_symbol!($p, $n), "(%rip), {semaphore}"),
+                concat!("lea ", $crate::__sdt_fast_symbol!(cache, $p, $n), "(%rip), {cache}"),
+                semaphore = out(reg) semaphore,
+                cache = out(reg) cache,
+                capture = const $capture,
+                options(att_syntax, nostack, preserves_flags, pure, nomem),
+            );
+        }
+        let cache = cache as *const ::core::sync::atomic::AtomicU64;
+        // SAFETY: `cache` is 8 bytes of `.data`, aligned to 8, that only the
+        // fast path uses, and only as an atomic.
+        (semaphore, unsafe { &*cache })
+    }};
+}
+
+/// Without the fast path, nothing to name.
+#[cfg(not(feature = "fastpath"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __sdt_fast_probe {
+    ($p:ident, $n:ident, $capture:expr) => {
+        (0usize, &$crate::__private::NO_CACHE)
+    };
+}
+
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __sdt_enabled {
@@ -158,6 +256,19 @@ macro_rules! __sdt_emit {
                 )
             };
             $(let $a = $crate::Argument::into_slot($a);)*
+            {
+                let (semaphore, cache) = $crate::__sdt_fast_probe!(
+                    $p,
+                    $n,
+                    $crate::__private::capture_mask(&[$((
+                        $crate::__private::slots::<$t>(),
+                        <$t as $crate::Argument>::CAPTURED,
+                    )),*])
+                );
+                let mut fast = $crate::__private::FastArgs::new();
+                $(<$t as $crate::Argument>::fast(&$a, &mut fast);)*
+                $crate::__private::fast_hit(semaphore, cache, &fast);
+            }
             // SAFETY: the block executes one no-op instruction. A tracer may
             // replace it with a breakpoint or a call to a trampoline; both
             // preserve every register, and the call's push below the stack

@@ -24,7 +24,7 @@ use crate::types::{Agg, Shown, Space, StackMode, TSeriesAgg, Ty, INT64, UINT32, 
 
 /// The kernel's ids (`enum bpf_func_id`) of the helpers builtins lower to.
 /// The front end calls nothing; these are data for the code generator.
-mod helper {
+pub mod helper {
     pub const KTIME_GET_NS: u32 = 5;
     pub const GET_PRANDOM_U32: u32 = 7;
     pub const GET_SMP_PROCESSOR_ID: u32 = 8;

@@ -20,6 +20,7 @@
 //! tracepoints.
 
 mod builtins;
+pub use builtins::helper;
 mod calls;
 mod expr;
 mod objects;
