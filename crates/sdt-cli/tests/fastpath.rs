@@ -380,8 +380,18 @@ fn dump_says_which_path_each_probe_takes_and_why() {
         return;
     };
     let f = fixture.display();
-    let out = sdt()
+    // The fast path is for named processes: a run over every process
+    // keeps the kernel's path.
+    let running = Fixture::start(&fixture);
+    let pid = running.pid().to_string();
+    let everything = sdt()
         .args(["run", "--dump", "-e"])
+        .arg(format!("usdt:{f}:acc:hit {{ @ = count(); }}"))
+        .output()
+        .unwrap();
+    assert!(!text(&everything.stdout).contains("fast path"));
+    let out = sdt()
+        .args(["run", "--dump", "-p", &pid, "-e"])
         .arg(format!(
             "usdt:{f}:acc:hit {{ @[str(arg2)] = count(); }} \
              usdt:{f}:acc:text {{ @tasks[curtask] = count(); }}"
@@ -405,7 +415,7 @@ fn dump_says_which_path_each_probe_takes_and_why() {
     // The kernel's path is asked for: every probe takes it, silently.
     let kernel = sdt()
         .env("SDT_FASTPATH", "0")
-        .args(["run", "--dump", "-e"])
+        .args(["run", "--dump", "-p", &pid, "-e"])
         .arg(format!("usdt:{f}:acc:hit {{ @ = count(); }}"))
         .output()
         .unwrap();
@@ -421,6 +431,8 @@ fn a_script_that_compiles_for_the_kernel_compiles_with_the_fast_path_too() {
     // Deeper and deeper expressions, up to more stack than a program has:
     // a replayed program has less (it runs under the batch's loop), and
     // where it does not fit, the probe takes the kernel's path.
+    let running = Fixture::start(&fixture);
+    let pid = running.pid().to_string();
     let mut expression = "arg0".to_string();
     let mut fell_back = false;
     for depth in 1..=12 {
@@ -435,7 +447,7 @@ fn a_script_that_compiles_for_the_kernel_compiles_with_the_fast_path_too() {
                 command.env("SDT_FASTPATH", "0");
             }
             command
-                .args(["run", "--dump", "-e", &script])
+                .args(["run", "--dump", "-p", &pid, "-e", &script])
                 .output()
                 .unwrap()
         };
