@@ -380,8 +380,18 @@ fn dump_says_which_path_each_probe_takes_and_why() {
         return;
     };
     let f = fixture.display();
-    let out = sdt()
+    // The fast path is for named processes: a run over every process
+    // keeps the kernel's path.
+    let running = Fixture::start(&fixture);
+    let pid = running.pid().to_string();
+    let everything = sdt()
         .args(["run", "--dump", "-e"])
+        .arg(format!("usdt:{f}:acc:hit {{ @ = count(); }}"))
+        .output()
+        .unwrap();
+    assert!(!text(&everything.stdout).contains("fast path"));
+    let out = sdt()
+        .args(["run", "--dump", "-p", &pid, "-e"])
         .arg(format!(
             "usdt:{f}:acc:hit {{ @[str(arg2)] = count(); }} \
              usdt:{f}:acc:text {{ @tasks[curtask] = count(); }}"
@@ -405,7 +415,7 @@ fn dump_says_which_path_each_probe_takes_and_why() {
     // The kernel's path is asked for: every probe takes it, silently.
     let kernel = sdt()
         .env("SDT_FASTPATH", "0")
-        .args(["run", "--dump", "-e"])
+        .args(["run", "--dump", "-p", &pid, "-e"])
         .arg(format!("usdt:{f}:acc:hit {{ @ = count(); }}"))
         .output()
         .unwrap();
@@ -421,6 +431,8 @@ fn a_script_that_compiles_for_the_kernel_compiles_with_the_fast_path_too() {
     // Deeper and deeper expressions, up to more stack than a program has:
     // a replayed program has less (it runs under the batch's loop), and
     // where it does not fit, the probe takes the kernel's path.
+    let running = Fixture::start(&fixture);
+    let pid = running.pid().to_string();
     let mut expression = "arg0".to_string();
     let mut fell_back = false;
     for depth in 1..=12 {
@@ -435,7 +447,7 @@ fn a_script_that_compiles_for_the_kernel_compiles_with_the_fast_path_too() {
                 command.env("SDT_FASTPATH", "0");
             }
             command
-                .args(["run", "--dump", "-e", &script])
+                .args(["run", "--dump", "-p", &pid, "-e", &script])
                 .output()
                 .unwrap()
         };
@@ -449,4 +461,57 @@ fn a_script_that_compiles_for_the_kernel_compiles_with_the_fast_path_too() {
         fell_back |= text(&fast.stdout).contains("every probe takes the kernel's path");
     }
     assert!(fell_back, "no depth needed the kernel's path");
+}
+
+#[test]
+fn a_program_in_a_pid_namespace_of_its_own_is_shown_with_sdts_thread_ids() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(program) = fixture() else {
+        return;
+    };
+    if !require(have("unshare"), "unshare") {
+        return;
+    }
+    // The fixture is process 1 of a new PID namespace; its threads see
+    // themselves as 2 and 3. Its hits carry those ids; sdt shows its own.
+    let mut child = Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child"])
+        .arg(&program)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    // unshare's only child is the fixture.
+    let children =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap();
+    let pid: u32 = children.trim().parse().unwrap();
+    let events = sdt_testing::fixture::target_tmpdir().join("fastpath-namespace.txt");
+    let traced = sdt()
+        .args(["trace", "-p", &pid.to_string(), "-o"])
+        .arg(&events)
+        .arg(format!("{}:acc:hit", program.display()))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut fixture = Fixture { child, out };
+    fixture.wait_enabled(true);
+    assert_eq!(fixture.ask("50 2"), "fired 50\n");
+    fixture.end();
+    let err = text(&traced.wait_with_output().unwrap().stderr);
+    assert!(err.contains("(100 events by the fast path)"), "{err}");
+    let written = std::fs::read_to_string(&events).unwrap();
+    let tids: std::collections::BTreeSet<u32> = written
+        .lines()
+        .map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(fields[1], pid.to_string(), "{l}");
+            fields[2].parse().unwrap()
+        })
+        .collect();
+    assert_eq!(tids.len(), 2, "{written}");
+    assert!(tids.iter().all(|&tid| tid > pid), "{tids:?} inside {pid}");
 }

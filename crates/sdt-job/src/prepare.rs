@@ -64,12 +64,13 @@ impl Job {
             sdt_trace::mechanism(request.mechanism).map_err(Failure::other)?
         };
         let mut options = compile_options(&request, &config, &traced, mechanism);
+        let fastpath = fastpath_wanted() && fastpath_reachable(&traced);
         // Another sdt serving the fast path has the socket: this run
         // takes every hit through the kernel.
-        let listener = (fastpath_wanted() && !request.compile_only)
+        let listener = (fastpath && !request.compile_only)
             .then(sdt_fastpath::Listener::bind)
             .and_then(Result::ok);
-        options.fastpath = fastpath_wanted() && (request.compile_only || listener.is_some());
+        options.fastpath = fastpath && (request.compile_only || listener.is_some());
         Ok(Prepared {
             request,
             script,
@@ -282,6 +283,26 @@ pub const FASTPATH_VARIABLE: &str = "SDT_FASTPATH";
 
 fn fastpath_wanted() -> bool {
     std::env::var_os(FASTPATH_VARIABLE).is_none_or(|v| v != "0")
+}
+
+/// Whether every process the run rings can reach sdt's socket: the fast
+/// path is taken only for named processes (`-p`, `-c`) in sdt's network
+/// namespace, whose abstract sockets they share. A process that rings
+/// and cannot register would lose its hits, since the probe's site has
+/// no uprobe of sdt's: so a run over every process, or a cgroup's (a
+/// container's, with a network of its own), keeps the kernel's path.
+fn fastpath_reachable(traced: &Traced) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let net = |pid: &str| std::fs::metadata(format!("/proc/{pid}/ns/net")).map(|m| m.ino());
+    let Ok(own) = net("self") else {
+        return false;
+    };
+    !traced.pids.is_empty()
+        && traced.cgroup.is_none()
+        && traced
+            .pids
+            .iter()
+            .all(|pid| net(&pid.to_string()).is_ok_and(|ino| ino == own))
 }
 
 /// The probes whose hits tell whether a runtime's switch was on, counted

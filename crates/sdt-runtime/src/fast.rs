@@ -44,8 +44,8 @@ pub(crate) struct FastPath {
     /// their children are traced too.
     pids: Vec<u32>,
     follow: bool,
-    /// The programs registered, each with its `gid << 32 | uid`.
-    programs: Vec<(Shared, u64)>,
+    /// The programs registered.
+    programs: Vec<Admitted>,
     /// Hits waiting to be replayed, kept for its memory.
     batch: Batch,
     /// Hits lost by programs that have ended.
@@ -112,8 +112,13 @@ impl FastPath {
             let ids = status(pending.pid)
                 .map(|s| (u64::from(s.gid) << 32) | u64::from(s.uid))
                 .unwrap_or(u64::from(pending.uid));
+            let threads = Threads::of(pending.pid);
             if let Ok(shared) = pending.admit(&entries, &self.clock) {
-                self.programs.push((shared, ids));
+                self.programs.push(Admitted {
+                    shared,
+                    ids,
+                    threads,
+                });
                 self.served = true;
             }
         }
@@ -165,19 +170,29 @@ impl FastPath {
         self.clock.refine();
         let mut hits: Vec<(u32, u64, Record)> = Vec::new();
         let mut ended = Vec::new();
-        for (i, (shared, ids)) in self.programs.iter_mut().enumerate() {
+        for (i, program) in self.programs.iter_mut().enumerate() {
+            let Admitted {
+                shared,
+                ids,
+                threads,
+            } = program;
             // Asked before the rings are read: a program that had ended
             // then wrote nothing after this read.
             if shared.ended() {
                 ended.push(i);
             }
             let (pid, ids) = (shared.pid, *ids);
-            shared.drain(|r| hits.push((pid, ids, r)));
+            shared.drain(|mut r| {
+                if let Some(threads) = threads.as_mut() {
+                    r.tid = threads.outside(r.tid);
+                }
+                hits.push((pid, ids, r));
+            });
             shared.heartbeat();
         }
         for i in ended.into_iter().rev() {
-            let (shared, _) = self.programs.swap_remove(i);
-            self.lost_before += shared.lost();
+            let program = self.programs.swap_remove(i);
+            self.lost_before += program.shared.lost();
         }
         hits.sort_by_key(|(_, _, r)| r.tsc);
         let mut batch = std::mem::take(&mut self.batch);
@@ -191,7 +206,7 @@ impl FastPath {
 
     /// Hits the programs had no room for.
     pub(crate) fn lost(&self) -> u64 {
-        self.lost_before + self.programs.iter().map(|(s, _)| s.lost()).sum::<u64>()
+        self.lost_before + self.programs.iter().map(|p| p.shared.lost()).sum::<u64>()
     }
 
     /// Adds `hit` to `batch` for each program that replays its probe,
@@ -287,6 +302,75 @@ pub(crate) struct Batch {
     strings: Vec<u8>,
     /// `(where in records the copy's address goes, where in strings it is)`.
     strings_at: Vec<(usize, usize)>,
+}
+
+/// A program that registered.
+struct Admitted {
+    shared: Shared,
+    /// Its `gid << 32 | uid`.
+    ids: u64,
+    /// Its threads' ids as sdt sees them, when it runs in a PID namespace
+    /// below sdt's: its hits carry the ids it sees itself.
+    threads: Option<Threads>,
+}
+
+/// The thread ids of a process in a PID namespace below sdt's: as the
+/// process sees them, to as sdt's namespace does (the `NSpid` lines of
+/// `/proc/PID/task/*/status`, outermost first).
+struct Threads {
+    pid: u32,
+    outside: std::collections::HashMap<u32, u32>,
+}
+
+impl Threads {
+    /// `None` when process `pid` sees the same ids as sdt.
+    fn of(pid: u32) -> Option<Threads> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let nested = ns_ids(&status).is_some_and(|ids| ids.len() > 1);
+        nested.then(|| {
+            let mut threads = Threads {
+                pid,
+                outside: Default::default(),
+            };
+            threads.read();
+            threads
+        })
+    }
+
+    fn read(&mut self) {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+            return;
+        };
+        for task in tasks.flatten() {
+            let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+            if let Some(ids) = ns_ids(&status) {
+                if let (Some(&outer), Some(&inner)) = (ids.first(), ids.last()) {
+                    self.outside.insert(inner, outer);
+                }
+            }
+        }
+    }
+
+    /// Thread `tid`, as the process sees it, as sdt sees it; read again
+    /// for a thread not seen before.
+    fn outside(&mut self, tid: u32) -> u32 {
+        if !self.outside.contains_key(&tid) {
+            self.read();
+        }
+        // A thread gone before it was looked up keeps the id it had
+        // inside (looked up once).
+        *self.outside.entry(tid).or_insert(tid)
+    }
+}
+
+/// The ids of an `NSpid:` line, outermost namespace first.
+fn ns_ids(status: &str) -> Option<Vec<u32>> {
+    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    Some(
+        line.split_whitespace()
+            .filter_map(|id| id.parse().ok())
+            .collect(),
+    )
 }
 
 /// What `/proc/PID/status` says of a process's parent and ids.
