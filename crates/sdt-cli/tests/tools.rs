@@ -1078,7 +1078,16 @@ fn a_wrapper_script_that_execs_the_runtime_is_traced_with_l() {
         stderr.contains("cannot tell which runtime") && stderr.contains("-l LANG"),
         "{stderr}"
     );
-    let out = tool(&["calls", "--json", "-l", "python", "-c", &cmd]);
+    // sdt attaches to the python the wrapper runs once it maps it, while
+    // python starts: fib.py runs after half a second, so that none of its
+    // calls comes before.
+    let fib = fixtures().join("fib.py");
+    let late = format!(
+        "{} /usr/bin/python3.11 -c 'import runpy, time; time.sleep(0.5); runpy.run_path(\"{}\")' --no-nap",
+        wrapper.display(),
+        fib.display()
+    );
+    let out = tool(&["calls", "--json", "-l", "python", "-c", &late]);
     assert_fib_counts(&last_json(&out));
 }
 
