@@ -578,6 +578,14 @@ impl Gen<'_> {
         }
         self.send(record, size, urgent);
         if matches!(output, Output::Exit(_)) {
+            if self.replays() {
+                // The hits replayed after this one, in this batch or a
+                // later one, were after the exit: like the kernel's hits
+                // once sdt has read the exit, they do nothing.
+                self.b.ld_map_value_index(Reg::R1, layout::CONTROL_MAP, 0);
+                self.b.load_imm(Reg::R2, layout::STOPPED as i64);
+                self.b.push(Insn::stx(Size::DW, Reg::R1, 0, Reg::R2));
+            }
             let exit = self.exit;
             self.b.jump(exit);
         }
