@@ -515,3 +515,20 @@ fn a_program_in_a_pid_namespace_of_its_own_is_shown_with_sdts_thread_ids() {
     assert_eq!(tids.len(), 2, "{written}");
     assert!(tids.iter().all(|&tid| tid > pid), "{tids:?} inside {pid}");
 }
+
+#[test]
+fn exit_in_a_replayed_hit_stops_the_hits_after_it() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(fixture) = fixture() else {
+        return;
+    };
+    // One thread fires i = 1..=1000 in order; the 500th ends the run. Its
+    // hits are replayed in order, so exactly 500 are counted.
+    let script = "usdt:FIXTURE:acc:hit { @c = count(); if (arg0 == 500) { printf(\"at %d\\n\", arg0); exit(); } }
+                  END { printf(\"end\\n\"); }";
+    let output = run_on_input(&fixture, "1000 1\n", script, false);
+    let (out, err) = (text(&output.stdout), text(&output.stderr));
+    assert!(err.contains("acc:hit takes the fast path"), "{err}");
+    assert!(out.contains("at 500\nend\n"), "{out}");
+    assert!(out.contains("@c: 500\n"), "{out}");
+}
