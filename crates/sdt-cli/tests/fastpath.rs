@@ -9,12 +9,13 @@
 //! One sdt at a time serves the fast path (it holds the abstract socket
 //! programs register on), so the tests here take turns.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use sdt_testing::fastpath::Running as Fixture;
 use sdt_testing::{have, require, require_root};
 
 static TURN: Mutex<()> = Mutex::new(());
@@ -24,7 +25,7 @@ fn fixture() -> Option<PathBuf> {
     if !require_root() {
         return None;
     }
-    sdt_testing::fixture::fastpath_program()
+    sdt_testing::fastpath::program()
 }
 
 fn sdt() -> Command {
@@ -154,63 +155,6 @@ fn sdt_trace_writes_every_event_exactly_over_the_fast_path() {
             assert_eq!(pair[1].1[0], i);
             assert_eq!(pair[1].1[2], if i % 2 == 0 { 4 } else { 3 }, "the length");
         }
-    }
-}
-
-/// The fixture, started on its own: it answers lines on its input.
-struct Fixture {
-    child: Child,
-    out: BufReader<ChildStdout>,
-}
-
-impl Fixture {
-    fn start(program: &Path) -> Fixture {
-        let mut child = Command::new(program)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        assert_eq!(line, "ready\n");
-        Fixture { child, out }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn ask(&mut self, line: &str) -> String {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-        let mut answer = String::new();
-        self.out.read_line(&mut answer).unwrap();
-        answer
-    }
-
-    /// Waits until `acc:hit`'s semaphore is raised (`true`) or lowered.
-    fn wait_enabled(&mut self, enabled: bool) {
-        let wanted = format!("enabled {}\n", u8::from(enabled));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.ask("enabled") != wanted {
-            assert!(Instant::now() < deadline, "never {wanted}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Closes its input, and waits for it to end.
-    fn end(mut self) {
-        drop(self.child.stdin.take());
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -474,20 +418,14 @@ fn a_program_in_a_pid_namespace_of_its_own_is_shown_with_sdts_thread_ids() {
     }
     // The fixture is process 1 of a new PID namespace; its threads see
     // themselves as 2 and 3. Its hits carry those ids; sdt shows its own.
-    let mut child = Command::new("unshare")
+    let mut unshare = Command::new("unshare");
+    unshare
         .args(["--pid", "--fork", "--kill-child"])
-        .arg(&program)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
+        .arg(&program);
+    let mut fixture = Fixture::spawn(unshare);
     // unshare's only child is the fixture.
     let children =
-        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap();
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", fixture.pid())).unwrap();
     let pid: u32 = children.trim().parse().unwrap();
     let events = sdt_testing::fixture::target_tmpdir().join("fastpath-namespace.txt");
     let traced = sdt()
@@ -497,7 +435,6 @@ fn a_program_in_a_pid_namespace_of_its_own_is_shown_with_sdts_thread_ids() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut fixture = Fixture { child, out };
     fixture.wait_enabled(true);
     assert_eq!(fixture.ask("50 2"), "fired 50\n");
     fixture.end();

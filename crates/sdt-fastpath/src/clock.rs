@@ -34,7 +34,9 @@ pub fn tsc() -> u64 {
     }
 }
 
-fn monotonic_ns() -> u64 {
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock the kernel's records
+/// carry, and that [`Clock::ns`] reads hits as.
+pub fn monotonic_ns() -> u64 {
     let t = clock_gettime(ClockId::Monotonic);
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }

@@ -25,7 +25,7 @@ mod maps;
 #[allow(unsafe_code)] // maps the memory a program shares: see its doc
 mod shared;
 
-pub use clock::Clock;
+pub use clock::{monotonic_ns, Clock};
 pub use listener::{Listener, Pending};
 pub use maps::address_of;
 pub use sdt::fastpath::layout;

@@ -3,53 +3,12 @@
 //! (no uprobe at any site), registers on the socket, and every hit arrives
 //! in the shared rings with its arguments and strings, exactly.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sdt_bpf::{Insn, LoadOptions, Program, ProgramType, Reg, UprobeAttach, UprobeSite};
 use sdt_fastpath::{address_of, Clock, Entry, Listener, Record};
+use sdt_testing::fastpath::Running;
 use sdt_testing::require_root;
-
-struct Fixture {
-    child: Child,
-    out: BufReader<std::process::ChildStdout>,
-}
-
-impl Fixture {
-    fn start(program: &PathBuf) -> Fixture {
-        let mut child = Command::new(program)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        assert_eq!(line, "ready\n");
-        Fixture { child, out }
-    }
-
-    fn ask(&mut self, line: &str) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn answer(&mut self) -> String {
-        let mut line = String::new();
-        self.out.read_line(&mut line).unwrap();
-        line
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A program that does nothing, to hold the anchors' uprobes.
 fn nothing() -> Program {
@@ -68,7 +27,7 @@ fn hits_arrive_in_the_shared_rings_exactly_with_no_uprobe_at_any_site() {
     if !require_root() {
         return;
     }
-    let Some(program) = sdt_testing::fixture::fastpath_program() else {
+    let Some(program) = sdt_testing::fastpath::program() else {
         return;
     };
     let file = sdt_elf::ElfFile::open(&program).unwrap();
@@ -80,8 +39,8 @@ fn hits_arrive_in_the_shared_rings_exactly_with_no_uprobe_at_any_site() {
     masks.sort();
     assert_eq!(masks, [0b010, 0b100]);
     let stat = rustix::fs::stat(&program).unwrap();
-    let mut fixture = Fixture::start(&program);
-    let pid = fixture.child.id();
+    let mut fixture = Running::start(&program);
+    let pid = fixture.pid();
     let listener = Listener::bind().unwrap();
     // Ring: each anchor's uprobe raises its probe's semaphore.
     let holder = nothing();
@@ -103,7 +62,7 @@ fn hits_arrive_in_the_shared_rings_exactly_with_no_uprobe_at_any_site() {
     .attach(&holder, sdt_bpf::Mechanism::PerfLink)
     .unwrap();
     let clock = Clock::calibrate(Duration::from_millis(10));
-    fixture.ask("5 2");
+    fixture.send("5 2");
     // The first hit registers: answer it.
     let deadline = Instant::now() + Duration::from_secs(10);
     let pending = loop {
@@ -187,6 +146,6 @@ fn hits_arrive_in_the_shared_rings_exactly_with_no_uprobe_at_any_site() {
     // Detached, the semaphores fall: the program runs on untraced.
     drop(attached);
     drop(shared);
-    fixture.ask("3");
+    fixture.send("3");
     assert_eq!(fixture.answer(), "fired 3\n");
 }

@@ -21,7 +21,7 @@ use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use sdt_codegen::layout::{self, replay, OutputInfo};
-use sdt_fastpath::{address_of, Clock, Entry, Listener, Record, Shared};
+use sdt_fastpath::{address_of, monotonic_ns, Clock, Entry, Listener, Record, Shared};
 use sdt_script::Compilation;
 use sdt_trace::Session;
 
@@ -392,11 +392,6 @@ fn status(pid: u32) -> Option<Status> {
         uid: field("Uid:")?,
         gid: field("Gid:")?,
     })
-}
-
-fn monotonic_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// When a record's hit was, if the record says.

@@ -203,31 +203,8 @@ fn compile(dir: &Path, command: &[OsString]) -> Result<(), String> {
     ))
 }
 
-/// The Rust fixture of the fast path (`tests/fixtures/fastpath`, a
-/// program whose probes come from the `sdt` crate with its `fastpath`
-/// feature), built once per target directory; `None`, after
-/// [`crate::require`] has said so, if it cannot be built.
-pub fn fastpath_program() -> Option<PathBuf> {
-    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let target = target_tmpdir().join("fastpath-fixture");
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let built = std::process::Command::new(cargo)
-                .args(["build", "--release", "--quiet", "--manifest-path"])
-                .arg(from_root(Path::new("tests/fixtures/fastpath/Cargo.toml")))
-                .arg("--target-dir")
-                .arg(&target)
-                .status()
-                .is_ok_and(|s| s.success());
-            crate::require(built, "the fast-path fixture built with cargo")
-                .then(|| target.join("release/sdt-fastpath-fixture"))
-        })
-        .clone()
-}
-
 /// `path`, taken from the workspace's root if relative.
-fn from_root(path: &Path) -> PathBuf {
+pub(crate) fn from_root(path: &Path) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .join(path)

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub mod cgroup;
+pub mod fastpath;
 pub mod fixture;
 
 /// Whether the tests run in CI (`CI=true`).
